@@ -1,0 +1,96 @@
+//! Opaque identifiers. An execution id is `te_` followed by 27 base62 digits of a
+//! fresh 160-bit random value: unguessable, and never derived from remote ids or URLs.
+
+use std::fmt;
+
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Encodes `bytes` as a fixed-width base62 number of `width` digits.
+fn base62(bytes: &[u8], width: usize) -> String {
+    let mut digits = vec![0u8; width];
+    let mut n = bytes.to_vec();
+    for slot in digits.iter_mut().rev() {
+        let mut rem: u32 = 0;
+        for b in n.iter_mut() {
+            let acc = (rem << 8) | u32::from(*b);
+            *b = (acc / 62) as u8;
+            rem = acc % 62;
+        }
+        *slot = BASE62[rem as usize];
+    }
+    String::from_utf8(digits).unwrap_or_default()
+}
+
+/// A random id with `prefix`, carrying `bits` bits of entropy (a multiple of 8).
+pub fn random_id(prefix: &str, bits: usize) -> String {
+    let mut bytes = vec![0u8; bits / 8];
+    fill_random(&mut bytes);
+    let width = ((bits as f64) / 62f64.log2()).ceil() as usize;
+    format!("{prefix}{}", base62(&bytes, width))
+}
+
+/// Fills `buf` from the operating system's RNG.
+pub fn fill_random(buf: &mut [u8]) {
+    // Without an OS RNG no id, token or nonce can be made safely; getrandom
+    // documents this as practically impossible on Linux after boot.
+    #[allow(clippy::expect_used)]
+    getrandom::fill(buf).expect("operating system random number generator unavailable");
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExecutionId(String);
+
+impl ExecutionId {
+    pub const PREFIX: &'static str = "te_";
+    const DIGITS: usize = 27;
+
+    pub fn generate() -> Self {
+        Self(random_id(Self::PREFIX, 160))
+    }
+
+    /// Accepts only the shape we mint, so malformed ids never reach the store.
+    pub fn parse(s: &str) -> Option<Self> {
+        let digits = s.strip_prefix(Self::PREFIX)?;
+        (digits.len() == Self::DIGITS && digits.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .then(|| Self(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ExecutionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn execution_ids_have_the_documented_shape_and_differ() {
+        let a = ExecutionId::generate();
+        let b = ExecutionId::generate();
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 3 + 27);
+        assert!(ExecutionId::parse(a.as_str()).is_some());
+    }
+
+    #[test]
+    fn parse_rejects_foreign_shapes() {
+        for bad in ["", "te_", "te_short", "xx_0123456789ABCDEFGHIJKLMNOPQ", "te_0123456789ABCDEFGHIJKLMN-"] {
+            assert!(ExecutionId::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn base62_is_fixed_width_and_covers_the_maximum() {
+        assert_eq!(base62(&[0; 20], 27), "0".repeat(27));
+        let max = base62(&[0xff; 20], 27);
+        assert_eq!(max.len(), 27);
+        assert_ne!(&max[..1], "0");
+    }
+}

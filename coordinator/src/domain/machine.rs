@@ -1,0 +1,287 @@
+//! The execution state machine: `apply(state, event, now)` returns the next state
+//! and the effects to carry out after the transition commits, or says why the
+//! event is ignored. Pure: no clock, no I/O. A terminal state never changes, and
+//! the only effect that runs the business tool (`Effect::Invoke`) arises from a
+//! claim of a pending execution, which exists again only after the tool itself
+//! reported a retryable failure.
+
+use super::policy::retry_backoff_ms;
+use super::status::{FailureReason, Status};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub worker_id: String,
+    pub attempt: u32,
+    pub expires_at: Millis,
+}
+
+/// The status together with the data only that status has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Admitted, not running; claimable from `not_before` (scheduled runs, retry backoff).
+    Pending { not_before: Millis },
+    Working { lease: Lease },
+    InputRequired { lease: Lease },
+    Completed,
+    Failed { reason: FailureReason },
+    Cancelled,
+}
+
+impl Phase {
+    pub fn status(&self) -> Status {
+        match self {
+            Phase::Pending { .. } => Status::Pending,
+            Phase::Working { .. } => Status::Working,
+            Phase::InputRequired { .. } => Status::InputRequired,
+            Phase::Completed => Status::Completed,
+            Phase::Failed { .. } => Status::Failed,
+            Phase::Cancelled => Status::Cancelled,
+        }
+    }
+
+    pub fn lease(&self) -> Option<&Lease> {
+        match self {
+            Phase::Working { lease } | Phase::InputRequired { lease } => Some(lease),
+            _ => None,
+        }
+    }
+
+    fn lease_mut(&mut self) -> Option<&mut Lease> {
+        match self {
+            Phase::Working { lease } | Phase::InputRequired { lease } => Some(lease),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct State {
+    pub phase: Phase,
+    /// Attempts started so far (each one invoked the tool once).
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub deadline: Millis,
+    pub cancel_requested: bool,
+    pub owner_loss_detection_at: Option<Millis>,
+}
+
+impl State {
+    pub fn new(not_before: Millis, deadline: Millis, max_attempts: u32) -> Self {
+        State {
+            phase: Phase::Pending { not_before },
+            attempts: 0,
+            max_attempts: max_attempts.max(1),
+            deadline,
+            cancel_requested: false,
+            owner_loss_detection_at: None,
+        }
+    }
+
+    pub fn status(&self) -> Status {
+        self.phase.status()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    ToolError { retryable: bool },
+    /// The tool stopped because it was asked to.
+    Cancelled,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Claim { worker_id: String, lease_until: Millis },
+    Heartbeat { worker_id: String, attempt: u32, lease_until: Millis },
+    Settle { attempt: u32, outcome: Outcome },
+    RequestCancel,
+    LeaseLapsed { detect_at: Millis },
+    OwnerLossDue,
+    DeadlinePassed,
+    /// Refused before invocation (e.g. a hosted tool that needs task-time input).
+    Refuse,
+}
+
+impl Event {
+    /// The name recorded in the execution's event log.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Claim { .. } => "claimed",
+            Event::Heartbeat { .. } => "heartbeat",
+            Event::Settle { .. } => "settled",
+            Event::RequestCancel => "cancel_requested",
+            Event::LeaseLapsed { .. } => "lease_lapsed",
+            Event::OwnerLossDue => "owner_lost",
+            Event::DeadlinePassed => "deadline_exceeded",
+            Event::Refuse => "refused",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Cancelled,
+    DeadlineExceeded,
+    OwnerLost,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Cancelled => "cancelled",
+            StopReason::DeadlineExceeded => "deadline_exceeded",
+            StopReason::OwnerLost => "owner_lost",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Run the tool: send the assignment for `attempt` to `worker_id`.
+    Invoke { worker_id: String, attempt: u32 },
+    /// Ask the owner worker to stop.
+    Stop { worker_id: String, attempt: u32, reason: StopReason },
+    /// A retry becomes claimable at this time.
+    RetryAt(Millis),
+    /// The execution reached a terminal state: release admission, wake waiters.
+    Terminal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub next: State,
+    pub effects: Vec<Effect>,
+}
+
+/// Why an event changed nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Ignored {
+    #[error("execution is terminal")]
+    Terminal,
+    #[error("event does not apply in this status")]
+    WrongStatus,
+    #[error("event names an attempt that is not the current one")]
+    StaleAttempt,
+    #[error("event is not due yet")]
+    NotDue,
+    #[error("cancellation was already requested")]
+    AlreadyRequested,
+}
+
+pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ignored> {
+    if state.status().is_terminal() {
+        return Err(Ignored::Terminal);
+    }
+    let mut next = state.clone();
+    let mut effects = Vec::new();
+    match event {
+        Event::Claim { worker_id, lease_until } => {
+            let Phase::Pending { not_before } = state.phase else {
+                return Err(Ignored::WrongStatus);
+            };
+            if now < not_before || now >= state.deadline {
+                return Err(Ignored::NotDue);
+            }
+            if state.cancel_requested || state.attempts >= state.max_attempts {
+                return Err(Ignored::WrongStatus);
+            }
+            next.attempts += 1;
+            next.owner_loss_detection_at = None;
+            next.phase = Phase::Working {
+                lease: Lease { worker_id: worker_id.clone(), attempt: next.attempts, expires_at: *lease_until },
+            };
+            effects.push(Effect::Invoke { worker_id: worker_id.clone(), attempt: next.attempts });
+        }
+        Event::Heartbeat { worker_id, attempt, lease_until } => {
+            let lease = next.phase.lease_mut().ok_or(Ignored::WrongStatus)?;
+            if lease.worker_id != *worker_id || lease.attempt != *attempt {
+                return Err(Ignored::StaleAttempt);
+            }
+            lease.expires_at = lease.expires_at.max(*lease_until);
+            next.owner_loss_detection_at = None;
+        }
+        Event::Settle { attempt, outcome } => {
+            let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
+            if lease.attempt != *attempt {
+                return Err(Ignored::StaleAttempt);
+            }
+            next.owner_loss_detection_at = None;
+            match outcome {
+                Outcome::Success => next.phase = Phase::Completed,
+                Outcome::Cancelled => next.phase = Phase::Cancelled,
+                Outcome::ToolError { retryable: true }
+                    if state.attempts < state.max_attempts && !state.cancel_requested =>
+                {
+                    let at = now + retry_backoff_ms(state.attempts);
+                    next.phase = Phase::Pending { not_before: at };
+                    effects.push(Effect::RetryAt(at));
+                }
+                Outcome::ToolError { .. } => next.phase = Phase::Failed { reason: FailureReason::ToolError },
+            }
+        }
+        Event::RequestCancel => {
+            if state.cancel_requested {
+                return Err(Ignored::AlreadyRequested);
+            }
+            next.cancel_requested = true;
+            match state.phase.lease() {
+                None => next.phase = Phase::Cancelled,
+                Some(lease) => effects.push(Effect::Stop {
+                    worker_id: lease.worker_id.clone(),
+                    attempt: lease.attempt,
+                    reason: StopReason::Cancelled,
+                }),
+            }
+        }
+        Event::LeaseLapsed { detect_at } => {
+            let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
+            if now < lease.expires_at {
+                return Err(Ignored::NotDue);
+            }
+            if state.owner_loss_detection_at.is_some() {
+                return Err(Ignored::WrongStatus);
+            }
+            next.owner_loss_detection_at = Some(*detect_at);
+        }
+        Event::OwnerLossDue => {
+            let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
+            match state.owner_loss_detection_at {
+                Some(at) if now >= at => {}
+                _ => return Err(Ignored::NotDue),
+            }
+            effects.push(Effect::Stop {
+                worker_id: lease.worker_id.clone(),
+                attempt: lease.attempt,
+                reason: StopReason::OwnerLost,
+            });
+            next.phase = Phase::Failed { reason: FailureReason::OwnerLost };
+        }
+        Event::DeadlinePassed => {
+            if now < state.deadline {
+                return Err(Ignored::NotDue);
+            }
+            if let Some(lease) = state.phase.lease() {
+                effects.push(Effect::Stop {
+                    worker_id: lease.worker_id.clone(),
+                    attempt: lease.attempt,
+                    reason: StopReason::DeadlineExceeded,
+                });
+            }
+            next.phase = Phase::Failed { reason: FailureReason::DeadlineExceeded };
+        }
+        Event::Refuse => {
+            if !matches!(state.phase, Phase::Pending { .. }) {
+                return Err(Ignored::WrongStatus);
+            }
+            next.phase = Phase::Failed { reason: FailureReason::InvocationRefused };
+        }
+    }
+    if next.status().is_terminal() {
+        effects.push(Effect::Terminal);
+    }
+    Ok(Transition { next, effects })
+}

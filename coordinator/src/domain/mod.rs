@@ -1,0 +1,15 @@
+//! The pure core: identifiers, statuses, the execution state machine and the time
+//! policies. Knows nothing of storage, networks or the clock; every adapter calls in.
+
+pub mod id;
+pub mod machine;
+pub mod policy;
+pub mod status;
+
+#[cfg(test)]
+mod machine_tests;
+
+pub use id::ExecutionId;
+pub use machine::{Effect, Event, Ignored, Lease, Millis, Outcome, Phase, State, StopReason, Transition, apply};
+pub use policy::{Deadlines, Lifetime};
+pub use status::{FailureReason, Status};

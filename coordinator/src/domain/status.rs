@@ -1,0 +1,107 @@
+//! The six statuses an execution can be in, and the reasons it can fail.
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Pending,
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Pending,
+        Status::Working,
+        Status::InputRequired,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+    ];
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Working => "working",
+            Status::InputRequired => "input_required",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an execution failed. Visible to every reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// The tool reported an error (after its last permitted attempt).
+    ToolError,
+    DeadlineExceeded,
+    OwnerLost,
+    UnsupportedInteraction,
+    /// Refused before the tool ran (policy forbids it).
+    InvocationRefused,
+}
+
+impl FailureReason {
+    pub const ALL: [FailureReason; 5] = [
+        FailureReason::ToolError,
+        FailureReason::DeadlineExceeded,
+        FailureReason::OwnerLost,
+        FailureReason::UnsupportedInteraction,
+        FailureReason::InvocationRefused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::ToolError => "tool_error",
+            FailureReason::DeadlineExceeded => "deadline_exceeded",
+            FailureReason::OwnerLost => "owner_lost",
+            FailureReason::UnsupportedInteraction => "unsupported_interaction",
+            FailureReason::InvocationRefused => "invocation_refused",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        for r in FailureReason::ALL {
+            assert_eq!(FailureReason::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(Status::parse("done"), None);
+    }
+
+    #[test]
+    fn exactly_three_statuses_are_terminal() {
+        let terminal: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_terminal()).collect();
+        assert_eq!(terminal, [Status::Completed, Status::Failed, Status::Cancelled]);
+    }
+}

@@ -1,0 +1,348 @@
+//! The store contract: every test runs against SQLite and Postgres, each on a
+//! fresh database of its own so tests run in parallel.
+
+use super::*;
+use crate::crypto::{Field, KeyRing};
+use crate::domain::{Event, FailureReason, Outcome, Phase, Status};
+
+const PG_URL_ENV: &str = "TEST_POSTGRES_URL";
+
+struct Backend {
+    name: &'static str,
+    store: Store,
+    sqlite_path: Option<std::path::PathBuf>,
+}
+
+fn unique(prefix: &str) -> String {
+    crate::domain::id::random_id(prefix, 64).to_lowercase()
+}
+
+async fn sqlite() -> Backend {
+    let path = std::env::temp_dir().join(format!("{}.db", unique("baton_t_")));
+    let store = Store::connect(&format!("sqlite://{}", path.display()), 1).await.expect("sqlite");
+    store.migrate().await.expect("migrate sqlite");
+    Backend { name: "sqlite", store, sqlite_path: Some(path) }
+}
+
+async fn postgres() -> Backend {
+    let base = std::env::var(PG_URL_ENV).unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let admin = Store::connect(&base, 2).await.expect("postgres reachable (set TEST_POSTGRES_URL)");
+    let db = unique("baton_t_");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin.pool).await.expect("create db");
+    admin.close().await;
+    let (prefix, _) = base.rsplit_once('/').expect("url has a database");
+    let store = Store::connect(&format!("{prefix}/{db}"), 8).await.expect("connect test db");
+    store.migrate().await.expect("migrate postgres");
+    Backend { name: "postgres", store, sqlite_path: None }
+}
+
+async fn backends() -> Vec<Backend> {
+    vec![sqlite().await, postgres().await]
+}
+
+fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str, now: i64) -> NewExecution {
+    NewExecution {
+        id: crate::domain::ExecutionId::generate().to_string(),
+        org_id: "org_1".into(),
+        project_id: project.into(),
+        gateway_id: "gw_1".into(),
+        tool_name: "Demo.Echo".into(),
+        toolkit_name: "Demo".into(),
+        toolkit_version: "1.0.0".into(),
+        user_id: user.into(),
+        started_by: "cred_1".into(),
+        surface: "rest".into(),
+        created_at: now,
+        run_at: None,
+        execution_deadline: now + 60_000,
+        retention_expires_at: now + 120_000,
+        poll_interval_ms: 1000,
+        max_attempts: 3,
+        idempotency_key: key.map(str::to_owned),
+        request_fingerprint: Some(fingerprint.into()),
+        input_ct: vec![1, 2, 3],
+        payload_bytes: 3,
+    }
+}
+
+fn tools() -> Vec<String> {
+    vec!["Demo.Echo".to_string()]
+}
+
+async fn settle(s: &Store, id: &str, attempt: u32, outcome: Outcome, now: i64) -> ExecutionRecord {
+    let event = Event::Settle { attempt, outcome };
+    match s.apply(id, &event, &EventData::default(), now).await.expect("apply") {
+        Some(Ok(a)) => a.record,
+        other => panic!("settle not applied: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_then_read_back_with_created_event() {
+    for b in backends().await {
+        let new = new_execution("p1", "u1", None, "f", 1_000);
+        let created = b.store.create_execution(&new).await.expect("create");
+        assert!(!created.replayed);
+        let got = b.store.get_execution(&new.id).await.expect("get").expect("exists");
+        assert_eq!(got, created.record, "{}", b.name);
+        assert_eq!(got.status(), Status::Pending);
+        assert_eq!(got.execution_type, "immediate");
+        assert_eq!(got.input_ct.as_deref(), Some(&[1u8, 2, 3][..]));
+        let events = b.store.list_events(&new.id).await.expect("events");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].2, "created");
+        assert!(b.store.get_execution("te_missing").await.expect("get").is_none());
+    }
+}
+
+#[tokio::test]
+async fn scheduled_runs_wait_for_run_at() {
+    for b in backends().await {
+        let mut new = new_execution("p1", "u1", None, "f", 1_000);
+        new.run_at = Some(5_000);
+        let rec = b.store.create_execution(&new).await.expect("create").record;
+        assert_eq!(rec.execution_type, "scheduled", "{}", b.name);
+        assert_eq!(rec.scheduled_at, Some(5_000));
+        assert!(b.store.claim("p1", &tools(), "w", 10, 4_999, 20_000).await.expect("claim").is_empty());
+        assert_eq!(b.store.claim("p1", &tools(), "w", 10, 5_000, 20_000).await.expect("claim").len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_same_work_and_refuses_other_work() {
+    for b in backends().await {
+        let first = b.store.create_execution(&new_execution("p1", "u1", Some("k"), "f1", 1_000)).await.expect("first");
+        let again = b.store.create_execution(&new_execution("p1", "u1", Some("k"), "f1", 1_001)).await.expect("again");
+        assert!(again.replayed, "{}", b.name);
+        assert_eq!(again.record.id, first.record.id);
+        let other = b.store.create_execution(&new_execution("p1", "u1", Some("k"), "f2", 1_002)).await;
+        assert!(matches!(other, Err(Error::IdempotencyConflict)), "{}", b.name);
+        // Keys are scoped to the end user.
+        let u2 = b.store.create_execution(&new_execution("p1", "u2", Some("k"), "f2", 1_003)).await.expect("u2");
+        assert!(!u2.replayed);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_creates_with_one_key_make_one_execution() {
+    for b in backends().await {
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let s = b.store.clone();
+                tokio::spawn(async move { s.create_execution(&new_execution("p1", "u1", Some("race"), "f", 1_000 + i)).await })
+            })
+            .collect();
+        let mut ids = std::collections::HashSet::new();
+        for t in tasks {
+            ids.insert(t.await.expect("join").expect("create").record.id);
+        }
+        assert_eq!(ids.len(), 1, "{}", b.name);
+    }
+}
+
+#[tokio::test]
+async fn claims_lease_each_execution_once_and_record_attempts() {
+    for b in backends().await {
+        for i in 0..20 {
+            b.store.create_execution(&new_execution("p1", "u1", None, "f", 1_000 + i)).await.expect("create");
+        }
+        b.store.create_execution(&new_execution("p2", "u1", None, "f", 1_000)).await.expect("other project");
+        let claimers: Vec<_> = (0..4)
+            .map(|w| {
+                let s = b.store.clone();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    loop {
+                        let batch = s.claim("p1", &tools(), &format!("w{w}"), 3, 2_000, 9_000).await.expect("claim");
+                        if batch.is_empty() {
+                            return got;
+                        }
+                        got.extend(batch.into_iter().map(|c| c.record.id));
+                    }
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for c in claimers {
+            all.extend(c.await.expect("join"));
+        }
+        let unique: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(all.len(), 20, "{}: every execution claimed", b.name);
+        assert_eq!(unique.len(), 20, "{}: none claimed twice", b.name);
+        let rec = b.store.get_execution(&all[0]).await.expect("get").expect("exists");
+        assert_eq!(rec.status(), Status::Working);
+        assert_eq!(rec.started_at, Some(2_000));
+        let attempts = b.store.list_attempts(&all[0]).await.expect("attempts");
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].finished_at, None);
+    }
+}
+
+#[tokio::test]
+async fn settlement_completes_once_and_duplicates_are_ignored() {
+    for b in backends().await {
+        let new = new_execution("p1", "u1", None, "f", 1_000);
+        b.store.create_execution(&new).await.expect("create");
+        b.store.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim");
+        let data = EventData { output_ct: Some(vec![9; 4]), payload_bytes: 4, ..Default::default() };
+        let event = Event::Settle { attempt: 1, outcome: Outcome::Success };
+        let done = b.store.apply(&new.id, &event, &data, 1_500).await.expect("apply").expect("found").expect("applied");
+        assert_eq!(done.record.status(), Status::Completed, "{}", b.name);
+        assert_eq!(done.record.finished_at, Some(1_500));
+        assert_eq!(done.record.payload_bytes, 7);
+        assert!(done.effects.contains(&crate::domain::Effect::Terminal));
+        let dup = b.store.apply(&new.id, &event, &data, 1_600).await.expect("apply").expect("found");
+        assert!(matches!(dup, Err((crate::domain::Ignored::Terminal, _))), "{}", b.name);
+        let attempts = b.store.list_attempts(&new.id).await.expect("attempts");
+        assert_eq!(attempts[0].success, Some(true));
+        assert_eq!(attempts[0].output_ct.as_deref(), Some(&[9u8; 4][..]));
+        let kinds: Vec<String> = b.store.list_events(&new.id).await.expect("events").into_iter().map(|e| e.2).collect();
+        assert_eq!(kinds, ["created", "claimed", "settled"]);
+    }
+}
+
+#[tokio::test]
+async fn retryable_failures_make_new_attempts_with_backoff() {
+    for b in backends().await {
+        let new = new_execution("p1", "u1", None, "f", 1_000);
+        b.store.create_execution(&new).await.expect("create");
+        b.store.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim");
+        let rec = settle(&b.store, &new.id, 1, Outcome::ToolError { retryable: true }, 1_100).await;
+        assert_eq!(rec.state.phase, Phase::Pending { not_before: 1_300 }, "{}", b.name);
+        assert!(b.store.claim("p1", &tools(), "w", 1, 1_200, 9_000).await.expect("claim").is_empty());
+        let again = b.store.claim("p1", &tools(), "w", 1, 1_300, 9_000).await.expect("claim");
+        assert_eq!(again[0].attempt, 2);
+        let rec = settle(&b.store, &new.id, 2, Outcome::Success, 1_400).await;
+        assert_eq!(rec.status(), Status::Completed);
+        let attempts = b.store.list_attempts(&new.id).await.expect("attempts");
+        assert_eq!(attempts.iter().map(|a| a.success).collect::<Vec<_>>(), [Some(false), Some(true)]);
+    }
+}
+
+#[tokio::test]
+async fn sweeper_fails_deadlines_detects_owner_loss_and_deletes_past_retention() {
+    for b in backends().await {
+        let late = new_execution("p1", "u1", None, "f", 1_000);
+        b.store.create_execution(&late).await.expect("create");
+        let lost = new_execution("p1", "u1", None, "f", 1_000);
+        b.store.create_execution(&lost).await.expect("create");
+        b.store.claim("p1", &tools(), "w", 2, 1_000, 2_000).await.expect("claim");
+        b.store
+            .apply(&late.id, &Event::Heartbeat { worker_id: "w".into(), attempt: 1, lease_until: 100_000 }, &EventData::default(), 1_500)
+            .await
+            .expect("heartbeat");
+
+        let (r, _) = b.store.sweep(2_500, 5_000, 100).await.expect("sweep");
+        assert_eq!(r.lease_lapsed, 1, "{}", b.name);
+        let rec = b.store.get_execution(&lost.id).await.expect("get").expect("exists");
+        assert_eq!(rec.state.owner_loss_detection_at, Some(7_500));
+
+        let (r, _) = b.store.sweep(7_500, 5_000, 100).await.expect("sweep");
+        assert_eq!(r.owner_lost, 1, "{}", b.name);
+        let rec = b.store.get_execution(&lost.id).await.expect("get").expect("exists");
+        assert_eq!(rec.failure_reason(), Some(FailureReason::OwnerLost));
+        assert_eq!(b.store.list_attempts(&lost.id).await.expect("attempts")[0].success, Some(false));
+
+        let (r, applied) = b.store.sweep(61_000, 5_000, 100).await.expect("sweep");
+        assert_eq!(r.deadline_exceeded, 1, "{}", b.name);
+        assert!(applied[0].effects.iter().any(|e| matches!(e, crate::domain::Effect::Stop { .. })));
+        let rec = b.store.get_execution(&late.id).await.expect("get").expect("exists");
+        assert_eq!(rec.failure_reason(), Some(FailureReason::DeadlineExceeded));
+        assert_eq!(rec.error_message.as_deref(), Some("the execution deadline passed before the tool finished"));
+
+        let (r, _) = b.store.sweep(121_000, 5_000, 100).await.expect("sweep");
+        assert_eq!(r.deleted, 2, "{}", b.name);
+        assert!(b.store.get_execution(&late.id).await.expect("get").is_none());
+        assert!(b.store.list_events(&late.id).await.expect("events").is_empty());
+    }
+}
+
+#[tokio::test]
+async fn lists_are_newest_first_scoped_and_paged() {
+    for b in backends().await {
+        let mut ids = Vec::new();
+        for i in 0..5 {
+            let n = new_execution("p1", "u1", None, "f", 1_000 + i);
+            ids.push(n.id.clone());
+            b.store.create_execution(&n).await.expect("create");
+        }
+        b.store.create_execution(&new_execution("p1", "u2", None, "f", 1_000)).await.expect("other user");
+        let filter = ListFilter::User { project_id: "p1".into(), user_id: "u1".into(), gateway_id: None };
+        let page1 = b.store.list_executions(&filter, 2_000, 3, None).await.expect("page1");
+        let last = page1.last().expect("rows");
+        let page2 = b.store.list_executions(&filter, 2_000, 3, Some((last.created_at, last.id.clone()))).await.expect("p2");
+        let got: Vec<String> = page1.iter().chain(&page2).map(|r| r.id.clone()).collect();
+        ids.reverse();
+        assert_eq!(got, ids, "{}", b.name);
+        // Past retention nothing is listed.
+        assert!(b.store.list_executions(&filter, 500_000, 10, None).await.expect("list").is_empty());
+    }
+}
+
+#[tokio::test]
+async fn credentials_resolve_by_hash_and_revoke() {
+    for b in backends().await {
+        b.store.create_org("org_1", "Org", 1).await.expect("org");
+        b.store.create_project("prj_1", "org_1", "Project", 1).await.expect("project");
+        b.store.create_gateway("gw_1", "prj_1", "Gateway", 1).await.expect("gateway");
+        assert_eq!(b.store.gateway_project("gw_1").await.expect("gw").as_deref(), Some("prj_1"));
+        let c = NewCredential {
+            id: "cred_a".into(),
+            token_hash: vec![7; 32],
+            kind: CredentialKind::ApiKey,
+            org_id: "org_1".into(),
+            project_id: "prj_1".into(),
+            gateway_id: None,
+            user_id: None,
+            role: Some("admin".into()),
+            permissions: vec!["status".into(), "cancel".into()],
+        };
+        b.store.create_credential(&c, 1).await.expect("create");
+        let got = b.store.credential_by_hash(&[7; 32]).await.expect("get").expect("found");
+        assert_eq!(got.permissions, ["status", "cancel"], "{}", b.name);
+        assert!(!got.revoked);
+        assert!(b.store.revoke_credential("cred_a", 2).await.expect("revoke"));
+        assert!(!b.store.revoke_credential("cred_a", 3).await.expect("revoke twice"));
+        assert!(b.store.credential_by_hash(&[7; 32]).await.expect("get").expect("found").revoked);
+    }
+}
+
+#[tokio::test]
+async fn a_payload_canary_never_reaches_the_database_in_clear() {
+    let ring = KeyRing::from_base64([("k1", KeyRing::generate_key_base64().as_str())]).expect("ring");
+    let canary = "canary-7f3a9c-never-stored";
+    for b in backends().await {
+        let mut new = new_execution("p1", "u1", None, "f", 1_000);
+        new.input_ct = ring.seal(&new.id, Field::Input, canary.as_bytes()).expect("seal");
+        b.store.create_execution(&new).await.expect("create");
+        b.store.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim");
+        let data = EventData {
+            output_ct: Some(ring.seal(&new.id, Field::Output, canary.as_bytes()).expect("seal")),
+            ..Default::default()
+        };
+        b.store.apply(&new.id, &Event::Settle { attempt: 1, outcome: Outcome::Success }, &data, 1_100).await.expect("apply");
+        let rec = b.store.get_execution(&new.id).await.expect("get").expect("exists");
+        let input = ring.open(&new.id, Field::Input, rec.input_ct.as_deref().expect("input")).expect("open");
+        assert_eq!(input, canary.as_bytes());
+        match &b.sqlite_path {
+            Some(path) => {
+                b.store.close().await;
+                let mut bytes = std::fs::read(path).expect("db file");
+                if let Ok(wal) = std::fs::read(path.with_extension("db-wal")) {
+                    bytes.extend(wal);
+                }
+                assert!(!bytes.windows(canary.len()).any(|w| w == canary.as_bytes()), "sqlite file holds the canary");
+            }
+            None => {
+                for table in ["executions", "attempts", "execution_events"] {
+                    let sql = format!("SELECT CAST(t AS TEXT) AS row_text FROM {table} t");
+                    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&b.store.pool).await.expect("dump");
+                    for row in rows {
+                        let text: String = sqlx::Row::try_get(&row, "row_text").expect("text");
+                        assert!(!text.contains(canary), "postgres {table} holds the canary");
+                    }
+                }
+            }
+        }
+    }
+}

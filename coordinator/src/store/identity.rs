@@ -1,0 +1,282 @@
+//! Organizations, projects, gateways, credentials, registered tools, and the
+//! directory of live workers and coordinators.
+
+use super::{Result, Store};
+use crate::domain::Millis;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CredentialKind {
+    EndUser,
+    ApiKey,
+    Worker,
+}
+
+impl CredentialKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::EndUser => "end_user",
+            CredentialKind::ApiKey => "api_key",
+            CredentialKind::Worker => "worker",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [CredentialKind::EndUser, CredentialKind::ApiKey, CredentialKind::Worker]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NewCredential {
+    pub id: String,
+    pub token_hash: Vec<u8>,
+    pub kind: CredentialKind,
+    pub org_id: String,
+    pub project_id: String,
+    pub gateway_id: Option<String>,
+    pub user_id: Option<String>,
+    pub role: Option<String>,
+    pub permissions: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credential {
+    pub id: String,
+    pub kind: CredentialKind,
+    pub org_id: String,
+    pub project_id: String,
+    pub gateway_id: Option<String>,
+    pub user_id: Option<String>,
+    pub role: Option<String>,
+    pub permissions: Vec<String>,
+    pub revoked: bool,
+}
+
+fn credential_from_row(row: &AnyRow) -> Result<Credential> {
+    let kind: String = row.try_get("kind")?;
+    let permissions: String = row.try_get("permissions")?;
+    let revoked_at: Option<i64> = row.try_get("revoked_at")?;
+    Ok(Credential {
+        id: row.try_get("id")?,
+        kind: CredentialKind::parse(&kind).ok_or_else(|| super::Error::Corrupt(format!("credential kind {kind}")))?,
+        org_id: row.try_get("org_id")?,
+        project_id: row.try_get("project_id")?,
+        gateway_id: row.try_get("gateway_id")?,
+        user_id: row.try_get("user_id")?,
+        role: row.try_get("role")?,
+        permissions: permissions.split(',').filter(|p| !p.is_empty()).map(str::to_owned).collect(),
+        revoked: revoked_at.is_some(),
+    })
+}
+
+/// A tool as registered by a worker for a project.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolRecord {
+    pub name: String,
+    pub toolkit_name: String,
+    pub toolkit_version: String,
+    pub description: String,
+    pub input_schema: String,
+    pub background: String,
+    pub task_time_input: bool,
+    pub max_attempts: u32,
+    pub max_ttl_ms: Option<i64>,
+}
+
+fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
+    let task_time_input: i64 = row.try_get("task_time_input")?;
+    let max_attempts: i64 = row.try_get("max_attempts")?;
+    Ok(ToolRecord {
+        name: row.try_get("name")?,
+        toolkit_name: row.try_get("toolkit_name")?,
+        toolkit_version: row.try_get("toolkit_version")?,
+        description: row.try_get("description")?,
+        input_schema: row.try_get("input_schema")?,
+        background: row.try_get("background")?,
+        task_time_input: task_time_input != 0,
+        max_attempts: u32::try_from(max_attempts).unwrap_or(1),
+        max_ttl_ms: row.try_get("max_ttl_ms")?,
+    })
+}
+
+const TOOL_COLUMNS: &str = "name, toolkit_name, toolkit_version, description, input_schema, background, \
+    task_time_input, max_attempts, max_ttl_ms";
+
+impl Store {
+    pub async fn create_org(&self, id: &str, name: &str, now: Millis) -> Result<()> {
+        sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(name)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn create_project(&self, id: &str, org_id: &str, name: &str, now: Millis) -> Result<()> {
+        sqlx::query("INSERT INTO projects (id, org_id, name, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(org_id)
+            .bind(name)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn create_gateway(&self, id: &str, project_id: &str, name: &str, now: Millis) -> Result<()> {
+        sqlx::query("INSERT INTO gateways (id, project_id, name, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(project_id)
+            .bind(name)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The project a gateway belongs to, if the gateway exists.
+    pub async fn gateway_project(&self, gateway_id: &str) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT project_id FROM gateways WHERE id = $1")
+            .bind(gateway_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get("project_id")).transpose()?)
+    }
+
+    pub async fn create_credential(&self, c: &NewCredential, now: Millis) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO credentials (id, token_hash, kind, org_id, project_id, gateway_id, user_id, role, \
+             permissions, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&c.id)
+        .bind(&c.token_hash)
+        .bind(c.kind.as_str())
+        .bind(&c.org_id)
+        .bind(&c.project_id)
+        .bind(&c.gateway_id)
+        .bind(&c.user_id)
+        .bind(&c.role)
+        .bind(c.permissions.join(","))
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Revokes a credential; returns false when no live credential has that id.
+    pub async fn revoke_credential(&self, id: &str, now: Millis) -> Result<bool> {
+        let done = sqlx::query("UPDATE credentials SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+            .bind(now)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn credential_by_hash(&self, token_hash: &[u8]) -> Result<Option<Credential>> {
+        let row = sqlx::query(
+            "SELECT id, kind, org_id, project_id, gateway_id, user_id, role, permissions, revoked_at \
+             FROM credentials WHERE token_hash = $1",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(credential_from_row).transpose()
+    }
+
+    pub async fn upsert_tools(&self, project_id: &str, tools: &[ToolRecord], now: Millis) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for t in tools {
+            sqlx::query(
+                "INSERT INTO tools (project_id, name, toolkit_name, toolkit_version, description, input_schema, \
+                 background, task_time_input, max_attempts, max_ttl_ms, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 ON CONFLICT (project_id, name) DO UPDATE SET toolkit_name = excluded.toolkit_name, \
+                 toolkit_version = excluded.toolkit_version, description = excluded.description, \
+                 input_schema = excluded.input_schema, background = excluded.background, \
+                 task_time_input = excluded.task_time_input, max_attempts = excluded.max_attempts, \
+                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at",
+            )
+            .bind(project_id)
+            .bind(&t.name)
+            .bind(&t.toolkit_name)
+            .bind(&t.toolkit_version)
+            .bind(&t.description)
+            .bind(&t.input_schema)
+            .bind(&t.background)
+            .bind(i64::from(t.task_time_input))
+            .bind(i64::from(t.max_attempts))
+            .bind(t.max_ttl_ms)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn list_tools(&self, project_id: &str) -> Result<Vec<ToolRecord>> {
+        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 ORDER BY name");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).fetch_all(&self.pool).await?;
+        rows.iter().map(tool_from_row).collect()
+    }
+
+    pub async fn get_tool(&self, project_id: &str, name: &str) -> Result<Option<ToolRecord>> {
+        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 AND name = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).bind(name).fetch_optional(&self.pool).await?;
+        row.as_ref().map(tool_from_row).transpose()
+    }
+
+    /// Records that `worker_id` is connected to `coordinator_id` (replacing an older session).
+    pub async fn upsert_worker(&self, worker_id: &str, project_id: &str, coordinator_id: &str, now: Millis) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO workers (id, project_id, coordinator_id, connected_at, heartbeat_at) VALUES ($1, $2, $3, $4, $4) \
+             ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id, coordinator_id = excluded.coordinator_id, \
+             connected_at = excluded.connected_at, heartbeat_at = excluded.heartbeat_at",
+        )
+        .bind(worker_id)
+        .bind(project_id)
+        .bind(coordinator_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The advertised URL of the coordinator holding `worker_id`'s session, if any.
+    pub async fn worker_coordinator(&self, worker_id: &str) -> Result<Option<(String, String)>> {
+        let row = sqlx::query(
+            "SELECT c.id, c.advertise_url FROM workers w JOIN coordinators c ON c.id = w.coordinator_id WHERE w.id = $1",
+        )
+        .bind(worker_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((r.try_get("id")?, r.try_get("advertise_url")?))).transpose()
+    }
+
+    pub async fn remove_worker(&self, worker_id: &str, coordinator_id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM workers WHERE id = $1 AND coordinator_id = $2")
+            .bind(worker_id)
+            .bind(coordinator_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn upsert_coordinator(&self, id: &str, advertise_url: &str, now: Millis) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO coordinators (id, advertise_url, heartbeat_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET advertise_url = excluded.advertise_url, heartbeat_at = excluded.heartbeat_at",
+        )
+        .bind(id)
+        .bind(advertise_url)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}

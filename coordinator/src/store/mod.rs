@@ -1,0 +1,151 @@
+//! Durable state on Postgres (production) or SQLite (`baton dev`). One SQL
+//! implementation over sqlx's `Any` driver: the schema keeps to types both
+//! backends share (BIGINT milliseconds, TEXT, bytes), and `Dialect` holds the few
+//! statements that differ (row locking). The contract suite in `contract_tests`
+//! runs every behaviour against both backends.
+//!
+//! Owns: SQL, transactions, the event log. Does not own: the rules of a
+//! transition (those are `domain::apply`, called inside the transaction here).
+
+mod executions;
+mod identity;
+mod records;
+mod sweep;
+
+#[cfg(test)]
+mod contract_tests;
+
+pub use executions::{Applied, Claimed, Created, EventData, ListFilter};
+pub use identity::{Credential, CredentialKind, NewCredential, ToolRecord};
+pub use records::{AttemptRecord, ExecutionRecord, NewExecution};
+pub use sweep::SweepReport;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{AnyPool, SqlSafeStr};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("idempotency key reused for a different request")]
+    IdempotencyConflict,
+    #[error("stored row is corrupt: {0}")]
+    Corrupt(String),
+    #[error("unsupported database url scheme (expected postgres:// or sqlite://)")]
+    UnsupportedUrl,
+}
+
+impl Error {
+    /// Whether the failure is the database being out of reach (retryable, 503).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Unavailable(_) => true,
+            Error::Database(e) => matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed),
+            _ => false,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+impl Dialect {
+    /// Row lock for read-modify-write transactions. SQLite needs none: its pool has
+    /// a single connection, so transactions are already serial.
+    fn for_update(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR UPDATE",
+            Dialect::Sqlite => "",
+        }
+    }
+
+    /// Lock for claiming: other coordinators skip rows already being claimed.
+    fn for_update_skip_locked(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
+            Dialect::Sqlite => "",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    dialect: Dialect,
+}
+
+impl Store {
+    /// Connects to `postgres://…` or `sqlite://…` (the file is created if missing).
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        install_default_drivers();
+        let dialect = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Dialect::Postgres
+        } else if url.starts_with("sqlite:") {
+            Dialect::Sqlite
+        } else {
+            return Err(Error::UnsupportedUrl);
+        };
+        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(5));
+        let pool = match dialect {
+            Dialect::Postgres => options.max_connections(max_connections.max(2)).connect(url).await,
+            Dialect::Sqlite => {
+                let url = if url.contains('?') { url.to_owned() } else { format!("{url}?mode=rwc") };
+                options
+                    .max_connections(1)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            use sqlx::Executor as _;
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&url)
+                    .await
+            }
+        }
+        .map_err(Error::Unavailable)?;
+        Ok(Store { pool, dialect })
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Applies the embedded migrations for this backend.
+    pub async fn migrate(&self) -> Result<()> {
+        let sources: &[(i64, &str, &'static str)] = match self.dialect {
+            Dialect::Postgres => &[(1, "init", include_str!("../../../migrations/postgres/0001_init.sql"))],
+            Dialect::Sqlite => &[(1, "init", include_str!("../../../migrations/sqlite/0001_init.sql"))],
+        };
+        let migrations = sources
+            .iter()
+            .map(|(v, name, sql)| {
+                Migration::new(*v, (*name).into(), MigrationType::Simple, (*sql).into_sql_str(), false)
+            })
+            .collect();
+        Migrator::with_migrations(migrations).run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(Error::Unavailable)?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,68 @@
+//! Time-driven transitions: deadlines, lease lapses, owner loss, and deletion past
+//! retention. Every step goes through `Store::apply` (row lock + state machine),
+//! so any number of replicas may sweep at once: a row another replica already
+//! moved is simply ignored.
+
+use super::executions::{Applied, EventData, delete_execution};
+use super::{Result, Store};
+use crate::domain::{Event, Millis};
+use sqlx::{AssertSqlSafe, Row};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    pub deadline_exceeded: usize,
+    pub lease_lapsed: usize,
+    pub owner_lost: usize,
+    pub deleted: usize,
+}
+
+const OPEN: &str = "status IN ('pending', 'working', 'input_required')";
+const LEASED: &str = "status IN ('working', 'input_required')";
+
+impl Store {
+    async fn ids(&self, condition: &str, now: Millis, limit: u32) -> Result<Vec<String>> {
+        let sql = format!("SELECT id FROM executions WHERE {condition} LIMIT $2");
+        let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit)).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?)
+    }
+
+    /// One sweep pass; returns the transitions it made (their effects still to run).
+    pub async fn sweep(
+        &self,
+        now: Millis,
+        owner_loss_grace_ms: i64,
+        limit: u32,
+    ) -> Result<(SweepReport, Vec<Applied>)> {
+        let mut report = SweepReport::default();
+        let mut applied = Vec::new();
+        let passes: [(String, fn(Millis) -> Event); 3] = [
+            (format!("{OPEN} AND execution_deadline <= $1"), |_| Event::DeadlinePassed),
+            (format!("{LEASED} AND owner_loss_detection_at IS NOT NULL AND owner_loss_detection_at <= $1"), |_| {
+                Event::OwnerLossDue
+            }),
+            (format!("{LEASED} AND owner_loss_detection_at IS NULL AND lease_expires_at <= $1"), |detect_at| {
+                Event::LeaseLapsed { detect_at }
+            }),
+        ];
+        for (i, (condition, event_for)) in passes.iter().enumerate() {
+            for id in self.ids(condition, now, limit).await? {
+                let event = event_for(now + owner_loss_grace_ms);
+                if let Some(Ok(a)) = self.apply(&id, &event, &EventData::default(), now).await? {
+                    match i {
+                        0 => report.deadline_exceeded += 1,
+                        1 => report.owner_lost += 1,
+                        _ => report.lease_lapsed += 1,
+                    }
+                    applied.push(a);
+                }
+            }
+        }
+        for id in self.ids("retention_expires_at <= $1", now, limit).await? {
+            let mut tx = self.pool.begin().await?;
+            delete_execution(&mut tx, &id).await?;
+            tx.commit().await?;
+            report.deleted += 1;
+        }
+        Ok((report, applied))
+    }
+}

@@ -1,0 +1,16 @@
+//! The wire contract: generated gRPC code and W3C trace-context propagation over
+//! gRPC metadata. Nothing else lives here.
+
+pub mod trace;
+
+pub mod coordinator {
+    pub mod v1 {
+        tonic::include_proto!("baton.coordinator.v1");
+    }
+}
+
+pub mod worker {
+    pub mod v1 {
+        tonic::include_proto!("baton.worker.v1");
+    }
+}

@@ -1,0 +1,1 @@
+//! Black-box tests live in `tests/it`; this library is intentionally empty.
