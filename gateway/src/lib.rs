@@ -1,1 +1,73 @@
-//! stub
+//! The gateway: terminates MCP (Streamable HTTP) and REST, serves the dashboard,
+//! and turns each request into one coordinator RPC. It holds no state another
+//! replica would need and never talks to Postgres or Redis.
+
+pub mod coordinator;
+pub mod error;
+mod health;
+pub mod rest;
+
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use coordinator::{Bearer, Coordinator};
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub listen: SocketAddr,
+    pub coordinator_url: String,
+    /// Largest accepted request body (413 above it).
+    pub max_body_bytes: usize,
+    /// How long a foreground tools/call waits before handing the caller a task.
+    pub foreground_budget: Duration,
+    pub native_mcp_tasks: bool,
+    pub mcp_tasks_compatibility: bool,
+    /// Prefix of the compatibility tools and handle type (`Baton`).
+    pub compat_prefix: String,
+    /// Key that seals legacy `Mcp-Session-Id` tokens; the same on every replica.
+    pub session_key: [u8; 32],
+    /// Extra Host / Origin values accepted besides loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// When set, an MCP request without credentials acts with this token
+    /// (`baton dev --conformance-fixtures` only).
+    pub anonymous_mcp_token: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub options: Arc<Options>,
+    pub coordinator: Coordinator,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid coordinator url: {0}")]
+    CoordinatorUrl(#[from] tonic::transport::Error),
+    #[error("serving http: {0}")]
+    Serve(#[from] std::io::Error),
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(health::router())
+        .merge(rest::router())
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(state.options.max_body_bytes))
+        .with_state(state)
+}
+
+pub fn state(options: Options) -> Result<AppState, Error> {
+    let coordinator = Coordinator::connect_lazy(&options.coordinator_url)?;
+    Ok(AppState { options: Arc::new(options), coordinator })
+}
+
+/// Serves until `shutdown` fires, then drains in-flight requests.
+pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
+    let app = router(state(options)?);
+    tracing::info!(addr = %listener.local_addr()?, "gateway listening");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
+    Ok(())
+}

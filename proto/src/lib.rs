@@ -1,6 +1,7 @@
 //! The wire contract: generated gRPC code and W3C trace-context propagation over
 //! gRPC metadata. Nothing else lives here.
 
+pub mod error;
 pub mod trace;
 
 pub mod coordinator {

@@ -1,0 +1,71 @@
+//! JSON projections of the execution record for REST callers.
+
+use baton_proto::coordinator::v1::{ExecutionView, Surface};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// RFC 3339 UTC with milliseconds, or null when out of range.
+pub fn rfc3339(ms: i64) -> Value {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .map(Value::String)
+        .unwrap_or(Value::Null)
+}
+
+fn opt_time(ms: Option<i64>) -> Value {
+    ms.map(rfc3339).unwrap_or(Value::Null)
+}
+
+fn non_empty(s: &str) -> Value {
+    if s.is_empty() { Value::Null } else { Value::String(s.to_owned()) }
+}
+
+pub fn surface(s: i32) -> &'static str {
+    match Surface::try_from(s) {
+        Ok(Surface::McpNative) => "mcp_native",
+        Ok(Surface::McpCompat) => "mcp_compat",
+        _ => "rest",
+    }
+}
+
+/// What the owner sees: status, timing, deadlines, open input requests. Never payloads.
+pub fn owner(e: &ExecutionView) -> Value {
+    let requests: Vec<Value> = e
+        .input_requests
+        .iter()
+        .filter(|r| r.state == "open")
+        .map(|r| {
+            json!({
+                "request_key": r.request_key,
+                "message": r.message,
+                "requested_schema": serde_json::from_str::<Value>(&r.requested_schema_json).unwrap_or(Value::Null),
+            })
+        })
+        .collect();
+    json!({
+        "execution_id": e.execution_id,
+        "status": e.status,
+        "tool_name": e.tool_name,
+        "toolkit_name": e.toolkit_name,
+        "toolkit_version": e.toolkit_version,
+        "gateway_id": e.gateway_id,
+        "user_id": e.user_id,
+        "surface": surface(e.surface),
+        "execution_type": e.execution_type,
+        "created_at": rfc3339(e.created_at_ms),
+        "updated_at": rfc3339(e.updated_at_ms),
+        "scheduled_at": opt_time(e.scheduled_at_ms),
+        "started_at": opt_time(e.started_at_ms),
+        "finished_at": opt_time(e.finished_at_ms),
+        "execution_deadline": rfc3339(e.execution_deadline_ms),
+        "retention_expires_at": rfc3339(e.retention_expires_at_ms),
+        "poll_interval_ms": e.poll_interval_ms,
+        "owner_loss_detection_at": opt_time(e.owner_loss_detection_at_ms),
+        "failure_reason": non_empty(&e.failure_reason),
+        "error_message": non_empty(&e.error_message),
+        "cancel_state": e.cancel_state,
+        "input_requests": requests,
+    })
+}
