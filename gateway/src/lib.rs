@@ -5,6 +5,7 @@
 pub mod coordinator;
 pub mod error;
 mod health;
+pub mod mcp;
 pub mod rest;
 
 use axum::Router;
@@ -55,6 +56,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(health::router())
         .merge(rest::router())
+        .merge(mcp::router())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(state.options.max_body_bytes))
         .with_state(state)
 }
