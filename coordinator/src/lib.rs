@@ -2,6 +2,95 @@
 //! durable record, worker sessions and dispatch. The only process with database
 //! and Redis credentials.
 
+pub mod admission;
+pub mod authz;
 pub mod crypto;
 pub mod domain;
+pub mod engine;
+pub mod grpc;
+mod notify;
+pub mod options;
+pub mod schema;
 pub mod store;
+mod sweeper;
+
+pub use options::Options;
+
+use admission::Admission;
+use baton_proto::coordinator::v1::{coordinator_server::CoordinatorServer, peer_server::PeerServer};
+use baton_proto::worker::v1::worker_session_server::WorkerSessionServer;
+use engine::{Bus, Engine, Sessions};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("store: {0}")]
+    Store(#[from] store::Error),
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("serving grpc: {0}")]
+    Serve(#[from] tonic::transport::Error),
+    #[error("listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Builds the engine: connects the store (migrating if asked), admission and the bus.
+pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc<Engine>, Error> {
+    let store = store::Store::connect(&options.database_url, options.database_max_connections).await?;
+    if options.migrate {
+        store.migrate().await?;
+    }
+    store.ping().await?;
+    let bus = match &options.redis_url {
+        Some(url) => Bus::redis(url, &options.redis_prefix).await?,
+        None => Bus::Local,
+    };
+    let admission: Arc<dyn Admission> = Arc::new(admission::memory::MemoryAdmission::new(options.bounds));
+    Ok(Arc::new(Engine {
+        store,
+        ring: options.key_ring.clone(),
+        admission,
+        changes: Default::default(),
+        bus,
+        sessions: Sessions::default(),
+        dispatch_wake: Default::default(),
+        options: Arc::new(options),
+        tasks: TaskTracker::new(),
+        shutdown,
+    }))
+}
+
+/// Serves the coordinator's gRPC services on `listener` until `shutdown` fires.
+pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
+    let engine = engine(options, shutdown.clone()).await?;
+    let e = engine.clone();
+    engine.tasks.spawn(e.run_dispatcher());
+    engine.tasks.spawn(engine.bus.clone().listen(
+        engine.changes.clone(),
+        engine.dispatch_wake.clone(),
+        shutdown.clone(),
+    ));
+    engine.tasks.spawn(sweeper::run(engine.clone()));
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, coordinator_id = %engine.options.id, "coordinator listening");
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let served = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(health_service)
+        .add_service(CoordinatorServer::new(grpc::api::Api { engine: engine.clone() }))
+        .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))
+        .add_service(PeerServer::new(grpc::peer::PeerService { engine: engine.clone() }))
+        .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())
+        .await;
+    engine.tasks.close();
+    engine.tasks.wait().await;
+    engine.store.close().await;
+    served?;
+    Ok(())
+}

@@ -144,6 +144,28 @@ impl Store {
         Ok(Created { record, replayed: false })
     }
 
+    /// The live execution an Idempotency-Key already names, if any.
+    pub async fn find_idempotent(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<ExecutionRecord>> {
+        let sql = format!(
+            "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 \
+             AND idempotency_key = $3 AND retention_expires_at > $4"
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(project_id)
+            .bind(user_id)
+            .bind(key)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(execution_from_row).transpose()
+    }
+
     pub async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>> {
         let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1");
         let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;

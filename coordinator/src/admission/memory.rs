@@ -1,0 +1,115 @@
+//! In-process admission for a single process (`baton dev`): the documents say
+//! local limits apply per process rather than across a cluster.
+
+use super::{Admission, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+#[derive(Default)]
+struct Held {
+    /// execution id -> (ticket, admitted at, started)
+    live: HashMap<String, (Ticket, i64, bool)>,
+    principal: HashMap<(String, String), u64>,
+    project: HashMap<String, u64>,
+    org: HashMap<String, u64>,
+    backlog: HashMap<String, u64>,
+    bytes: HashMap<String, u64>,
+    /// Exponentially weighted average hold time per scope kind.
+    avg_hold_ms: HashMap<Scope, f64>,
+}
+
+pub struct MemoryAdmission {
+    bounds: Bounds,
+    held: Mutex<Held>,
+}
+
+impl MemoryAdmission {
+    pub fn new(bounds: Bounds) -> Self {
+        MemoryAdmission { bounds, held: Mutex::new(Held::default()) }
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Held>, Error> {
+        self.held.lock().map_err(|_| Error::Unavailable("admission state poisoned".into()))
+    }
+}
+
+fn dec(map: &mut HashMap<String, u64>, key: &str, by: u64) {
+    if let Some(v) = map.get_mut(key) {
+        *v = v.saturating_sub(by);
+        if *v == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+fn observe(h: &mut Held, scopes: &[Scope], held_ms: f64) {
+    for s in scopes {
+        let avg = h.avg_hold_ms.entry(*s).or_insert(held_ms);
+        *avg = *avg * 0.8 + held_ms * 0.2;
+    }
+}
+
+#[tonic::async_trait]
+impl Admission for MemoryAdmission {
+    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<(), Rejection>, Error> {
+        let mut h = self.lock()?;
+        if h.live.contains_key(&t.execution_id) {
+            return Ok(Ok(()));
+        }
+        let principal_key = (t.project_id.clone(), t.user_id.clone());
+        let b = &self.bounds;
+        let checks = [
+            (Scope::Principal, h.principal.get(&principal_key).copied().unwrap_or(0) + 1, b.principal_concurrency),
+            (Scope::Project, h.project.get(&t.project_id).copied().unwrap_or(0) + 1, b.project_concurrency),
+            (Scope::Organization, h.org.get(&t.org_id).copied().unwrap_or(0) + 1, b.organization_concurrency),
+            (Scope::Backlog, h.backlog.get(&t.project_id).copied().unwrap_or(0) + 1, b.backlog),
+            (
+                Scope::RetainedPayloadBytes,
+                h.bytes.get(&t.project_id).copied().unwrap_or(0) + t.payload_bytes,
+                b.retained_payload_bytes,
+            ),
+        ];
+        if let Some((scope, _, _)) = checks.iter().find(|(_, wanted, bound)| wanted > bound) {
+            let retry_after_ms = retry_after_from_hold(h.avg_hold_ms.get(scope).copied());
+            return Ok(Err(Rejection { scope: *scope, retry_after_ms }));
+        }
+        *h.principal.entry(principal_key).or_default() += 1;
+        *h.project.entry(t.project_id.clone()).or_default() += 1;
+        *h.org.entry(t.org_id.clone()).or_default() += 1;
+        *h.backlog.entry(t.project_id.clone()).or_default() += 1;
+        *h.bytes.entry(t.project_id.clone()).or_default() += t.payload_bytes;
+        h.live.insert(t.execution_id.clone(), (t.clone(), now_ms, false));
+        Ok(Ok(()))
+    }
+
+    async fn started(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
+        let mut h = self.lock()?;
+        let Some((ticket, at, started)) = h.live.get_mut(&t.execution_id) else { return Ok(()) };
+        if *started {
+            return Ok(());
+        }
+        *started = true;
+        let (project, held) = (ticket.project_id.clone(), (now_ms - *at) as f64);
+        dec(&mut h.backlog, &project, 1);
+        observe(&mut h, &[Scope::Backlog], held);
+        Ok(())
+    }
+
+    async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
+        let mut h = self.lock()?;
+        let Some((ticket, at, started)) = h.live.remove(&t.execution_id) else { return Ok(()) };
+        if let Some(v) = h.principal.get_mut(&(ticket.project_id.clone(), ticket.user_id.clone())) {
+            *v = v.saturating_sub(1);
+        }
+        h.principal.retain(|_, v| *v > 0);
+        dec(&mut h.project, &ticket.project_id, 1);
+        dec(&mut h.org, &ticket.org_id, 1);
+        dec(&mut h.bytes, &ticket.project_id, ticket.payload_bytes);
+        if !started {
+            dec(&mut h.backlog, &ticket.project_id, 1);
+        }
+        let held = (now_ms - at) as f64;
+        observe(&mut h, &[Scope::Principal, Scope::Project, Scope::Organization, Scope::RetainedPayloadBytes], held);
+        Ok(())
+    }
+}

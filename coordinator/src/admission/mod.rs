@@ -1,0 +1,108 @@
+//! Admission: the five bounds of seed 000, checked when an execution is created.
+//!
+//! - principal concurrency: non-terminal executions of one canonical owner (project, user);
+//! - project / organization concurrency: non-terminal executions in the project / org;
+//! - backlog: executions of the project admitted but not yet started;
+//! - retained payload bytes: input bytes held by the project's non-terminal executions.
+//!
+//! An execution holds its place from admission until it turns terminal (and its
+//! backlog place until it starts). Admitting the same id twice counts once.
+//! Two implementations: `memory` (one process, `baton dev`) and `redis` (cluster).
+
+pub mod memory;
+
+#[cfg(test)]
+mod contract_tests;
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    pub principal_concurrency: u64,
+    pub project_concurrency: u64,
+    pub organization_concurrency: u64,
+    pub backlog: u64,
+    pub retained_payload_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Principal,
+    Project,
+    Organization,
+    Backlog,
+    RetainedPayloadBytes,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Principal => "principal",
+            Scope::Project => "project",
+            Scope::Organization => "organization",
+            Scope::Backlog => "backlog",
+            Scope::RetainedPayloadBytes => "retained_payload_bytes",
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one execution claims: its id, its scopes and its payload size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    pub execution_id: String,
+    pub org_id: String,
+    pub project_id: String,
+    pub user_id: String,
+    pub payload_bytes: u64,
+    /// When the execution's claim may be dropped even if never released (its
+    /// deadline): a crashed coordinator cannot leak capacity forever.
+    pub expires_at_ms: i64,
+}
+
+impl Ticket {
+    pub fn from_record(r: &crate::store::ExecutionRecord) -> Self {
+        Ticket {
+            execution_id: r.id.clone(),
+            org_id: r.org_id.clone(),
+            project_id: r.project_id.clone(),
+            user_id: r.user_id.clone(),
+            payload_bytes: u64::try_from(r.input_ct.as_ref().map_or(0, Vec::len)).unwrap_or(0),
+            expires_at_ms: r.execution_deadline,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    pub scope: Scope,
+    /// When retrying is likely to succeed, from the scope's recent hold times.
+    pub retry_after_ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("admission store unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[tonic::async_trait]
+pub trait Admission: Send + Sync + 'static {
+    /// Admits the ticket into every scope at once, or names a full scope.
+    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<(), Rejection>, Error>;
+    /// The execution started: it leaves the backlog.
+    async fn started(&self, t: &Ticket, now_ms: i64) -> Result<(), Error>;
+    /// The execution is terminal (or was never created): it leaves every scope.
+    async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error>;
+}
+
+/// Retry-After from the average time an execution recently held its place,
+/// clamped to [1 s, 60 s].
+pub fn retry_after_from_hold(avg_hold_ms: Option<f64>) -> u64 {
+    avg_hold_ms.map_or(1_000, |ms| ms.clamp(1_000.0, 60_000.0) as u64)
+}

@@ -1,0 +1,297 @@
+//! The owner lifecycle: start, read, wait, list, result, input and cancel, each
+//! authorized here against the current credential.
+
+use super::{Engine, Error, Result, now_ms};
+use crate::admission::Ticket;
+use crate::authz::{self, Principal};
+use crate::crypto::Field;
+use crate::domain::{Event, ExecutionId, Ignored, Status};
+use crate::store::{self, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
+use base64::Engine as _;
+use std::time::Duration;
+
+/// What a caller asks to start.
+#[derive(Clone, Debug, Default)]
+pub struct StartRequest {
+    pub org_id: String,
+    pub project_id: String,
+    pub gateway_id: String,
+    pub tool_name: String,
+    pub input_json: String,
+    pub user_id: String,
+    pub run_at_ms: Option<i64>,
+    pub ttl_ms: Option<i64>,
+    pub idempotency_key: Option<String>,
+    pub request_fingerprint: String,
+    pub surface: &'static str,
+}
+
+/// The provable outcome of a cancel request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    Accepted,
+    Unsupported,
+    AlreadyTerminal,
+    StopDeliveryUnknown,
+    StopAlreadyRequested,
+}
+
+impl CancelOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelOutcome::Accepted => "accepted",
+            CancelOutcome::Unsupported => "unsupported",
+            CancelOutcome::AlreadyTerminal => "already_terminal",
+            CancelOutcome::StopDeliveryUnknown => "stop_delivery_unknown",
+            CancelOutcome::StopAlreadyRequested => "stop_already_requested",
+        }
+    }
+}
+
+pub fn encode_cursor(r: &ExecutionRecord) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}:{}", r.created_at, r.id))
+}
+
+fn decode_cursor(c: &str) -> Result<(i64, String)> {
+    let bad = || Error::Invalid("`cursor` is not a cursor this server issued".into());
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
+    let text = String::from_utf8(raw).map_err(|_| bad())?;
+    let (at, id) = text.split_once(':').ok_or_else(bad)?;
+    Ok((at.parse().map_err(|_| bad())?, id.to_owned()))
+}
+
+impl Engine {
+    async fn resolve_owner(&self, p: &Principal, req: &StartRequest) -> Result<(String, String)> {
+        match p {
+            Principal::EndUser { gateway_id, user_id, .. } => {
+                if !req.user_id.is_empty() && req.user_id != *user_id {
+                    return Err(authz::Error::Forbidden("an end-user token can only start work for its own user").into());
+                }
+                if !req.gateway_id.is_empty() && req.gateway_id != *gateway_id {
+                    return Err(authz::Error::Forbidden("this token is bound to another gateway").into());
+                }
+                Ok((user_id.clone(), gateway_id.clone()))
+            }
+            Principal::ApiKey { project_id, .. } => {
+                if req.user_id.is_empty() {
+                    return Err(Error::Invalid("`user_id` is required when starting with a project API key".into()));
+                }
+                if self.store.gateway_project(&req.gateway_id).await?.as_deref() != Some(project_id.as_str()) {
+                    return Err(Error::Invalid("`gateway_id` is not a gateway of this project".into()));
+                }
+                Ok((req.user_id.clone(), req.gateway_id.clone()))
+            }
+            Principal::Worker { .. } => Err(authz::Error::Forbidden("a worker credential cannot start executions").into()),
+        }
+    }
+
+    async fn eligible_tool(&self, project_id: &str, name: &str, input: &serde_json::Value) -> Result<ToolRecord> {
+        let tool = self.store.get_tool(project_id, name).await?.ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
+        if tool.task_time_input {
+            return Err(Error::PolicyRefused(format!(
+                "tool {name:?} declares task-time input, which hosted tools cannot use"
+            )));
+        }
+        let schema: serde_json::Value = serde_json::from_str(&tool.input_schema).unwrap_or(serde_json::Value::Null);
+        crate::schema::validate(&schema, input).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        Ok(tool)
+    }
+
+    pub async fn start(&self, p: &Principal, req: StartRequest) -> Result<(ExecutionRecord, bool)> {
+        p.in_scope(&req.org_id, &req.project_id)?;
+        p.may_act()?;
+        let (user_id, gateway_id) = self.resolve_owner(p, &req).await?;
+        if req.input_json.len() > self.options.max_input_bytes {
+            return Err(Error::PayloadTooLarge { limit: self.options.max_input_bytes });
+        }
+        let input: serde_json::Value =
+            serde_json::from_str(&req.input_json).map_err(|_| Error::Invalid("`input` is not valid JSON".into()))?;
+        let tool = self.eligible_tool(&req.project_id, &req.tool_name, &input).await?;
+        let now = now_ms();
+        if let Some(key) = &req.idempotency_key
+            && let Some(existing) = self.store.find_idempotent(&req.project_id, &user_id, key, now).await?
+        {
+            return if existing.request_fingerprint.as_deref() == Some(req.request_fingerprint.as_str()) {
+                Ok((existing, true))
+            } else {
+                Err(store::Error::IdempotencyConflict.into())
+            };
+        }
+        let id = ExecutionId::generate().to_string();
+        let deadlines = self.options.lifetime.deadlines(now, req.ttl_ms, tool.max_ttl_ms);
+        let input_ct = self.ring.seal(&id, Field::Input, req.input_json.as_bytes())?;
+        let new = NewExecution {
+            id,
+            org_id: req.org_id,
+            project_id: req.project_id,
+            gateway_id,
+            tool_name: tool.name,
+            toolkit_name: tool.toolkit_name,
+            toolkit_version: tool.toolkit_version,
+            user_id,
+            started_by: p.credential_id().to_owned(),
+            surface: req.surface.to_owned(),
+            created_at: now,
+            run_at: req.run_at_ms,
+            execution_deadline: deadlines.execution_deadline,
+            retention_expires_at: deadlines.retention_expires_at,
+            poll_interval_ms: self.options.poll_interval_ms,
+            max_attempts: tool.max_attempts,
+            idempotency_key: req.idempotency_key,
+            request_fingerprint: Some(req.request_fingerprint),
+            payload_bytes: i64::try_from(input_ct.len()).unwrap_or(i64::MAX),
+            input_ct,
+        };
+        let ticket = Ticket {
+            execution_id: new.id.clone(),
+            org_id: new.org_id.clone(),
+            project_id: new.project_id.clone(),
+            user_id: new.user_id.clone(),
+            payload_bytes: u64::try_from(new.payload_bytes).unwrap_or(0),
+            expires_at_ms: new.execution_deadline,
+        };
+        if let Err(rejection) = self.admission.admit(&ticket, now).await? {
+            return Err(Error::Capacity(rejection));
+        }
+        let created = match self.store.create_execution(&new).await {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = self.admission.release(&ticket, now).await;
+                return Err(e.into());
+            }
+        };
+        if created.replayed {
+            let _ = self.admission.release(&ticket, now).await;
+            return Ok((created.record, true));
+        }
+        match new.run_at {
+            Some(at) if at > now => self.wake_at(at),
+            _ => self.wake_dispatch().await,
+        }
+        tracing::info!(execution_id = %created.record.id, tool = %created.record.tool_name, "execution created");
+        Ok((created.record, false))
+    }
+
+    /// Returns once the status differs from `known_status` (or from the current
+    /// status when empty), or after `wait_ms`.
+    pub async fn wait(
+        &self,
+        p: &Principal,
+        org_id: &str,
+        project_id: &str,
+        id: &str,
+        wait_ms: u64,
+        known_status: &str,
+    ) -> Result<ExecutionRecord> {
+        let watch = self.changes.watch(id);
+        let notified = watch.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let record = self.owned(p, org_id, project_id, id).await?;
+        let baseline = if known_status.is_empty() { record.status() } else { Status::parse(known_status).unwrap_or(record.status()) };
+        if record.status() != baseline || record.status().is_terminal() || wait_ms == 0 {
+            return Ok(record);
+        }
+        let until = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            // The re-read every few seconds is a safety net for a lost signal.
+            let nap = until.min(tokio::time::Instant::now() + Duration::from_secs(5));
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(nap) => {}
+            }
+            notified.set(watch.notify.notified());
+            notified.as_mut().enable();
+            let record = self.owned(p, org_id, project_id, id).await?;
+            if record.status() != baseline || record.status().is_terminal() || tokio::time::Instant::now() >= until {
+                return Ok(record);
+            }
+        }
+    }
+
+    pub async fn list(
+        &self,
+        p: &Principal,
+        org_id: &str,
+        project_id: &str,
+        gateway_id: Option<String>,
+        limit: u32,
+        cursor: &str,
+    ) -> Result<(Vec<ExecutionRecord>, Option<String>)> {
+        p.in_scope(org_id, project_id)?;
+        let filter = match p {
+            Principal::EndUser { user_id, .. } => {
+                ListFilter::User { project_id: project_id.to_owned(), user_id: user_id.clone(), gateway_id }
+            }
+            Principal::ApiKey { credential_id, .. } => {
+                ListFilter::StartedBy { project_id: project_id.to_owned(), credential_id: credential_id.clone() }
+            }
+            Principal::Worker { .. } => return Err(authz::Error::Forbidden("a worker credential cannot list").into()),
+        };
+        let after = if cursor.is_empty() { None } else { Some(decode_cursor(cursor)?) };
+        let limit = limit.clamp(1, 200);
+        let rows = self.store.list_executions(&filter, now_ms(), limit + 1, after).await?;
+        let more = rows.len() > limit as usize;
+        let rows: Vec<_> = rows.into_iter().take(limit as usize).collect();
+        let next = if more { rows.last().map(encode_cursor) } else { None };
+        Ok((rows, next))
+    }
+
+    /// The original tool result, when the execution completed.
+    pub async fn result(
+        &self,
+        p: &Principal,
+        org_id: &str,
+        project_id: &str,
+        id: &str,
+    ) -> Result<(ExecutionRecord, Option<String>)> {
+        let record = self.owned(p, org_id, project_id, id).await?;
+        let result = match (&record.output_ct, record.status()) {
+            (Some(ct), Status::Completed) => {
+                Some(String::from_utf8(self.ring.open(&record.id, Field::Output, ct)?).unwrap_or_default())
+            }
+            _ => None,
+        };
+        Ok((record, result))
+    }
+
+    /// Acknowledges an input response. Hosted tools never publish input
+    /// requests, so there is nothing to deliver to; the acknowledgement
+    /// deliberately does not say whether the key was current.
+    pub async fn provide_input(&self, p: &Principal, org_id: &str, project_id: &str, id: &str) -> Result<bool> {
+        let _record = self.owned(p, org_id, project_id, id).await?;
+        p.may_act()?;
+        Ok(true)
+    }
+
+    pub async fn cancel(
+        &self,
+        p: &Principal,
+        org_id: &str,
+        project_id: &str,
+        id: &str,
+    ) -> Result<(CancelOutcome, ExecutionRecord)> {
+        let record = self.owned(p, org_id, project_id, id).await?;
+        p.may_act()?;
+        match self.store.apply(id, &Event::RequestCancel, &EventData::default(), now_ms()).await? {
+            None => Err(authz::Error::NotFound.into()),
+            Some(Err((Ignored::Terminal, r))) => Ok((CancelOutcome::AlreadyTerminal, r)),
+            Some(Err((Ignored::AlreadyRequested, r))) => Ok((CancelOutcome::StopAlreadyRequested, r)),
+            Some(Err((_, r))) => Ok((CancelOutcome::StopDeliveryUnknown, r)),
+            Some(Ok(applied)) => {
+                let delivered = self.after_commit(&applied.record, &applied.effects).await;
+                let outcome = match (applied.record.status(), delivered) {
+                    (Status::Cancelled, _) | (_, Some(true)) => CancelOutcome::Accepted,
+                    _ => CancelOutcome::StopDeliveryUnknown,
+                };
+                tracing::info!(execution_id = %record.id, outcome = outcome.as_str(), "cancel requested");
+                Ok((outcome, applied.record))
+            }
+        }
+    }
+
+    pub async fn tools(&self, p: &Principal, org_id: &str, project_id: &str) -> Result<Vec<ToolRecord>> {
+        p.in_scope(org_id, project_id)?;
+        Ok(self.store.list_tools(project_id).await?)
+    }
+}

@@ -1,0 +1,146 @@
+//! `baton.coordinator.v1.Coordinator`: the gateway's one door into the engine.
+
+use super::convert::{self, view};
+use super::status::to_status;
+use super::{authorization, span};
+use crate::engine::Engine;
+use crate::engine::lifecycle::StartRequest;
+use baton_proto::coordinator::v1::{self as pb, coordinator_server::Coordinator};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+pub struct Api {
+    pub engine: Arc<Engine>,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+impl Api {
+    async fn principal<T>(&self, req: &Request<T>) -> Result<crate::authz::Principal, Status> {
+        self.engine.authenticate(authorization(req)).await.map_err(to_status)
+    }
+}
+
+#[tonic::async_trait]
+impl Coordinator for Api {
+    async fn start_execution(&self, req: Request<pb::StartExecutionRequest>) -> Reply<pb::StartExecutionResponse> {
+        let span = span("StartExecution", &req);
+        async move {
+            let p = self.principal(&req).await?;
+            let r = req.into_inner();
+            let surface = convert::surface_name(r.surface);
+            let start = StartRequest {
+                org_id: r.org_id,
+                project_id: r.project_id,
+                gateway_id: r.gateway_id,
+                tool_name: r.tool_name,
+                input_json: r.input_json,
+                user_id: r.user_id,
+                run_at_ms: r.run_at_ms,
+                ttl_ms: r.ttl_ms,
+                idempotency_key: (!r.idempotency_key.is_empty()).then_some(r.idempotency_key),
+                request_fingerprint: r.request_fingerprint,
+                surface,
+            };
+            let (record, replayed) = self.engine.start(&p, start).await.map_err(to_status)?;
+            Ok(Response::new(pb::StartExecutionResponse { execution: Some(view(&record)), replayed }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn get_execution(&self, req: Request<pb::GetExecutionRequest>) -> Reply<pb::ExecutionView> {
+        let p = self.principal(&req).await?;
+        let r = req.into_inner();
+        let record = self.engine.owned(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+        Ok(Response::new(view(&record)))
+    }
+
+    async fn wait_execution(&self, req: Request<pb::WaitExecutionRequest>) -> Reply<pb::ExecutionView> {
+        let p = self.principal(&req).await?;
+        let r = req.into_inner();
+        let wait_ms = u64::try_from(r.wait_ms).unwrap_or(0).min(45_000);
+        let record = self
+            .engine
+            .wait(&p, &r.org_id, &r.project_id, &r.execution_id, wait_ms, &r.known_status)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(view(&record)))
+    }
+
+    async fn list_executions(&self, req: Request<pb::ListExecutionsRequest>) -> Reply<pb::ListExecutionsResponse> {
+        let p = self.principal(&req).await?;
+        let r = req.into_inner();
+        let gateway = (!r.gateway_id.is_empty()).then_some(r.gateway_id);
+        let limit = if r.limit == 0 { 50 } else { r.limit };
+        let (rows, next) =
+            self.engine.list(&p, &r.org_id, &r.project_id, gateway, limit, &r.cursor).await.map_err(to_status)?;
+        Ok(Response::new(pb::ListExecutionsResponse {
+            executions: rows.iter().map(view).collect(),
+            next_cursor: next.unwrap_or_default(),
+        }))
+    }
+
+    async fn get_result(&self, req: Request<pb::GetResultRequest>) -> Reply<pb::GetResultResponse> {
+        let p = self.principal(&req).await?;
+        let r = req.into_inner();
+        let (record, result) =
+            self.engine.result(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::GetResultResponse { execution: Some(view(&record)), result_json: result }))
+    }
+
+    async fn provide_input(&self, req: Request<pb::ProvideInputRequest>) -> Reply<pb::ProvideInputResponse> {
+        let p = self.principal(&req).await?;
+        let r = req.into_inner();
+        let acknowledged =
+            self.engine.provide_input(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::ProvideInputResponse { acknowledged }))
+    }
+
+    async fn cancel_execution(&self, req: Request<pb::CancelExecutionRequest>) -> Reply<pb::CancelExecutionResponse> {
+        let span = span("CancelExecution", &req);
+        async move {
+            let p = self.principal(&req).await?;
+            let r = req.into_inner();
+            let (outcome, record) =
+                self.engine.cancel(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+            Ok(Response::new(pb::CancelExecutionResponse {
+                outcome: outcome.as_str().to_owned(),
+                execution: Some(view(&record)),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn list_tools(&self, req: Request<pb::ListToolsRequest>) -> Reply<pb::ListToolsResponse> {
+        let p = self.principal(&req).await?;
+        let r = req.into_inner();
+        let tools = self.engine.tools(&p, &r.org_id, &r.project_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::ListToolsResponse { tools: tools.iter().map(convert::tool).collect() }))
+    }
+
+    async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> Reply<pb::WhoAmIResponse> {
+        use crate::authz::Principal;
+        let p = self.principal(&req).await?;
+        let mut out = pb::WhoAmIResponse {
+            org_id: p.org_id().to_owned(),
+            project_id: p.project_id().to_owned(),
+            ..Default::default()
+        };
+        match p {
+            Principal::EndUser { gateway_id, user_id, .. } => {
+                out.kind = "end_user".into();
+                out.gateway_id = gateway_id;
+                out.user_id = user_id;
+            }
+            Principal::ApiKey { role, .. } => {
+                out.kind = "api_key".into();
+                out.role = role.as_str().into();
+            }
+            Principal::Worker { .. } => out.kind = "worker".into(),
+        }
+        Ok(Response::new(out))
+    }
+}

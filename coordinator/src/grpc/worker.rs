@@ -1,0 +1,72 @@
+//! `baton.worker.v1.WorkerSession`: one bidirectional stream per worker.
+//! Settlements are acknowledged only after they are durable.
+
+use super::status::to_status;
+use crate::engine::Engine;
+use baton_proto::worker::v1::{
+    self as wpb, CoordinatorMessage, WorkerMessage, coordinator_message::Msg, worker_message,
+    worker_session_server::WorkerSession,
+};
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+pub struct WorkerService {
+    pub engine: Arc<Engine>,
+}
+
+type Outgoing = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl WorkerSession for WorkerService {
+    type SessionStream = Outgoing;
+
+    async fn session(&self, req: Request<Streaming<WorkerMessage>>) -> Result<Response<Outgoing>, Status> {
+        let mut incoming = req.into_inner();
+        let first = incoming.message().await?.and_then(|m| m.msg);
+        let Some(worker_message::Msg::Register(register)) = first else {
+            return Err(Status::invalid_argument("the first message of a session must be register"));
+        };
+        let (tx, rx) = mpsc::channel(1024);
+        let session = self.engine.register(register, tx.clone()).await.map_err(to_status)?;
+        let engine = self.engine.clone();
+        self.engine.tasks.spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    _ = engine.shutdown.cancelled() => break,
+                    m = incoming.message() => m,
+                };
+                let msg = match next {
+                    Ok(Some(WorkerMessage { msg: Some(m) })) => m,
+                    Ok(Some(_)) => continue,
+                    Ok(None) | Err(_) => break,
+                };
+                let handled = match msg {
+                    worker_message::Msg::Heartbeat(hb) => engine.heartbeat(&session, hb).await,
+                    worker_message::Msg::Settlement(s) => {
+                        let ack = wpb::SettlementAck { execution_id: s.execution_id.clone(), attempt: s.attempt };
+                        let settled = engine.settle(&session, s).await;
+                        if settled.is_ok() {
+                            session.send(Msg::SettlementAck(ack)).await;
+                        }
+                        settled
+                    }
+                    worker_message::Msg::Progress(p) => {
+                        tracing::debug!(execution_id = %p.execution_id, "progress");
+                        Ok(())
+                    }
+                    worker_message::Msg::Register(_) => Ok(()),
+                };
+                if let Err(e) = handled {
+                    // Not acknowledged: the worker resends, here or on another replica.
+                    tracing::warn!(error = %e, worker_id = %session.worker_id, "worker message not applied");
+                }
+            }
+            engine.disconnect(&session).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

@@ -1,0 +1,32 @@
+//! Everything a coordinator needs to run, already validated by the binary's config loader.
+
+use crate::admission::Bounds;
+use crate::crypto::KeyRing;
+use crate::domain::Lifetime;
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Unique per process; names this replica in the worker directory.
+    pub id: String,
+    /// How peers reach this replica's gRPC port (cancel delivery).
+    pub advertise_url: String,
+    pub database_url: String,
+    pub database_max_connections: u32,
+    /// Cluster mode when set: admission and wake-ups go through Redis.
+    pub redis_url: Option<String>,
+    pub redis_prefix: String,
+    pub key_ring: Arc<KeyRing>,
+    pub lifetime: Lifetime,
+    pub bounds: Bounds,
+    /// A worker lease lasts this long without a heartbeat.
+    pub lease_ms: i64,
+    /// After a lease lapses, how long until the execution fails `owner_lost`.
+    pub owner_loss_grace_ms: i64,
+    pub poll_interval_ms: i64,
+    pub sweep_interval_ms: u64,
+    /// Largest accepted tool input, in bytes.
+    pub max_input_bytes: usize,
+    /// Apply migrations at start (`baton dev`).
+    pub migrate: bool,
+}
