@@ -1,1 +1,213 @@
-fn main() {}
+//! `baton`: one binary for every role. Configuration is loaded and validated
+//! before any port is bound; a bad configuration exits with code 64 and a
+//! message naming the field.
+
+mod admin_cli;
+mod config;
+mod dev;
+mod roles;
+mod telemetry;
+
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+const EX_CONFIG: u8 = 64;
+
+#[derive(Parser)]
+#[command(name = "baton", version, about = "Durable background tool executions for AI agents")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Everything in one process on SQLite, with example tools.
+    Dev {
+        #[arg(long, default_value = "./.baton")]
+        data_dir: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Serve the MCP conformance suite's fixture tools; unauthenticated MCP requests act as the dev user.
+        #[arg(long)]
+        conformance_fixtures: bool,
+    },
+    /// The coordinator (gRPC): authorization, admission, state machine, dispatch.
+    Coordinator {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Overrides coordinator.listen.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// The gateway (HTTP): MCP, REST, dashboard.
+    Gateway {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// A worker serving tools to the coordinators.
+    Worker {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Serve the example tools (Demo.Echo, Demo.Sleep, Demo.Fail).
+        #[arg(long)]
+        examples: bool,
+    },
+    /// Applies database migrations.
+    Migrate {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Creates and revokes organizations, projects, gateways and credentials.
+    Admin {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        action: admin_cli::Action,
+    },
+}
+
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    t.cancel();
+                    return;
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+        t.cancel();
+    });
+    token
+}
+
+fn load(path: Option<&PathBuf>) -> Result<config::Config, ExitCode> {
+    config::Config::load(path.map(PathBuf::as_path)).map_err(|e| {
+        eprintln!("baton: {e}");
+        ExitCode::from(EX_CONFIG)
+    })
+}
+
+fn config_error(e: config::Error) -> ExitCode {
+    eprintln!("baton: {e}");
+    ExitCode::from(EX_CONFIG)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("baton: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Dev { data_dir, listen, conformance_fixtures } => {
+            let guard = telemetry::init("baton-dev");
+            let result = dev::run(dev::Args { data_dir, listen, conformance_fixtures }, shutdown_on_signal()).await;
+            guard.shutdown().await;
+            result?;
+        }
+        Command::Coordinator { config, listen } => {
+            let config = match load(config.as_ref()) {
+                Ok(c) => c,
+                Err(code) => return Ok(code),
+            };
+            let addr = listen.unwrap_or(config.coordinator.listen);
+            // Validate everything before binding.
+            let options = match roles::coordinator_options(&config, addr) {
+                Ok(o) => o,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let guard = telemetry::init("baton-coordinator");
+            let listener = TcpListener::bind(addr).await?;
+            let mut options = options;
+            if config.coordinator.advertise_url.is_none() {
+                options.advertise_url = format!("http://{}", listener.local_addr()?);
+            }
+            let result = baton_coordinator::run(options, listener, shutdown_on_signal()).await;
+            guard.shutdown().await;
+            result?;
+        }
+        Command::Gateway { config, listen } => {
+            let config = match load(config.as_ref()) {
+                Ok(c) => c,
+                Err(code) => return Ok(code),
+            };
+            let addr = listen.unwrap_or(config.gateway.listen);
+            let options = match roles::gateway_options(&config, addr) {
+                Ok(o) => o,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let guard = telemetry::init("baton-gateway");
+            let listener = TcpListener::bind(addr).await?;
+            let result = baton_gateway::run(options, listener, shutdown_on_signal()).await;
+            guard.shutdown().await;
+            result?;
+        }
+        Command::Worker { config, examples } => {
+            let config = match load(config.as_ref()) {
+                Ok(c) => c,
+                Err(code) => return Ok(code),
+            };
+            let options = match roles::worker_options(&config) {
+                Ok(o) => o,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let guard = telemetry::init("baton-worker");
+            let result = roles::run_worker(options, examples, config.worker.metrics_listen, shutdown_on_signal()).await;
+            guard.shutdown().await;
+            result?;
+        }
+        Command::Migrate { config } => {
+            let config = match load(config.as_ref()) {
+                Ok(c) => c,
+                Err(code) => return Ok(code),
+            };
+            let url = match config.database_url() {
+                Ok(u) => u,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let store = baton_coordinator::store::Store::connect(&url, 2).await?;
+            store.migrate().await?;
+            store.close().await;
+            println!("migrations applied");
+        }
+        Command::Admin { config, action } => {
+            let config = match load(config.as_ref()) {
+                Ok(c) => c,
+                Err(code) => return Ok(code),
+            };
+            let url = match config.database_url() {
+                Ok(u) => u,
+                Err(e) => return Ok(config_error(e)),
+            };
+            admin_cli::run(&url, action).await?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

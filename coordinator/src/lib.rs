@@ -2,6 +2,7 @@
 //! durable record, worker sessions and dispatch. The only process with database
 //! and Redis credentials.
 
+pub mod admin;
 pub mod admission;
 pub mod authz;
 pub mod crypto;

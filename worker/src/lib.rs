@@ -1,1 +1,11 @@
-//! stub
+//! The worker: the tool-author SDK, the runtime that serves tools to a
+//! coordinator, and the example tools. Stateless: anything that must outlive the
+//! process is sent to the coordinator before it is relied on.
+
+pub mod examples;
+pub mod metrics;
+pub mod runtime;
+pub mod sdk;
+
+pub use runtime::{Options, Worker};
+pub use sdk::{Background, Context, Failure, Output, Tool, ToolSpec};

@@ -138,6 +138,15 @@ impl Store {
         Ok(())
     }
 
+    /// The organization a project belongs to, if the project exists.
+    pub async fn project_org(&self, project_id: &str) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT org_id FROM projects WHERE id = $1")
+            .bind(project_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get("org_id")).transpose()?)
+    }
+
     /// The project a gateway belongs to, if the gateway exists.
     pub async fn gateway_project(&self, gateway_id: &str) -> Result<Option<String>> {
         let row = sqlx::query("SELECT project_id FROM gateways WHERE id = $1")

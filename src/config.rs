@@ -1,0 +1,353 @@
+//! The configuration file: one typed YAML document (`--config`), then `BATON_…`
+//! environment overrides (`BATON_DATABASE__URL=…`: sections joined by `__`,
+//! values parsed as YAML scalars), then validation. Unknown fields are errors;
+//! every error names the field. Nothing here binds a port.
+
+use serde::Deserialize;
+use serde_yaml::Value;
+use std::net::SocketAddr;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid configuration: {0}")]
+    Parse(String),
+    #[error("invalid configuration: {field} {problem}")]
+    Field { field: &'static str, problem: String },
+}
+
+fn field(field: &'static str, problem: impl Into<String>) -> Error {
+    Error::Field { field, problem: problem.into() }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Features {
+    pub native_mcp_tasks: bool,
+    pub mcp_tasks_compatibility: bool,
+    pub mcp_tasks_principal_concurrency: Option<i64>,
+    pub mcp_tasks_project_concurrency: Option<i64>,
+    pub mcp_tasks_organization_concurrency: Option<i64>,
+    pub mcp_tasks_backlog: Option<i64>,
+    pub mcp_tasks_retained_payload_bytes: Option<i64>,
+    /// Prefix of the compatibility tools (`Baton_GetToolExecution`, …).
+    pub mcp_tasks_compatibility_prefix: Option<String>,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadKey {
+    pub id: String,
+    pub key: String,
+}
+
+impl std::fmt::Debug for PayloadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PayloadKey({}, <redacted>)", self.id)
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Security {
+    pub execution_payload_keys: Vec<PayloadKey>,
+    /// Base64 32-byte key sealing legacy MCP session ids; the same on every gateway.
+    pub mcp_session_key: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Database {
+    pub url: Option<String>,
+    pub max_connections: u32,
+}
+
+impl Default for Database {
+    fn default() -> Self {
+        Database { url: None, max_connections: 32 }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Redis {
+    pub url: Option<String>,
+    pub key_prefix: String,
+}
+
+impl Default for Redis {
+    fn default() -> Self {
+        Redis { url: None, key_prefix: "baton".into() }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoordinatorSection {
+    pub listen: SocketAddr,
+    /// How other replicas reach this one; defaults to `http://{listen}`.
+    pub advertise_url: Option<String>,
+}
+
+impl Default for CoordinatorSection {
+    fn default() -> Self {
+        CoordinatorSection { listen: SocketAddr::from(([127, 0, 0, 1], 7070)), advertise_url: None }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewaySection {
+    pub listen: SocketAddr,
+    pub coordinator_url: String,
+    pub max_body_bytes: usize,
+    pub foreground_budget_ms: u64,
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for GatewaySection {
+    fn default() -> Self {
+        GatewaySection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            coordinator_url: "http://127.0.0.1:7070".into(),
+            max_body_bytes: 1 << 20,
+            foreground_budget_ms: 10_000,
+            allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerSection {
+    pub coordinator_url: String,
+    pub token: Option<String>,
+    pub id: Option<String>,
+    pub capacity: u32,
+    /// Serve `/metrics` here.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl Default for WorkerSection {
+    fn default() -> Self {
+        WorkerSection {
+            coordinator_url: "http://127.0.0.1:7070".into(),
+            token: None,
+            id: None,
+            capacity: 64,
+            metrics_listen: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Executions {
+    pub max_ttl_ms: i64,
+    pub retention_ms: i64,
+    pub lease_ms: i64,
+    pub owner_loss_grace_ms: i64,
+    pub poll_interval_ms: i64,
+    pub sweep_interval_ms: u64,
+    pub max_input_bytes: usize,
+}
+
+impl Default for Executions {
+    fn default() -> Self {
+        Executions {
+            max_ttl_ms: 24 * 3_600_000,
+            retention_ms: 7 * 24 * 3_600_000,
+            lease_ms: 10_000,
+            owner_loss_grace_ms: 10_000,
+            poll_interval_ms: 1_000,
+            sweep_interval_ms: 1_000,
+            max_input_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub features: Features,
+    pub security: Security,
+    pub database: Database,
+    pub redis: Redis,
+    pub coordinator: CoordinatorSection,
+    pub gateway: GatewaySection,
+    pub worker: WorkerSection,
+    pub executions: Executions,
+}
+
+/// Applies `BATON_A__B=v` as `a.b: v` onto the YAML tree.
+fn apply_env(root: &mut Value, vars: impl Iterator<Item = (String, String)>) {
+    for (name, raw) in vars {
+        let Some(path) = name.strip_prefix("BATON_") else { continue };
+        let keys: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
+        let value: Value = serde_yaml::from_str(&raw).unwrap_or(Value::String(raw.clone()));
+        let mut node = &mut *root;
+        for (i, key) in keys.iter().enumerate() {
+            if !node.is_mapping() {
+                *node = Value::Mapping(Default::default());
+            }
+            let Value::Mapping(map) = node else { break };
+            let k = Value::String(key.clone());
+            if i == keys.len() - 1 {
+                map.insert(k, value.clone());
+                break;
+            }
+            node = map.entry(k).or_insert(Value::Mapping(Default::default()));
+        }
+    }
+}
+
+impl Config {
+    /// Reads the file (if any), applies the process environment, validates.
+    pub fn load(path: Option<&Path>) -> Result<Config, Error> {
+        let vars = std::env::vars().filter(|(k, _)| k.starts_with("BATON_") && k.contains("__"));
+        Self::load_with(path, vars)
+    }
+
+    pub fn load_with(path: Option<&Path>, vars: impl Iterator<Item = (String, String)>) -> Result<Config, Error> {
+        let mut tree = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|source| Error::Read { path: p.display().to_string(), source })?;
+                serde_yaml::from_str::<Value>(&text).map_err(|e| Error::Parse(e.to_string()))?
+            }
+            None => Value::Mapping(Default::default()),
+        };
+        if tree.is_null() {
+            tree = Value::Mapping(Default::default());
+        }
+        apply_env(&mut tree, vars);
+        let config: Config = serde_yaml::from_value(tree).map_err(|e| Error::Parse(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), Error> {
+        let f = &self.features;
+        let surfaces_on = f.native_mcp_tasks || f.mcp_tasks_compatibility;
+        let bounds: [(&'static str, Option<i64>); 5] = [
+            ("features.mcp_tasks_principal_concurrency", f.mcp_tasks_principal_concurrency),
+            ("features.mcp_tasks_project_concurrency", f.mcp_tasks_project_concurrency),
+            ("features.mcp_tasks_organization_concurrency", f.mcp_tasks_organization_concurrency),
+            ("features.mcp_tasks_backlog", f.mcp_tasks_backlog),
+            ("features.mcp_tasks_retained_payload_bytes", f.mcp_tasks_retained_payload_bytes),
+        ];
+        for (name, value) in bounds {
+            match value {
+                Some(v) if v <= 0 => return Err(field(name, "must be a positive integer")),
+                None if surfaces_on => {
+                    return Err(field(name, "is required when an MCP tasks surface is enabled"));
+                }
+                _ => {}
+            }
+        }
+        let e = &self.executions;
+        for (name, v) in [
+            ("executions.max_ttl_ms", e.max_ttl_ms),
+            ("executions.retention_ms", e.retention_ms),
+            ("executions.lease_ms", e.lease_ms),
+            ("executions.owner_loss_grace_ms", e.owner_loss_grace_ms),
+            ("executions.poll_interval_ms", e.poll_interval_ms),
+        ] {
+            if v <= 0 {
+                return Err(field(name, "must be a positive integer"));
+            }
+        }
+        if self.worker.capacity == 0 {
+            return Err(field("worker.capacity", "must be positive"));
+        }
+        if let Some(prefix) = &f.mcp_tasks_compatibility_prefix
+            && (prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_alphanumeric()))
+        {
+            return Err(field("features.mcp_tasks_compatibility_prefix", "must be ASCII letters and digits"));
+        }
+        Ok(())
+    }
+
+    pub fn key_ring(&self) -> Result<baton_coordinator::crypto::KeyRing, Error> {
+        let keys = &self.security.execution_payload_keys;
+        if keys.is_empty() {
+            return Err(field("security.execution_payload_keys", "must list at least one key"));
+        }
+        baton_coordinator::crypto::KeyRing::from_base64(keys.iter().map(|k| (k.id.as_str(), k.key.as_str())))
+            .map_err(|e| field("security.execution_payload_keys", e.to_string()))
+    }
+
+    pub fn database_url(&self) -> Result<String, Error> {
+        self.database.url.clone().ok_or_else(|| field("database.url", "is required"))
+    }
+
+    pub fn bounds(&self) -> baton_coordinator::admission::Bounds {
+        let f = &self.features;
+        let pick = |v: Option<i64>, default: u64| v.map_or(default, |v| v.max(1) as u64);
+        baton_coordinator::admission::Bounds {
+            principal_concurrency: pick(f.mcp_tasks_principal_concurrency, 1_000),
+            project_concurrency: pick(f.mcp_tasks_project_concurrency, 10_000),
+            organization_concurrency: pick(f.mcp_tasks_organization_concurrency, 100_000),
+            backlog: pick(f.mcp_tasks_backlog, 100_000),
+            retained_payload_bytes: pick(f.mcp_tasks_retained_payload_bytes, 1 << 30),
+        }
+    }
+
+    pub fn compat_prefix(&self) -> String {
+        self.features.mcp_tasks_compatibility_prefix.clone().unwrap_or_else(|| "Baton".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(yaml: &str, env: &[(&str, &str)]) -> Result<Config, Error> {
+        let dir = std::env::temp_dir().join(format!("baton-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join(format!("{}.yaml", yaml.len() + env.len()));
+        std::fs::write(&path, yaml).expect("write");
+        Config::load_with(Some(&path), env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    const ON: &str = "features:\n  native_mcp_tasks: true\n  mcp_tasks_principal_concurrency: 20\n  mcp_tasks_project_concurrency: 40\n  mcp_tasks_organization_concurrency: 80\n  mcp_tasks_backlog: 100\n  mcp_tasks_retained_payload_bytes: 1048576\n";
+
+    #[test]
+    fn seed_block_is_accepted_verbatim() {
+        let c = load(ON, &[]).expect("valid");
+        assert!(c.features.native_mcp_tasks);
+        assert_eq!(c.bounds().backlog, 100);
+    }
+
+    #[test]
+    fn a_non_positive_or_missing_bound_names_the_field() {
+        let err = load(&ON.replace("backlog: 100", "backlog: 0"), &[]).expect_err("zero");
+        assert!(err.to_string().contains("mcp_tasks_backlog"), "{err}");
+        let err = load(&ON.replace("  mcp_tasks_organization_concurrency: 80\n", ""), &[]).expect_err("missing");
+        assert!(err.to_string().contains("mcp_tasks_organization_concurrency"), "{err}");
+    }
+
+    #[test]
+    fn surfaces_are_off_by_default_and_bounds_optional_then() {
+        let c = load("", &[]).expect("empty is valid");
+        assert!(!c.features.native_mcp_tasks && !c.features.mcp_tasks_compatibility);
+    }
+
+    #[test]
+    fn unknown_fields_are_errors_that_name_them() {
+        let err = load("features:\n  native_tasks: true\n", &[]).expect_err("unknown");
+        assert!(err.to_string().contains("native_tasks"), "{err}");
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let c = load(ON, &[("BATON_FEATURES__MCP_TASKS_BACKLOG", "7"), ("BATON_DATABASE__URL", "sqlite://x.db")])
+            .expect("valid");
+        assert_eq!(c.features.mcp_tasks_backlog, Some(7));
+        assert_eq!(c.database.url.as_deref(), Some("sqlite://x.db"));
+        let err = load(ON, &[("BATON_FEATURES__MCP_TASKS_BACKLOG", "-1")]).expect_err("negative");
+        assert!(err.to_string().contains("mcp_tasks_backlog"));
+    }
+}

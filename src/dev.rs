@@ -1,0 +1,215 @@
+//! `baton dev`: coordinator, gateway and a worker serving the example tools in
+//! one process, on an embedded SQLite file and in-memory admission, talking gRPC
+//! over loopback exactly as in production. State lives under `--data-dir`;
+//! restarting on the same directory keeps everything.
+
+use crate::config::{Config, PayloadKey};
+use crate::roles;
+use baton_coordinator::admin;
+use baton_coordinator::authz::Role;
+use baton_coordinator::crypto::KeyRing;
+use baton_coordinator::store::Store;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub struct Args {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub conformance_fixtures: bool,
+}
+
+/// Secrets that must persist across restarts but never belong in dev.json.
+#[derive(Serialize, Deserialize)]
+struct Secrets {
+    payload_key_id: String,
+    payload_key: String,
+    session_key: String,
+    worker_token: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct Seed {
+    org_id: String,
+    project_id: String,
+    gateway_id: String,
+    end_user: (String, String),
+    other_end_user: (String, String),
+    admin_key: String,
+    member_key: String,
+    read_only_key: String,
+    operator_key: String,
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn write_private(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(value)?)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+fn dev_config(secrets: &Secrets, db: &str) -> anyhow::Result<Config> {
+    let mut c = Config::default();
+    c.features.native_mcp_tasks = true;
+    c.features.mcp_tasks_compatibility = true;
+    c.features.mcp_tasks_principal_concurrency = Some(100);
+    c.features.mcp_tasks_project_concurrency = Some(200);
+    c.features.mcp_tasks_organization_concurrency = Some(400);
+    c.features.mcp_tasks_backlog = Some(1_000);
+    c.features.mcp_tasks_retained_payload_bytes = Some(64 << 20);
+    c.security.execution_payload_keys =
+        vec![PayloadKey { id: secrets.payload_key_id.clone(), key: secrets.payload_key.clone() }];
+    c.security.mcp_session_key = Some(secrets.session_key.clone());
+    c.database.url = Some(db.to_owned());
+    c.validate()?;
+    Ok(c)
+}
+
+async fn seed(store: &Store) -> anyhow::Result<(Seed, String)> {
+    let org_id = admin::create_org(store, "Dev organization").await?;
+    let project_id = admin::create_project(store, &org_id, "Dev project").await?;
+    let gateway_id = admin::create_gateway(store, &project_id, "Dev gateway").await?;
+    let user = "dev-user@example.com";
+    let other = "other-user@example.com";
+    let all: Vec<String> = admin::PERMISSIONS.iter().map(|p| p.to_string()).collect();
+    let seed = Seed {
+        end_user: (user.into(), admin::issue_end_user_token(store, &gateway_id, user).await?.token),
+        other_end_user: (other.into(), admin::issue_end_user_token(store, &gateway_id, other).await?.token),
+        admin_key: admin::issue_api_key(store, &project_id, Role::Admin, &[]).await?.token,
+        member_key: admin::issue_api_key(store, &project_id, Role::Member, &[]).await?.token,
+        read_only_key: admin::issue_api_key(store, &project_id, Role::ReadOnly, &[]).await?.token,
+        operator_key: admin::issue_api_key(store, &project_id, Role::Member, &all).await?.token,
+        org_id,
+        project_id: project_id.clone(),
+        gateway_id,
+    };
+    let worker_token = admin::issue_worker_token(store, &project_id).await?.token;
+    Ok((seed, worker_token))
+}
+
+pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.data_dir)?;
+    let data_dir = args.data_dir.canonicalize()?;
+    let secrets_path = data_dir.join("secrets.json");
+    let seed_path = data_dir.join("seed.json");
+    let mut secrets: Secrets = match read_json(&secrets_path) {
+        Some(s) => s,
+        None => {
+            let s = Secrets {
+                payload_key_id: "dev-1".into(),
+                payload_key: KeyRing::generate_key_base64(),
+                session_key: KeyRing::generate_key_base64(),
+                worker_token: None,
+            };
+            write_private(&secrets_path, &s)?;
+            s
+        }
+    };
+    let db = format!("sqlite://{}", data_dir.join("baton.db").display());
+    let store = Store::connect(&db, 1).await?;
+    store.migrate().await?;
+    let seeded: Option<Seed> = read_json(&seed_path);
+    let seed = match (seeded, &secrets.worker_token) {
+        (Some(s), Some(_)) => s,
+        _ => {
+            let (s, worker_token) = seed(&store).await?;
+            secrets.worker_token = Some(worker_token);
+            write_private(&secrets_path, &secrets)?;
+            write_private(&seed_path, &s)?;
+            s
+        }
+    };
+    store.close().await;
+
+    let config = dev_config(&secrets, &db)?;
+    let coordinator_listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let coordinator_addr = coordinator_listener.local_addr()?;
+    let mut coordinator_options = roles::coordinator_options(&config, coordinator_addr)?;
+    coordinator_options.migrate = true;
+    let gateway_listener = TcpListener::bind(args.listen).await?;
+    let http = gateway_listener.local_addr()?;
+    let mut gateway_options = roles::gateway_options(&config, http)?;
+    gateway_options.coordinator_url = format!("http://{coordinator_addr}");
+    if args.conformance_fixtures {
+        gateway_options.anonymous_mcp_token = Some(seed.end_user.1.clone());
+    }
+    let worker_options = baton_worker::Options {
+        coordinator_url: format!("http://{coordinator_addr}"),
+        token: secrets.worker_token.clone().unwrap_or_default(),
+        worker_id: "wk_dev".into(),
+        capacity: 64,
+    };
+
+    let coordinator = supervise(
+        "coordinator",
+        baton_coordinator::run(coordinator_options, coordinator_listener, shutdown.clone()),
+        &shutdown,
+    );
+    let gateway = supervise("gateway", baton_gateway::run(gateway_options, gateway_listener, shutdown.clone()), &shutdown);
+    let worker = supervise("worker", roles::run_worker(worker_options, true, None, shutdown.clone()), &shutdown);
+
+    let http_url = format!("http://{http}");
+    let dev = json!({
+        "http_url": http_url,
+        "mcp_url": format!("{http_url}/mcp/{}", seed.gateway_id),
+        "rest_base": format!("{http_url}/v1/orgs/{}/projects/{}", seed.org_id, seed.project_id),
+        "dashboard_url": format!("{http_url}/dashboard/orgs/{}/projects/{}", seed.org_id, seed.project_id),
+        "org_id": seed.org_id,
+        "project_id": seed.project_id,
+        "gateway_id": seed.gateway_id,
+        "credentials": {
+            "end_user": {"user_id": seed.end_user.0, "token": seed.end_user.1},
+            "other_end_user": {"user_id": seed.other_end_user.0, "token": seed.other_end_user.1},
+            "admin_key": seed.admin_key,
+            "member_key": seed.member_key,
+            "read_only_key": seed.read_only_key,
+            "operator_key": seed.operator_key,
+        }
+    });
+    write_private(&data_dir.join("dev.json"), &dev)?;
+    println!("baton dev is running (data in {})", data_dir.display());
+    println!("  REST      {}", dev["rest_base"].as_str().unwrap_or_default());
+    println!("  MCP       {}", dev["mcp_url"].as_str().unwrap_or_default());
+    println!("  dashboard {}", dev["dashboard_url"].as_str().unwrap_or_default());
+    println!("  tokens    {}", data_dir.join("dev.json").display());
+
+    shutdown.cancelled().await;
+    match tokio::time::timeout(Duration::from_secs(15), async { tokio::join!(coordinator, gateway, worker) }).await {
+        Ok((Ok(true), Ok(true), Ok(true))) => Ok(()),
+        Ok(_) => anyhow::bail!("a role stopped with an error"),
+        Err(_) => {
+            tracing::warn!("grace period over; exiting");
+            Ok(())
+        }
+    }
+}
+
+/// Runs a role; an error stops the others (through `shutdown`) and is reported.
+fn supervise<E: std::fmt::Display>(
+    role: &'static str,
+    fut: impl std::future::Future<Output = Result<(), E>> + Send + 'static,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinHandle<bool> {
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        match fut.await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(role, error = %e, "stopped with an error");
+                shutdown.cancel();
+                false
+            }
+        }
+    })
+}

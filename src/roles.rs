@@ -1,0 +1,92 @@
+//! Building each role's options from the configuration, and running the roles.
+
+use crate::config::{self, Config};
+use baton_coordinator::domain::Lifetime;
+use base64::Engine as _;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub fn coordinator_options(c: &Config, listen_addr: std::net::SocketAddr) -> Result<baton_coordinator::Options, config::Error> {
+    Ok(baton_coordinator::Options {
+        id: baton_coordinator::domain::id::random_id("co_", 64),
+        advertise_url: c.coordinator.advertise_url.clone().unwrap_or_else(|| format!("http://{listen_addr}")),
+        database_url: c.database_url()?,
+        database_max_connections: c.database.max_connections,
+        redis_url: c.redis.url.clone(),
+        redis_prefix: c.redis.key_prefix.clone(),
+        key_ring: Arc::new(c.key_ring()?),
+        lifetime: Lifetime { max_ttl_ms: c.executions.max_ttl_ms, retention_ms: c.executions.retention_ms },
+        bounds: c.bounds(),
+        lease_ms: c.executions.lease_ms,
+        owner_loss_grace_ms: c.executions.owner_loss_grace_ms,
+        poll_interval_ms: c.executions.poll_interval_ms,
+        sweep_interval_ms: c.executions.sweep_interval_ms,
+        max_input_bytes: c.executions.max_input_bytes,
+        migrate: false,
+    })
+}
+
+pub fn session_key(c: &Config) -> Result<[u8; 32], config::Error> {
+    let Some(b64) = &c.security.mcp_session_key else {
+        // Without a configured key each gateway seals with its own random key:
+        // fine for one replica, and sessions then do not survive a restart.
+        let mut key = [0u8; 32];
+        baton_coordinator::domain::id::fill_random(&mut key);
+        return Ok(key);
+    };
+    base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()
+        .and_then(|k| <[u8; 32]>::try_from(k).ok())
+        .ok_or(config::Error::Field { field: "security.mcp_session_key", problem: "must be base64 of 32 bytes".into() })
+}
+
+pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton_gateway::Options, config::Error> {
+    Ok(baton_gateway::Options {
+        listen,
+        coordinator_url: c.gateway.coordinator_url.clone(),
+        max_body_bytes: c.gateway.max_body_bytes,
+        foreground_budget: Duration::from_millis(c.gateway.foreground_budget_ms),
+        native_mcp_tasks: c.features.native_mcp_tasks,
+        mcp_tasks_compatibility: c.features.mcp_tasks_compatibility,
+        compat_prefix: c.compat_prefix(),
+        session_key: session_key(c)?,
+        allowed_hosts: c.gateway.allowed_hosts.clone(),
+        anonymous_mcp_token: None,
+    })
+}
+
+pub fn worker_options(c: &Config) -> Result<baton_worker::Options, config::Error> {
+    Ok(baton_worker::Options {
+        coordinator_url: c.worker.coordinator_url.clone(),
+        token: c.worker.token.clone().ok_or(config::Error::Field { field: "worker.token", problem: "is required".into() })?,
+        worker_id: c.worker.id.clone().unwrap_or_else(|| baton_coordinator::domain::id::random_id("wk_", 64)),
+        capacity: c.worker.capacity,
+    })
+}
+
+pub async fn run_worker(
+    options: baton_worker::Options,
+    examples: bool,
+    metrics_listen: Option<std::net::SocketAddr>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let tools = if examples { baton_worker::examples::all() } else { Vec::new() };
+    if tools.is_empty() {
+        anyhow::bail!("this worker has no tools to serve (use --examples)");
+    }
+    let worker = baton_worker::Worker::new(options, tools);
+    if let Some(addr) = metrics_listen {
+        let listener = TcpListener::bind(addr).await?;
+        tracing::info!(addr = %listener.local_addr()?, "worker metrics listening");
+        let router = worker.metrics.router();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+        });
+    }
+    worker.run(shutdown, Duration::from_secs(10)).await?;
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Logging and tracing for every role: `tracing` to stderr (filter from
+//! `RUST_LOG`, default `info`), plus OTLP/gRPC span export when
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set. W3C trace context is the propagator.
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// Flushes exported spans when dropped.
+pub struct Guard(Option<SdkTracerProvider>);
+
+impl Guard {
+    pub async fn shutdown(mut self) {
+        if let Some(provider) = self.0.take() {
+            let done = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+            if let Ok(Err(e)) = done {
+                eprintln!("span export shutdown: {e}");
+            }
+        }
+    }
+}
+
+pub fn init(service: &'static str) -> Guard {
+    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,h2=warn,tower=warn,hyper=warn"));
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
+    let provider = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok().filter(|e| !e.is_empty()).and_then(|endpoint| {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .with_timeout(std::time::Duration::from_secs(3))
+            .build();
+        match exporter {
+            Ok(exporter) => Some(
+                SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter)
+                    .with_resource(Resource::builder().with_service_name(service).build())
+                    .build(),
+            ),
+            Err(e) => {
+                eprintln!("OTLP exporter disabled: {e}");
+                None
+            }
+        }
+    });
+    let otel = provider.as_ref().map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service)));
+    let _ = tracing_subscriber::registry().with(filter).with(fmt).with(otel).try_init();
+    Guard(provider)
+}
