@@ -83,7 +83,9 @@ mod tests {
         changes.changed_locally("a");
         tokio::time::timeout(std::time::Duration::from_secs(1), wa).await.expect("a woken");
         assert!(futures_util::poll!(wb).is_pending());
-        drop(a);
-        assert_eq!(changes.waiter_count(), 1);
+        let extra = changes.watch("a");
+        assert_eq!(changes.waiter_count(), 3);
+        drop(extra);
+        assert_eq!(changes.waiter_count(), 2, "a dropped watch unregisters");
     }
 }

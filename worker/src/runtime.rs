@@ -67,7 +67,18 @@ fn millis_to_time(ms: i64) -> SystemTime {
 }
 
 impl Worker {
-    pub fn new(options: Options, tools: Vec<Arc<dyn Tool>>) -> Arc<Self> {
+    /// `options.worker_id` is a base name: each process appends its own
+    /// incarnation, because the coordinator trusts a worker id to remember every
+    /// attempt it started (see `Register.settling`).
+    pub fn new(mut options: Options, tools: Vec<Arc<dyn Tool>>) -> Arc<Self> {
+        let mut incarnation = [0u8; 6];
+        if getrandom::fill(&mut incarnation).is_err() {
+            // Unique enough per host: pid and start time.
+            let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            incarnation.copy_from_slice(&(nanos ^ u64::from(std::process::id()) << 40).to_le_bytes()[..6]);
+        }
+        let suffix: String = incarnation.iter().map(|b| format!("{b:02x}")).collect();
+        options.worker_id = format!("{}.{suffix}", options.worker_id);
         let tools = tools.into_iter().map(|t| (t.spec().name, t)).collect();
         Arc::new(Worker { options, tools, state: Mutex::new(State::default()), metrics: Metrics::default(), tasks: TaskTracker::new() })
     }
@@ -97,15 +108,16 @@ impl Worker {
                 }
             })
             .collect();
-        let running = self.with_state(|s| {
-            s.running.keys().map(|(id, attempt)| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt }).collect()
-        });
+        let attempt = |(id, attempt): &Key| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt };
+        let (running, settling) =
+            self.with_state(|s| (s.running.keys().map(attempt).collect(), s.unacked.keys().map(attempt).collect()));
         wpb::Register {
             worker_id: self.options.worker_id.clone(),
             worker_token: self.options.token.clone(),
             tools,
             capacity: self.options.capacity,
             running,
+            settling,
         }
     }
 

@@ -3,7 +3,8 @@
 //! event is ignored. Pure: no clock, no I/O. A terminal state never changes, and
 //! the only effect that runs the business tool (`Effect::Invoke`) arises from a
 //! claim of a pending execution, which exists again only after the tool itself
-//! reported a retryable failure.
+//! reported a retryable failure, or after the lease holder proved the attempt
+//! never reached the tool (`Event::Undelivered`).
 
 use super::policy::retry_backoff_ms;
 use super::status::{FailureReason, Status};
@@ -104,6 +105,10 @@ pub enum Event {
     DeadlinePassed,
     /// Refused before invocation (e.g. a hosted tool that needs task-time input).
     Refuse,
+    /// The lease holder proved it never started this attempt (it re-registered
+    /// without it): the assignment was lost in transit, so the execution is
+    /// claimable again and the attempt does not count.
+    Undelivered { worker_id: String, attempt: u32 },
 }
 
 impl Event {
@@ -118,6 +123,7 @@ impl Event {
             Event::OwnerLossDue => "owner_lost",
             Event::DeadlinePassed => "deadline_exceeded",
             Event::Refuse => "refused",
+            Event::Undelivered { .. } => "undelivered",
         }
     }
 }
@@ -272,6 +278,15 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
                 });
             }
             next.phase = Phase::Failed { reason: FailureReason::DeadlineExceeded };
+        }
+        Event::Undelivered { worker_id, attempt } => {
+            let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
+            if lease.worker_id != *worker_id || lease.attempt != *attempt {
+                return Err(Ignored::StaleAttempt);
+            }
+            next.attempts -= 1;
+            next.owner_loss_detection_at = None;
+            next.phase = Phase::Pending { not_before: now };
         }
         Event::Refuse => {
             if !matches!(state.phase, Phase::Pending { .. }) {

@@ -122,6 +122,18 @@ fn a_heartbeat_clears_owner_loss_detection() {
 }
 
 #[test]
+fn an_undelivered_attempt_is_claimable_again_without_using_an_attempt() {
+    let s = run(&pending(), &[claim("w1")], 1);
+    let wrong = Event::Undelivered { worker_id: "w2".into(), attempt: 1 };
+    assert_eq!(apply(&s, &wrong, 2), Err(Ignored::StaleAttempt));
+    let t = apply(&s, &Event::Undelivered { worker_id: "w1".into(), attempt: 1 }, 2).expect("undelivered");
+    assert_eq!(t.next.phase, Phase::Pending { not_before: 2 });
+    assert_eq!(t.next.attempts, 0);
+    let again = apply(&t.next, &claim("w2"), 3).expect("claim");
+    assert_eq!(again.effects, vec![Effect::Invoke { worker_id: "w2".into(), attempt: 1 }]);
+}
+
+#[test]
 fn deadline_fails_and_stops_the_owner() {
     let s = run(&pending(), &[claim("w1")], 1);
     assert_eq!(apply(&s, &Event::DeadlinePassed, DEADLINE - 1), Err(Ignored::NotDue));
@@ -152,6 +164,8 @@ fn any_event() -> impl Strategy<Value = Event> {
         Just(Event::OwnerLossDue),
         Just(Event::DeadlinePassed),
         Just(Event::Refuse),
+        (prop_oneof![Just("w1".to_string()), Just("w2".to_string())], 0u32..5)
+            .prop_map(|(worker_id, attempt)| Event::Undelivered { worker_id, attempt }),
     ]
 }
 
@@ -159,7 +173,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
 
     /// No event sequence leaves a terminal state, and no path re-invokes: the tool
-    /// runs once, plus once more per retryable failure it reported itself.
+    /// runs once, plus once more per retryable failure it reported itself (an
+    /// assignment proven undelivered never ran, so it does not count).
     #[test]
     fn terminal_is_final_and_invocations_are_earned(
         steps in proptest::collection::vec((any_event(), 0..DEADLINE + 10), 1..40),
@@ -168,6 +183,7 @@ proptest! {
         let mut state = State::new(0, DEADLINE, max_attempts);
         let mut invocations = 0u32;
         let mut retryable_failures = 0u32;
+        let mut undelivered = 0u32;
         let mut last_attempt = 0u32;
         for (event, now) in steps {
             let was_terminal = state.status().is_terminal();
@@ -181,6 +197,10 @@ proptest! {
                             last_attempt = *attempt;
                         }
                     }
+                    if let Event::Undelivered { attempt, .. } = &event {
+                        undelivered += 1;
+                        last_attempt = attempt - 1;
+                    }
                     if matches!(event, Event::Settle { outcome: Outcome::ToolError { retryable: true }, .. })
                         && t.next.status() == Status::Pending
                     {
@@ -192,7 +212,7 @@ proptest! {
                 }
                 Err(_) => {}
             }
-            prop_assert!(invocations <= 1 + retryable_failures);
+            prop_assert!(invocations - undelivered <= 1 + retryable_failures);
             prop_assert_eq!(state.phase.lease().is_some(), matches!(state.status(), Status::Working | Status::InputRequired));
         }
     }

@@ -58,6 +58,7 @@ impl Engine {
         let now = now_ms();
         self.store.upsert_tools(&project_id, &tools, now).await?;
         self.store.upsert_worker(&reg.worker_id, &project_id, &self.options.id, now).await?;
+        self.reclaim_undelivered(&reg, now).await?;
         let mut stop = Vec::new();
         let mut stop_now = Vec::new();
         for r in &reg.running {
@@ -93,6 +94,24 @@ impl Engine {
         tracing::info!(worker_id = %session.worker_id, tools = session.tools.len(), "worker registered");
         self.wake_dispatch().await;
         Ok(session)
+    }
+
+    /// Leases this worker holds for attempts it neither runs nor is settling
+    /// never reached it (worker ids are unique per process): make them claimable.
+    async fn reclaim_undelivered(&self, reg: &wpb::Register, now: i64) -> Result<()> {
+        let known: std::collections::HashSet<(&str, u32)> =
+            reg.running.iter().chain(&reg.settling).map(|r| (r.execution_id.as_str(), r.attempt)).collect();
+        for (id, attempt) in self.store.leased_to(&reg.worker_id).await? {
+            if known.contains(&(id.as_str(), attempt)) {
+                continue;
+            }
+            let event = Event::Undelivered { worker_id: reg.worker_id.clone(), attempt };
+            if let Some(Ok(applied)) = self.store.apply(&id, &event, &EventData::default(), now).await? {
+                tracing::warn!(execution_id = %id, attempt, "assignment never reached the worker; claimable again");
+                self.after_commit(&applied.record, &applied.effects).await;
+            }
+        }
+        Ok(())
     }
 
     pub async fn heartbeat(&self, session: &Session, hb: wpb::Heartbeat) -> Result<()> {

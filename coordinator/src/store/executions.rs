@@ -220,6 +220,22 @@ impl Store {
         rows.iter().map(|r| attempt_from_row(r, execution_id)).collect()
     }
 
+    /// (execution id, attempt) of every open execution leased to `worker_id`.
+    pub async fn leased_to(&self, worker_id: &str) -> Result<Vec<(String, u32)>> {
+        let rows = sqlx::query(
+            "SELECT id, lease_attempt FROM executions WHERE worker_id = $1 AND status IN ('working', 'input_required')",
+        )
+        .bind(worker_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let attempt: i64 = r.try_get("lease_attempt")?;
+                Ok((r.try_get("id")?, u32::try_from(attempt).unwrap_or(0)))
+            })
+            .collect()
+    }
+
     /// The event log of one execution: (seq, at, kind, status).
     pub async fn list_events(&self, execution_id: &str) -> Result<Vec<(i64, Millis, String, String)>> {
         let rows = sqlx::query("SELECT seq, at, kind, status FROM execution_events WHERE execution_id = $1 ORDER BY seq")
@@ -394,6 +410,14 @@ async fn persist(
     if !matches!(event, Event::Heartbeat { .. }) {
         insert_event(tx, &before.id, version, now, event.name(), cols.status, None).await?;
     }
+    if let Event::Undelivered { attempt, .. } = event {
+        // The tool never ran: this was not an attempt.
+        sqlx::query("DELETE FROM attempts WHERE execution_id = $1 AND attempt = $2")
+            .bind(&before.id)
+            .bind(i64::from(*attempt))
+            .execute(&mut **tx)
+            .await?;
+    }
     if let Some((worker_id, attempt)) = invoked {
         sqlx::query("INSERT INTO attempts (execution_id, attempt, worker_id, started_at) VALUES ($1, $2, $3, $4)")
             .bind(&before.id)
@@ -404,6 +428,7 @@ async fn persist(
             .await?;
     }
     let finished_attempt = match (event, before.state.phase.lease()) {
+        (Event::Undelivered { .. }, _) => None,
         (Event::Settle { attempt, outcome }, _) => Some((*attempt, matches!(outcome, Outcome::Success))),
         (_, Some(lease)) if next.phase.lease().is_none() => Some((lease.attempt, false)),
         _ => None,

@@ -1,0 +1,394 @@
+//! A cluster of real `baton` processes on loopback for black-box tests: its own
+//! Postgres database and Redis key prefix (so tests run in parallel), identity
+//! created through `baton admin`, roles started on port 0 and found by the
+//! address they log. Every process is killed when the cluster is dropped.
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+
+pub fn baton_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("BATON_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/debug/deps/it-xxxx -> target/debug/baton
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent().and_then(Path::parent).map(|d| d.join("baton")).expect("target dir")
+}
+
+pub fn postgres_url() -> String {
+    std::env::var("TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+pub fn redis_url() -> String {
+    std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
+}
+
+pub fn random_suffix() -> String {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("rng");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Polls `f` until it yields `Some`, or fails after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let until = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await? {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() >= until {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub struct Proc {
+    pub child: Child,
+    pub addr: String,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn kill9(&mut self) {
+        let _ = self.child.start_kill();
+    }
+
+}
+
+/// Identity created for the test through `baton admin`.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub org_id: String,
+    pub project_id: String,
+    pub gateway_id: String,
+    pub user_token: String,
+    pub other_user_token: String,
+    pub admin_key: String,
+    pub member_key: String,
+    pub read_only_key: String,
+    pub worker_token: String,
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub database_url: String,
+    pub id: Identity,
+    pub coordinators: Vec<Proc>,
+    pub gateways: Vec<Proc>,
+    pub workers: Vec<Proc>,
+    pub http: reqwest::Client,
+}
+
+/// Knobs a test may turn; the rest are fast defaults for tests.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub principal_concurrency: u64,
+    pub project_concurrency: u64,
+    pub organization_concurrency: u64,
+    pub backlog: u64,
+    pub lease_ms: u64,
+    pub owner_loss_grace_ms: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            principal_concurrency: 10_000,
+            project_concurrency: 10_000,
+            organization_concurrency: 10_000,
+            backlog: 10_000,
+            lease_ms: 1_500,
+            owner_loss_grace_ms: 1_500,
+        }
+    }
+}
+
+async fn run_cli(config: &Path, args: &[&str]) -> Result<Value> {
+    let out = Command::new(baton_bin()).arg("admin").arg("--config").arg(config).args(args).output().await?;
+    if !out.status.success() {
+        bail!("baton admin {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+fn text(v: &Value, key: &str) -> Result<String> {
+    v[key].as_str().map(str::to_owned).ok_or_else(|| anyhow!("no {key} in {v}"))
+}
+
+impl Cluster {
+    /// A fresh database, config and identity; no processes yet.
+    pub async fn new(settings: Settings) -> Result<Cluster> {
+        let suffix = random_suffix();
+        let dir = std::env::temp_dir().join(format!("baton-it-{suffix}"));
+        std::fs::create_dir_all(&dir)?;
+        let db = format!("bt_it_{suffix}");
+        {
+            use sqlx::Connection as _;
+            let mut admin = sqlx::PgConnection::connect(&postgres_url()).await.context("postgres reachable")?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut admin).await?;
+        }
+        let base = postgres_url();
+        let (prefix, _) = base.rsplit_once('/').ok_or_else(|| anyhow!("postgres url needs a database"))?;
+        let database_url = format!("{prefix}/{db}");
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key)?;
+        let redis_prefix = format!("bt_it_{suffix}");
+        let config = json!({
+            "features": {
+                "native_mcp_tasks": true,
+                "mcp_tasks_compatibility": true,
+                "mcp_tasks_principal_concurrency": settings.principal_concurrency,
+                "mcp_tasks_project_concurrency": settings.project_concurrency,
+                "mcp_tasks_organization_concurrency": settings.organization_concurrency,
+                "mcp_tasks_backlog": settings.backlog,
+                "mcp_tasks_retained_payload_bytes": 1u64 << 30,
+            },
+            "security": {"execution_payload_keys": [{"id": "k1", "key": base64::engine::general_purpose::STANDARD.encode(key)}]},
+            "database": {"url": database_url, "max_connections": 16},
+            "redis": {"url": redis_url(), "key_prefix": redis_prefix},
+            "executions": {
+                "lease_ms": settings.lease_ms,
+                "owner_loss_grace_ms": settings.owner_loss_grace_ms,
+                "sweep_interval_ms": 200,
+                "poll_interval_ms": 500,
+            },
+        });
+        let config_path = dir.join("baton.yaml");
+        // JSON is YAML.
+        std::fs::write(&config_path, serde_json::to_vec_pretty(&config)?)?;
+        let status = Command::new(baton_bin()).arg("migrate").arg("--config").arg(&config_path).output().await?;
+        if !status.status.success() {
+            bail!("migrate failed: {}", String::from_utf8_lossy(&status.stderr));
+        }
+        let org = text(&run_cli(&config_path, &["create-org", "--name", "it"]).await?, "id")?;
+        let project = text(&run_cli(&config_path, &["create-project", "--org", &org, "--name", "it"]).await?, "id")?;
+        let gateway = text(&run_cli(&config_path, &["create-gateway", "--project", &project, "--name", "it"]).await?, "id")?;
+        let token = |v: Value| text(&v, "token");
+        let id = Identity {
+            user_token: token(run_cli(&config_path, &["create-end-user-token", "--gateway", &gateway, "--user", "alice@example.com"]).await?)?,
+            other_user_token: token(run_cli(&config_path, &["create-end-user-token", "--gateway", &gateway, "--user", "bob@example.com"]).await?)?,
+            admin_key: token(run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "admin"]).await?)?,
+            member_key: token(run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "member"]).await?)?,
+            read_only_key: token(run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "read_only"]).await?)?,
+            worker_token: token(run_cli(&config_path, &["create-worker-token", "--project", &project]).await?)?,
+            org_id: org,
+            project_id: project,
+            gateway_id: gateway,
+        };
+        Ok(Cluster {
+            dir,
+            config: config_path,
+            database_url,
+            id,
+            coordinators: Vec::new(),
+            gateways: Vec::new(),
+            workers: Vec::new(),
+            http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
+        })
+    }
+
+    /// Starts a role and waits for the log line that carries its address.
+    async fn spawn(&self, role: &'static str, args: &[&str], env: &[(&str, String)], marker: &str) -> Result<Proc> {
+        let n = self.coordinators.len() + self.gateways.len() + self.workers.len();
+        let log = self.dir.join(format!("{role}-{n}-{}.log", random_suffix()));
+        let mut cmd = Command::new(baton_bin());
+        cmd.arg(role).arg("--config").arg(&self.config).args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        let (tx, rx) = oneshot::channel();
+        let marker = marker.to_owned();
+        let log_path = log.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut file = tokio::fs::File::create(&log_path).await.ok();
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(f) = file.as_mut() {
+                    let _ = f.write_all(format!("{line}\n").as_bytes()).await;
+                }
+                if line.contains(&marker)
+                    && let Some(addr) = line.split("addr=").nth(1).and_then(|r| r.split_whitespace().next())
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.to_owned());
+                }
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(20), rx)
+            .await
+            .map_err(|_| anyhow!("{role} did not start; see {}", log.display()))?
+            .map_err(|_| anyhow!("{role} exited; see {}", log.display()))?;
+        Ok(Proc { child, addr, log })
+    }
+
+    pub async fn start_coordinator(&mut self) -> Result<usize> {
+        let p = self.spawn("coordinator", &["--listen", "127.0.0.1:0"], &[], "coordinator listening").await?;
+        self.coordinators.push(p);
+        Ok(self.coordinators.len() - 1)
+    }
+
+    /// Restarts coordinator `i` on its previous address.
+    pub async fn restart_coordinator(&mut self, i: usize) -> Result<()> {
+        let addr = self.coordinators[i].addr.clone();
+        let p = self.spawn("coordinator", &["--listen", &addr], &[], "coordinator listening").await?;
+        self.coordinators[i] = p;
+        Ok(())
+    }
+
+    pub async fn start_gateway(&mut self, coordinator: usize) -> Result<usize> {
+        let url = format!("http://{}", self.coordinators[coordinator].addr);
+        let env = [("BATON_GATEWAY__COORDINATOR_URL", url)];
+        let p = self.spawn("gateway", &["--listen", "127.0.0.1:0"], &env, "gateway listening").await?;
+        self.gateways.push(p);
+        Ok(self.gateways.len() - 1)
+    }
+
+    pub async fn start_worker(&mut self, coordinator: usize) -> Result<usize> {
+        let env = [
+            ("BATON_WORKER__COORDINATOR_URL", format!("http://{}", self.coordinators[coordinator].addr)),
+            ("BATON_WORKER__TOKEN", self.id.worker_token.clone()),
+            ("BATON_WORKER__METRICS_LISTEN", "127.0.0.1:0".to_owned()),
+        ];
+        let p = self.spawn("worker", &["--examples"], &env, "worker metrics listening").await?;
+        self.workers.push(p);
+        let i = self.workers.len() - 1;
+        let log = self.workers[i].log.clone();
+        eventually(Duration::from_secs(20), "worker registration", || {
+            let log = log.clone();
+            async move { Ok(std::fs::read_to_string(&log)?.contains("registered").then_some(())) }
+        })
+        .await?;
+        Ok(i)
+    }
+
+    /// One coordinator, one gateway, one worker.
+    pub async fn single(settings: Settings) -> Result<Cluster> {
+        let mut c = Cluster::new(settings).await?;
+        c.start_coordinator().await?;
+        c.start_gateway(0).await?;
+        c.start_worker(0).await?;
+        Ok(c)
+    }
+
+    pub fn rest_base(&self, gateway: usize) -> String {
+        format!("http://{}/v1/orgs/{}/projects/{}", self.gateways[gateway].addr, self.id.org_id, self.id.project_id)
+    }
+
+    /// Total invocations of `tool` reported by every worker's /metrics.
+    pub async fn invocations(&self, tool: &str) -> Result<u64> {
+        let mut total = 0;
+        for w in &self.workers {
+            if w.child.id().is_none() {
+                continue;
+            }
+            let Ok(resp) = self.http.get(format!("http://{}/metrics", w.addr)).send().await else { continue };
+            let text = resp.text().await?;
+            let needle = format!("baton_worker_tool_invocations_total{{tool=\"{tool}\"}} ");
+            total += text
+                .lines()
+                .find_map(|l| l.strip_prefix(&needle))
+                .map(|n| n.trim().parse::<u64>())
+                .transpose()?
+                .unwrap_or(0);
+        }
+        Ok(total)
+    }
+
+    pub async fn db(&self) -> Result<sqlx::PgConnection> {
+        use sqlx::Connection as _;
+        Ok(sqlx::PgConnection::connect(&self.database_url).await?)
+    }
+}
+
+/// A REST client bound to one gateway and one bearer.
+pub struct Rest {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: String,
+    pub gateway_id: String,
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+}
+
+impl Rest {
+    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>, key: Option<&str>) -> Result<Reply> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        let resp = req.send().await?;
+        Ok(Reply { status: resp.status().as_u16(), headers: resp.headers().clone(), bytes: resp.bytes().await?.to_vec() })
+    }
+
+    pub async fn start(&self, tool: &str, input: Value, key: Option<&str>) -> Result<Reply> {
+        let body = json!({"gateway_id": self.gateway_id, "tool_name": tool, "input": input, "user_id": "alice@example.com"});
+        self.send(reqwest::Method::POST, "/tool-executions", Some(body), key).await
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Reply> {
+        self.send(reqwest::Method::GET, path, None, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Result<Reply> {
+        self.send(reqwest::Method::POST, path, Some(body), None).await
+    }
+
+    /// Long-polls until the execution is terminal; returns its view.
+    pub async fn until_terminal(&self, id: &str, timeout: Duration) -> Result<Value> {
+        eventually(timeout, "a terminal status", || async {
+            let r = self.get(&format!("/tool-executions/{id}?wait_ms=5000")).await?;
+            let v = r.json();
+            let terminal = matches!(v["status"].as_str(), Some("completed" | "failed" | "cancelled"));
+            Ok(terminal.then_some(v))
+        })
+        .await
+    }
+}
+
+impl Cluster {
+    pub fn rest(&self, gateway: usize, token: &str) -> Rest {
+        Rest {
+            http: self.http.clone(),
+            base: self.rest_base(gateway),
+            token: token.to_owned(),
+            gateway_id: self.id.gateway_id.clone(),
+        }
+    }
+
+    /// One integer from the cluster's database.
+    pub async fn scalar(&self, sql: &str) -> Result<i64> {
+        let mut db = self.db().await?;
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned())).fetch_one(&mut db).await?)
+    }
+}
