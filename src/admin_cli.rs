@@ -65,12 +65,15 @@ pub async fn run(database_url: &str, action: Action) -> anyhow::Result<()> {
             serde_json::to_value(admin::issue_end_user_token(&store, &gateway, &user).await?)?
         }
         Action::CreateApiKey { project, role, permissions } => {
-            let role = Role::parse(&role).ok_or_else(|| anyhow::anyhow!("--role must be admin, member or read_only"))?;
+            let role =
+                Role::parse(&role).ok_or_else(|| anyhow::anyhow!("--role must be admin, member or read_only"))?;
             let permissions: Vec<String> =
                 permissions.split(',').map(str::trim).filter(|p| !p.is_empty()).map(str::to_owned).collect();
             serde_json::to_value(admin::issue_api_key(&store, &project, role, &permissions).await?)?
         }
-        Action::CreateWorkerToken { project } => serde_json::to_value(admin::issue_worker_token(&store, &project).await?)?,
+        Action::CreateWorkerToken { project } => {
+            serde_json::to_value(admin::issue_worker_token(&store, &project).await?)?
+        }
         Action::Revoke { id } => {
             admin::revoke(&store, &id).await?;
             json!({ "revoked": id })

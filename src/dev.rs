@@ -156,7 +156,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         baton_coordinator::run(coordinator_options, coordinator_listener, shutdown.clone()),
         &shutdown,
     );
-    let gateway = supervise("gateway", baton_gateway::run(gateway_options, gateway_listener, shutdown.clone()), &shutdown);
+    let gateway =
+        supervise("gateway", baton_gateway::run(gateway_options, gateway_listener, shutdown.clone()), &shutdown);
     let worker = supervise("worker", roles::run_worker(worker_options, true, None, shutdown.clone()), &shutdown);
 
     let http_url = format!("http://{http}");

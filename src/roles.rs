@@ -1,14 +1,17 @@
 //! Building each role's options from the configuration, and running the roles.
 
 use crate::config::{self, Config};
-use baton_coordinator::domain::Lifetime;
 use base64::Engine as _;
+use baton_coordinator::domain::Lifetime;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub fn coordinator_options(c: &Config, listen_addr: std::net::SocketAddr) -> Result<baton_coordinator::Options, config::Error> {
+pub fn coordinator_options(
+    c: &Config,
+    listen_addr: std::net::SocketAddr,
+) -> Result<baton_coordinator::Options, config::Error> {
     Ok(baton_coordinator::Options {
         id: baton_coordinator::domain::id::random_id("co_", 64),
         advertise_url: c.coordinator.advertise_url.clone().unwrap_or_else(|| format!("http://{listen_addr}")),
@@ -61,7 +64,11 @@ pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton
 pub fn worker_options(c: &Config) -> Result<baton_worker::Options, config::Error> {
     Ok(baton_worker::Options {
         coordinator_url: c.worker.coordinator_url.clone(),
-        token: c.worker.token.clone().ok_or(config::Error::Field { field: "worker.token", problem: "is required".into() })?,
+        token: c
+            .worker
+            .token
+            .clone()
+            .ok_or(config::Error::Field { field: "worker.token", problem: "is required".into() })?,
         worker_id: c.worker.id.clone().unwrap_or_else(|| baton_coordinator::domain::id::random_id("wk_", 64)),
         capacity: c.worker.capacity,
     })

@@ -89,7 +89,12 @@ pub async fn issue_end_user_token(store: &Store, gateway_id: &str, user_id: &str
     issue(store, c, "bteu_").await
 }
 
-pub async fn issue_api_key(store: &Store, project_id: &str, role: Role, permissions: &[String]) -> Result<Issued, Error> {
+pub async fn issue_api_key(
+    store: &Store,
+    project_id: &str,
+    role: Role,
+    permissions: &[String],
+) -> Result<Issued, Error> {
     if let Some(p) = permissions.iter().find(|p| !PERMISSIONS.contains(&p.as_str())) {
         return Err(Error::Invalid(format!("unknown permission {p:?} (expected status, payload or cancel)")));
     }

@@ -112,10 +112,7 @@ impl KeyRing {
         crate::domain::id::fill_random(&mut nonce);
         let aad = Self::aad(execution_id, field);
         let nonce_arr = Nonce::try_from(&nonce[..]).map_err(|_| Error::Seal)?;
-        let ct = key
-            .cipher
-            .encrypt(&nonce_arr, Payload { msg: plaintext, aad: &aad })
-            .map_err(|_| Error::Seal)?;
+        let ct = key.cipher.encrypt(&nonce_arr, Payload { msg: plaintext, aad: &aad }).map_err(|_| Error::Seal)?;
         let mut out = Vec::with_capacity(2 + key.id.len() + NONCE_LEN + ct.len());
         out.push(VERSION);
         out.push(key.id.len() as u8);
@@ -135,11 +132,7 @@ impl KeyRing {
         let (id, rest) = rest.split_at(usize::from(*id_len));
         let (nonce, ct) = rest.split_at(NONCE_LEN);
         let id = std::str::from_utf8(id).map_err(|_| Error::Malformed)?;
-        let key = self
-            .keys
-            .iter()
-            .find(|k| k.id == id)
-            .ok_or_else(|| Error::UnknownKeyId { id: id.to_owned() })?;
+        let key = self.keys.iter().find(|k| k.id == id).ok_or_else(|| Error::UnknownKeyId { id: id.to_owned() })?;
         let aad = Self::aad(execution_id, field);
         let nonce = Nonce::try_from(nonce).map_err(|_| Error::Malformed)?;
         key.cipher.decrypt(&nonce, Payload { msg: ct, aad: &aad }).map_err(|_| Error::Authentication)

@@ -59,3 +59,39 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// Errors produced by the framework rather than a handler (unknown route,
+/// wrong method, body over the limit) get the same JSON shape as ours; headers
+/// such as `Allow` are kept.
+pub async fn json_framework_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (code, message) = match status.as_u16() {
+        400 => ("invalid_request", "malformed request"),
+        401 => ("unauthenticated", "missing or malformed bearer token"),
+        403 => ("permission_denied", "forbidden"),
+        404 => ("not_found", "not found"),
+        405 => ("method_not_allowed", "method not allowed"),
+        406 => ("not_acceptable", "not acceptable"),
+        413 => ("payload_too_large", "request body too large"),
+        415 => ("unsupported_media_type", "unsupported media type"),
+        _ if status.is_client_error() => ("invalid_request", "invalid request"),
+        _ => ("internal", "internal error"),
+    };
+    let (parts, _) = response.into_parts();
+    let mut rebuilt =
+        (status, axum::Json(serde_json::json!({"error": {"code": code, "message": message}}))).into_response();
+    for name in [header::ALLOW, header::RETRY_AFTER, header::WWW_AUTHENTICATE] {
+        if let Some(v) = parts.headers.get(&name) {
+            rebuilt.headers_mut().insert(name, v.clone());
+        }
+    }
+    rebuilt
+}

@@ -2,6 +2,9 @@
 //! and turns each request into one coordinator RPC. It holds no state another
 //! replica would need and never talks to Postgres or Redis.
 
+// The OpenAPI document is one large `json!` literal.
+#![recursion_limit = "512"]
+
 pub mod coordinator;
 pub mod error;
 mod health;
@@ -58,6 +61,7 @@ pub fn router(state: AppState) -> Router {
         .merge(rest::router())
         .merge(mcp::router())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(state.options.max_body_bytes))
+        .layer(axum::middleware::map_response(error::json_framework_errors))
         .with_state(state)
 }
 

@@ -139,10 +139,7 @@ async fn cancel_reaches_a_worker_on_another_replica() {
     let first = alice.post(&format!("/tool-executions/{id}/cancel"), json!({})).await.expect("cancel").json();
     assert_eq!(first["outcome"], "accepted", "{first}");
     let second = alice.post(&format!("/tool-executions/{id}/cancel"), json!({})).await.expect("cancel").json();
-    assert!(
-        second["outcome"] == "stop_already_requested" || second["outcome"] == "already_terminal",
-        "{second}"
-    );
+    assert!(second["outcome"] == "stop_already_requested" || second["outcome"] == "already_terminal", "{second}");
     let v = alice.until_terminal(&id, Duration::from_secs(20)).await.expect("terminal");
     assert_eq!(v["status"], "cancelled");
     let third = alice.post(&format!("/tool-executions/{id}/cancel"), json!({})).await.expect("cancel").json();
@@ -181,7 +178,8 @@ async fn scheduled_runs_wait_for_run_at_and_are_recorded_as_scheduled() {
     let run_at = std::time::SystemTime::now() + Duration::from_secs(2);
     let secs = run_at.duration_since(std::time::UNIX_EPOCH).expect("time").as_secs();
     let stamp = format_rfc3339(secs);
-    let body = json!({"gateway_id": c.id.gateway_id, "tool_name": "Demo.Echo", "input": {"text": "later"}, "run_at": stamp});
+    let body =
+        json!({"gateway_id": c.id.gateway_id, "tool_name": "Demo.Echo", "input": {"text": "later"}, "run_at": stamp});
     let v = alice.post("/tool-executions", body).await.expect("start").json();
     assert_eq!(v["execution_type"], "scheduled");
     assert_eq!(v["status"], "pending");

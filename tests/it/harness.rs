@@ -65,7 +65,6 @@ impl Proc {
     pub fn kill9(&mut self) {
         let _ = self.child.start_kill();
     }
-
 }
 
 /// Identity created for the test through `baton admin`.
@@ -176,14 +175,27 @@ impl Cluster {
         }
         let org = text(&run_cli(&config_path, &["create-org", "--name", "it"]).await?, "id")?;
         let project = text(&run_cli(&config_path, &["create-project", "--org", &org, "--name", "it"]).await?, "id")?;
-        let gateway = text(&run_cli(&config_path, &["create-gateway", "--project", &project, "--name", "it"]).await?, "id")?;
+        let gateway =
+            text(&run_cli(&config_path, &["create-gateway", "--project", &project, "--name", "it"]).await?, "id")?;
         let token = |v: Value| text(&v, "token");
         let id = Identity {
-            user_token: token(run_cli(&config_path, &["create-end-user-token", "--gateway", &gateway, "--user", "alice@example.com"]).await?)?,
-            other_user_token: token(run_cli(&config_path, &["create-end-user-token", "--gateway", &gateway, "--user", "bob@example.com"]).await?)?,
-            admin_key: token(run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "admin"]).await?)?,
-            member_key: token(run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "member"]).await?)?,
-            read_only_key: token(run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "read_only"]).await?)?,
+            user_token: token(
+                run_cli(&config_path, &["create-end-user-token", "--gateway", &gateway, "--user", "alice@example.com"])
+                    .await?,
+            )?,
+            other_user_token: token(
+                run_cli(&config_path, &["create-end-user-token", "--gateway", &gateway, "--user", "bob@example.com"])
+                    .await?,
+            )?,
+            admin_key: token(
+                run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "admin"]).await?,
+            )?,
+            member_key: token(
+                run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "member"]).await?,
+            )?,
+            read_only_key: token(
+                run_cli(&config_path, &["create-api-key", "--project", &project, "--role", "read_only"]).await?,
+            )?,
             worker_token: token(run_cli(&config_path, &["create-worker-token", "--project", &project]).await?)?,
             org_id: org,
             project_id: project,
@@ -339,7 +351,13 @@ impl Reply {
 }
 
 impl Rest {
-    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>, key: Option<&str>) -> Result<Reply> {
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        key: Option<&str>,
+    ) -> Result<Reply> {
         let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
         if let Some(b) = body {
             req = req.json(&b);
@@ -348,11 +366,16 @@ impl Rest {
             req = req.header("Idempotency-Key", k);
         }
         let resp = req.send().await?;
-        Ok(Reply { status: resp.status().as_u16(), headers: resp.headers().clone(), bytes: resp.bytes().await?.to_vec() })
+        Ok(Reply {
+            status: resp.status().as_u16(),
+            headers: resp.headers().clone(),
+            bytes: resp.bytes().await?.to_vec(),
+        })
     }
 
     pub async fn start(&self, tool: &str, input: Value, key: Option<&str>) -> Result<Reply> {
-        let body = json!({"gateway_id": self.gateway_id, "tool_name": tool, "input": input, "user_id": "alice@example.com"});
+        let body =
+            json!({"gateway_id": self.gateway_id, "tool_name": tool, "input": input, "user_id": "alice@example.com"});
         self.send(reqwest::Method::POST, "/tool-executions", Some(body), key).await
     }
 

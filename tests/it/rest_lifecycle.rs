@@ -81,10 +81,11 @@ async fn not_found_is_uniform_and_owner_access_is_the_users() {
     let by_member = member.get(&format!("/tool-executions/{id}")).await.expect("member");
     let malformed = alice.get("/tool-executions/not-an-id").await.expect("malformed");
     // Expired: move the record past retention behind the engine's back.
-    let expired_id = alice.start("Demo.Echo", json!({"text": "old"}), None).await.expect("start").json()["execution_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let expired_id =
+        alice.start("Demo.Echo", json!({"text": "old"}), None).await.expect("start").json()["execution_id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
     let mut db = c.db().await.expect("db");
     sqlx::query("UPDATE executions SET retention_expires_at = 1 WHERE id = $1")
         .bind(&expired_id)

@@ -80,7 +80,13 @@ impl Worker {
         let suffix: String = incarnation.iter().map(|b| format!("{b:02x}")).collect();
         options.worker_id = format!("{}.{suffix}", options.worker_id);
         let tools = tools.into_iter().map(|t| (t.spec().name, t)).collect();
-        Arc::new(Worker { options, tools, state: Mutex::new(State::default()), metrics: Metrics::default(), tasks: TaskTracker::new() })
+        Arc::new(Worker {
+            options,
+            tools,
+            state: Mutex::new(State::default()),
+            metrics: Metrics::default(),
+            tasks: TaskTracker::new(),
+        })
     }
 
     fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
@@ -178,7 +184,9 @@ impl Worker {
             match m {
                 Msg::Registered(r) => {
                     tracing::info!(coordinator_id = %r.coordinator_id, "registered");
-                    heartbeat = tokio::time::interval(Duration::from_millis(u64::try_from(r.heartbeat_interval_ms).unwrap_or(2_000).max(100)));
+                    heartbeat = tokio::time::interval(Duration::from_millis(
+                        u64::try_from(r.heartbeat_interval_ms).unwrap_or(2_000).max(100),
+                    ));
                     for s in r.stop {
                         self.cancel_running(&(s.execution_id, s.attempt));
                     }
@@ -201,8 +209,11 @@ impl Worker {
 
     fn heartbeat(&self) -> WorkerMessage {
         let (running, busy) = self.with_state(|s| {
-            let running: Vec<_> =
-                s.running.keys().map(|(id, attempt)| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt }).collect();
+            let running: Vec<_> = s
+                .running
+                .keys()
+                .map(|(id, attempt)| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt })
+                .collect();
             let busy = running.len();
             (running, busy)
         });
@@ -232,13 +243,18 @@ impl Worker {
         if already {
             return;
         }
-        let span = tracing::info_span!("tool", execution_id = %a.execution_id, tool = %a.tool_name, attempt = a.attempt);
+        let span =
+            tracing::info_span!("tool", execution_id = %a.execution_id, tool = %a.tool_name, attempt = a.attempt);
         baton_proto::trace::adopt_traceparent(&a.traceparent, &span);
         let worker = self.clone();
         self.tasks.spawn(
             async move {
                 let outcome = worker.invoke(&a, cancel).await;
-                let settlement = wpb::Settlement { execution_id: a.execution_id.clone(), attempt: a.attempt, outcome: Some(outcome) };
+                let settlement = wpb::Settlement {
+                    execution_id: a.execution_id.clone(),
+                    attempt: a.attempt,
+                    outcome: Some(outcome),
+                };
                 let outbox = worker.with_state(|s| {
                     s.running.remove(&key);
                     s.unacked.insert(key.clone(), settlement.clone());
@@ -276,7 +292,9 @@ impl Worker {
         let forward = tokio::spawn(async move {
             while let Some((execution_id, attempt, message)) = progress_rx.recv().await {
                 if let Some(tx) = &outbox {
-                    let _ = tx.send(msg(worker_message::Msg::Progress(wpb::Progress { execution_id, attempt, message }))).await;
+                    let _ = tx
+                        .send(msg(worker_message::Msg::Progress(wpb::Progress { execution_id, attempt, message })))
+                        .await;
                 }
             }
         });

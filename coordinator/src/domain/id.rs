@@ -51,8 +51,7 @@ impl ExecutionId {
     /// Accepts only the shape we mint, so malformed ids never reach the store.
     pub fn parse(s: &str) -> Option<Self> {
         let digits = s.strip_prefix(Self::PREFIX)?;
-        (digits.len() == Self::DIGITS && digits.bytes().all(|b| b.is_ascii_alphanumeric()))
-            .then(|| Self(s.to_owned()))
+        (digits.len() == Self::DIGITS && digits.bytes().all(|b| b.is_ascii_alphanumeric())).then(|| Self(s.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {

@@ -23,11 +23,19 @@ pub struct Lease {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Admitted, not running; claimable from `not_before` (scheduled runs, retry backoff).
-    Pending { not_before: Millis },
-    Working { lease: Lease },
-    InputRequired { lease: Lease },
+    Pending {
+        not_before: Millis,
+    },
+    Working {
+        lease: Lease,
+    },
+    InputRequired {
+        lease: Lease,
+    },
     Completed,
-    Failed { reason: FailureReason },
+    Failed {
+        reason: FailureReason,
+    },
     Cancelled,
 }
 
@@ -89,18 +97,32 @@ impl State {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Success,
-    ToolError { retryable: bool },
+    ToolError {
+        retryable: bool,
+    },
     /// The tool stopped because it was asked to.
     Cancelled,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    Claim { worker_id: String, lease_until: Millis },
-    Heartbeat { worker_id: String, attempt: u32, lease_until: Millis },
-    Settle { attempt: u32, outcome: Outcome },
+    Claim {
+        worker_id: String,
+        lease_until: Millis,
+    },
+    Heartbeat {
+        worker_id: String,
+        attempt: u32,
+        lease_until: Millis,
+    },
+    Settle {
+        attempt: u32,
+        outcome: Outcome,
+    },
     RequestCancel,
-    LeaseLapsed { detect_at: Millis },
+    LeaseLapsed {
+        detect_at: Millis,
+    },
     OwnerLossDue,
     DeadlinePassed,
     /// Refused before invocation (e.g. a hosted tool that needs task-time input).
@@ -108,7 +130,10 @@ pub enum Event {
     /// The lease holder proved it never started this attempt (it re-registered
     /// without it): the assignment was lost in transit, so the execution is
     /// claimable again and the attempt does not count.
-    Undelivered { worker_id: String, attempt: u32 },
+    Undelivered {
+        worker_id: String,
+        attempt: u32,
+    },
 }
 
 impl Event {

@@ -85,18 +85,15 @@ fn cancel_of_pending_is_immediate_and_of_working_sends_a_stop() {
     let t = apply(&working, &Event::RequestCancel, 2).expect("cancel");
     assert_eq!(t.next.status(), Status::Working);
     assert!(t.next.cancel_requested);
-    assert_eq!(
-        t.effects,
-        vec![Effect::Stop { worker_id: "w1".into(), attempt: 1, reason: StopReason::Cancelled }]
-    );
+    assert_eq!(t.effects, vec![Effect::Stop { worker_id: "w1".into(), attempt: 1, reason: StopReason::Cancelled }]);
     assert_eq!(apply(&t.next, &Event::RequestCancel, 3), Err(Ignored::AlreadyRequested));
 }
 
 #[test]
 fn a_retryable_failure_after_cancel_does_not_retry() {
     let s = run(&pending(), &[claim("w"), Event::RequestCancel], 1);
-    let t = apply(&s, &Event::Settle { attempt: 1, outcome: Outcome::ToolError { retryable: true } }, 2)
-        .expect("settle");
+    let t =
+        apply(&s, &Event::Settle { attempt: 1, outcome: Outcome::ToolError { retryable: true } }, 2).expect("settle");
     assert_eq!(t.next.status(), Status::Failed);
 }
 
@@ -156,8 +153,11 @@ fn any_event() -> impl Strategy<Value = Event> {
     ];
     prop_oneof![
         (worker.clone(), 0..DEADLINE).prop_map(|(worker_id, lease_until)| Event::Claim { worker_id, lease_until }),
-        (worker, 0u32..5, 0..DEADLINE)
-            .prop_map(|(worker_id, attempt, lease_until)| Event::Heartbeat { worker_id, attempt, lease_until }),
+        (worker, 0u32..5, 0..DEADLINE).prop_map(|(worker_id, attempt, lease_until)| Event::Heartbeat {
+            worker_id,
+            attempt,
+            lease_until
+        }),
         (0u32..5, outcome).prop_map(|(attempt, outcome)| Event::Settle { attempt, outcome }),
         Just(Event::RequestCancel),
         (0..DEADLINE).prop_map(|detect_at| Event::LeaseLapsed { detect_at }),

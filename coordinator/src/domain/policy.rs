@@ -30,7 +30,12 @@ pub struct Deadlines {
 impl Lifetime {
     /// deadline = created + min(requested ttl, tool limit, configured maximum);
     /// retention = deadline + retention window. Non-positive limits mean "none".
-    pub fn deadlines(&self, created_at: Millis, requested_ttl_ms: Option<i64>, tool_max_ttl_ms: Option<i64>) -> Deadlines {
+    pub fn deadlines(
+        &self,
+        created_at: Millis,
+        requested_ttl_ms: Option<i64>,
+        tool_max_ttl_ms: Option<i64>,
+    ) -> Deadlines {
         let ttl = [requested_ttl_ms, tool_max_ttl_ms]
             .into_iter()
             .flatten()

@@ -13,14 +13,8 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 6] = [
-        Status::Pending,
-        Status::Working,
-        Status::InputRequired,
-        Status::Completed,
-        Status::Failed,
-        Status::Cancelled,
-    ];
+    pub const ALL: [Status; 6] =
+        [Status::Pending, Status::Working, Status::InputRequired, Status::Completed, Status::Failed, Status::Cancelled];
 
     pub fn is_terminal(self) -> bool {
         matches!(self, Status::Completed | Status::Failed | Status::Cancelled)

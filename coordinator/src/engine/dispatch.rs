@@ -41,7 +41,14 @@ impl Engine {
             let now = now_ms();
             let claimed = match self
                 .store
-                .claim(&session.project_id, &session.tools, &session.worker_id, slots as u32, now, now + self.options.lease_ms)
+                .claim(
+                    &session.project_id,
+                    &session.tools,
+                    &session.worker_id,
+                    slots as u32,
+                    now,
+                    now + self.options.lease_ms,
+                )
                 .await
             {
                 Ok(c) => c,
@@ -94,7 +101,13 @@ impl Engine {
 }
 
 /// Asks the replica at `url` to deliver a stop to a worker session it holds.
-pub(super) async fn deliver_via_peer(url: &str, worker_id: &str, execution_id: &str, attempt: u32, reason: &str) -> bool {
+pub(super) async fn deliver_via_peer(
+    url: &str,
+    worker_id: &str,
+    execution_id: &str,
+    attempt: u32,
+    reason: &str,
+) -> bool {
     let call = async {
         let mut client = PeerClient::connect(url.to_owned()).await.ok()?;
         let mut request = tonic::Request::new(DeliverCancelRequest {

@@ -65,7 +65,9 @@ impl Engine {
         match p {
             Principal::EndUser { gateway_id, user_id, .. } => {
                 if !req.user_id.is_empty() && req.user_id != *user_id {
-                    return Err(authz::Error::Forbidden("an end-user token can only start work for its own user").into());
+                    return Err(
+                        authz::Error::Forbidden("an end-user token can only start work for its own user").into()
+                    );
                 }
                 if !req.gateway_id.is_empty() && req.gateway_id != *gateway_id {
                     return Err(authz::Error::Forbidden("this token is bound to another gateway").into());
@@ -81,7 +83,9 @@ impl Engine {
                 }
                 Ok((req.user_id.clone(), req.gateway_id.clone()))
             }
-            Principal::Worker { .. } => Err(authz::Error::Forbidden("a worker credential cannot start executions").into()),
+            Principal::Worker { .. } => {
+                Err(authz::Error::Forbidden("a worker credential cannot start executions").into())
+            }
         }
     }
 
@@ -188,7 +192,11 @@ impl Engine {
         tokio::pin!(notified);
         notified.as_mut().enable();
         let record = self.owned(p, org_id, project_id, id).await?;
-        let baseline = if known_status.is_empty() { record.status() } else { Status::parse(known_status).unwrap_or(record.status()) };
+        let baseline = if known_status.is_empty() {
+            record.status()
+        } else {
+            Status::parse(known_status).unwrap_or(record.status())
+        };
         if record.status() != baseline || record.status().is_terminal() || wait_ms == 0 {
             return Ok(record);
         }

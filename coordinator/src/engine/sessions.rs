@@ -27,12 +27,8 @@ impl Session {
     }
 
     pub async fn stop(&self, execution_id: &str, attempt: u32, reason: &str) -> bool {
-        self.send(Msg::Stop(wpb::Stop {
-            execution_id: execution_id.to_owned(),
-            attempt,
-            reason: reason.to_owned(),
-        }))
-        .await
+        self.send(Msg::Stop(wpb::Stop { execution_id: execution_id.to_owned(), attempt, reason: reason.to_owned() }))
+            .await
     }
 
     /// Takes up to `want` slots; returns how many were taken.

@@ -12,7 +12,10 @@ pub struct PeerService {
 
 #[tonic::async_trait]
 impl Peer for PeerService {
-    async fn deliver_cancel(&self, req: Request<DeliverCancelRequest>) -> Result<Response<DeliverCancelResponse>, Status> {
+    async fn deliver_cancel(
+        &self,
+        req: Request<DeliverCancelRequest>,
+    ) -> Result<Response<DeliverCancelResponse>, Status> {
         let r = req.into_inner();
         let delivered = match self.engine.sessions.get(&r.worker_id) {
             Some(session) => session.stop(&r.execution_id, r.attempt, &r.reason).await,

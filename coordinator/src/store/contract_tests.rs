@@ -129,7 +129,9 @@ async fn concurrent_creates_with_one_key_make_one_execution() {
         let tasks: Vec<_> = (0..8)
             .map(|i| {
                 let s = b.store.clone();
-                tokio::spawn(async move { s.create_execution(&new_execution("p1", "u1", Some("race"), "f", 1_000 + i)).await })
+                tokio::spawn(async move {
+                    s.create_execution(&new_execution("p1", "u1", Some("race"), "f", 1_000 + i)).await
+                })
             })
             .collect();
         let mut ids = std::collections::HashSet::new();
@@ -228,7 +230,12 @@ async fn sweeper_fails_deadlines_detects_owner_loss_and_deletes_past_retention()
         b.store.create_execution(&lost).await.expect("create");
         b.store.claim("p1", &tools(), "w", 2, 1_000, 2_000).await.expect("claim");
         b.store
-            .apply(&late.id, &Event::Heartbeat { worker_id: "w".into(), attempt: 1, lease_until: 100_000 }, &EventData::default(), 1_500)
+            .apply(
+                &late.id,
+                &Event::Heartbeat { worker_id: "w".into(), attempt: 1, lease_until: 100_000 },
+                &EventData::default(),
+                1_500,
+            )
             .await
             .expect("heartbeat");
 
@@ -270,7 +277,8 @@ async fn lists_are_newest_first_scoped_and_paged() {
         let filter = ListFilter::User { project_id: "p1".into(), user_id: "u1".into(), gateway_id: None };
         let page1 = b.store.list_executions(&filter, 2_000, 3, None).await.expect("page1");
         let last = page1.last().expect("rows");
-        let page2 = b.store.list_executions(&filter, 2_000, 3, Some((last.created_at, last.id.clone()))).await.expect("p2");
+        let page2 =
+            b.store.list_executions(&filter, 2_000, 3, Some((last.created_at, last.id.clone()))).await.expect("p2");
         let got: Vec<String> = page1.iter().chain(&page2).map(|r| r.id.clone()).collect();
         ids.reverse();
         assert_eq!(got, ids, "{}", b.name);
@@ -320,7 +328,10 @@ async fn a_payload_canary_never_reaches_the_database_in_clear() {
             output_ct: Some(ring.seal(&new.id, Field::Output, canary.as_bytes()).expect("seal")),
             ..Default::default()
         };
-        b.store.apply(&new.id, &Event::Settle { attempt: 1, outcome: Outcome::Success }, &data, 1_100).await.expect("apply");
+        b.store
+            .apply(&new.id, &Event::Settle { attempt: 1, outcome: Outcome::Success }, &data, 1_100)
+            .await
+            .expect("apply");
         let rec = b.store.get_execution(&new.id).await.expect("get").expect("exists");
         let input = ring.open(&new.id, Field::Input, rec.input_ct.as_deref().expect("input")).expect("open");
         assert_eq!(input, canary.as_bytes());

@@ -238,10 +238,11 @@ impl Store {
 
     /// The event log of one execution: (seq, at, kind, status).
     pub async fn list_events(&self, execution_id: &str) -> Result<Vec<(i64, Millis, String, String)>> {
-        let rows = sqlx::query("SELECT seq, at, kind, status FROM execution_events WHERE execution_id = $1 ORDER BY seq")
-            .bind(execution_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT seq, at, kind, status FROM execution_events WHERE execution_id = $1 ORDER BY seq")
+                .bind(execution_id)
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter()
             .map(|r| Ok((r.try_get("seq")?, r.try_get("at")?, r.try_get("kind")?, r.try_get("status")?)))
             .collect()
@@ -328,15 +329,17 @@ async fn insert_event(
     status: &str,
     detail: Option<&str>,
 ) -> Result<()> {
-    sqlx::query("INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(id)
-        .bind(seq)
-        .bind(at)
-        .bind(kind)
-        .bind(status)
-        .bind(detail)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(id)
+    .bind(seq)
+    .bind(at)
+    .bind(kind)
+    .bind(status)
+    .bind(detail)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 

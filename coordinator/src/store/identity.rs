@@ -23,9 +23,7 @@ impl CredentialKind {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [CredentialKind::EndUser, CredentialKind::ApiKey, CredentialKind::Worker]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [CredentialKind::EndUser, CredentialKind::ApiKey, CredentialKind::Worker].into_iter().find(|k| k.as_str() == s)
     }
 }
 
@@ -241,7 +239,13 @@ impl Store {
     }
 
     /// Records that `worker_id` is connected to `coordinator_id` (replacing an older session).
-    pub async fn upsert_worker(&self, worker_id: &str, project_id: &str, coordinator_id: &str, now: Millis) -> Result<()> {
+    pub async fn upsert_worker(
+        &self,
+        worker_id: &str,
+        project_id: &str,
+        coordinator_id: &str,
+        now: Millis,
+    ) -> Result<()> {
         sqlx::query(
             "INSERT INTO workers (id, project_id, coordinator_id, connected_at, heartbeat_at) VALUES ($1, $2, $3, $4, $4) \
              ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id, coordinator_id = excluded.coordinator_id, \

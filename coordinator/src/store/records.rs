@@ -149,10 +149,8 @@ pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         Status::Cancelled => Phase::Cancelled,
         Status::Failed => {
             let reason: Option<String> = row.try_get("failure_reason")?;
-            let reason = reason
-                .as_deref()
-                .and_then(FailureReason::parse)
-                .ok_or_else(|| corrupt("failure reason", &id))?;
+            let reason =
+                reason.as_deref().and_then(FailureReason::parse).ok_or_else(|| corrupt("failure reason", &id))?;
             Phase::Failed { reason }
         }
     };

@@ -35,24 +35,19 @@ impl Store {
     ) -> Result<(SweepReport, Vec<Applied>)> {
         let mut report = SweepReport::default();
         let mut applied = Vec::new();
-        let passes: [(String, fn(Millis) -> Event); 3] = [
-            (format!("{OPEN} AND execution_deadline <= $1"), |_| Event::DeadlinePassed),
-            (format!("{LEASED} AND owner_loss_detection_at IS NOT NULL AND owner_loss_detection_at <= $1"), |_| {
-                Event::OwnerLossDue
-            }),
-            (format!("{LEASED} AND owner_loss_detection_at IS NULL AND lease_expires_at <= $1"), |detect_at| {
-                Event::LeaseLapsed { detect_at }
-            }),
+        let deadline = format!("{OPEN} AND execution_deadline <= $1");
+        let owner_loss = format!("{LEASED} AND owner_loss_detection_at IS NOT NULL AND owner_loss_detection_at <= $1");
+        let lapsed = format!("{LEASED} AND owner_loss_detection_at IS NULL AND lease_expires_at <= $1");
+        let detect_at = now + owner_loss_grace_ms;
+        let passes = [
+            (deadline, Event::DeadlinePassed, &mut report.deadline_exceeded),
+            (owner_loss, Event::OwnerLossDue, &mut report.owner_lost),
+            (lapsed, Event::LeaseLapsed { detect_at }, &mut report.lease_lapsed),
         ];
-        for (i, (condition, event_for)) in passes.iter().enumerate() {
-            for id in self.ids(condition, now, limit).await? {
-                let event = event_for(now + owner_loss_grace_ms);
+        for (condition, event, count) in passes {
+            for id in self.ids(&condition, now, limit).await? {
                 if let Some(Ok(a)) = self.apply(&id, &event, &EventData::default(), now).await? {
-                    match i {
-                        0 => report.deadline_exceeded += 1,
-                        1 => report.owner_lost += 1,
-                        _ => report.lease_lapsed += 1,
-                    }
+                    *count += 1;
                     applied.push(a);
                 }
             }

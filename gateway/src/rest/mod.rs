@@ -74,7 +74,8 @@ async fn start(
     let idempotency_key = match headers.get("idempotency-key") {
         None => String::new(),
         Some(v) => {
-            let key = v.to_str().map_err(|_| ApiError::new(ErrorCode::InvalidRequest, "Idempotency-Key must be ASCII"))?;
+            let key =
+                v.to_str().map_err(|_| ApiError::new(ErrorCode::InvalidRequest, "Idempotency-Key must be ASCII"))?;
             if key.is_empty() || key.len() > 255 {
                 return Err(ApiError::new(ErrorCode::InvalidRequest, "Idempotency-Key must be 1 to 255 characters"));
             }
@@ -94,10 +95,8 @@ async fn start(
         idempotency_key,
         surface: pb::Surface::Rest as i32,
     };
-    let started = state
-        .coordinator
-        .call(&bearer, request, None, |mut c, r| async move { c.start_execution(r).await })
-        .await?;
+    let started =
+        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.start_execution(r).await }).await?;
     let execution = started.execution.ok_or_else(|| ApiError::new(ErrorCode::Internal, "internal error"))?;
     Ok(json(StatusCode::ACCEPTED, view::owner(&execution)))
 }
@@ -126,10 +125,8 @@ async fn list(
         cursor: q.cursor.unwrap_or_default(),
         gateway_id: String::new(),
     };
-    let page = state
-        .coordinator
-        .call(&bearer, request, None, |mut c, r| async move { c.list_executions(r).await })
-        .await?;
+    let page =
+        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.list_executions(r).await }).await?;
     let items: Vec<_> = page.executions.iter().map(view::owner).collect();
     let next = (!page.next_cursor.is_empty()).then_some(page.next_cursor);
     Ok(json(StatusCode::OK, serde_json::json!({"items": items, "next_cursor": next})))
@@ -156,9 +153,15 @@ async fn get_execution(
 }
 
 /// Reads one execution, long-polling up to `wait_ms` for a status change.
-pub async fn fetch(state: &AppState, bearer: &Bearer, p: ExecutionPath, wait_ms: u64) -> Result<pb::ExecutionView, ApiError> {
+pub async fn fetch(
+    state: &AppState,
+    bearer: &Bearer,
+    p: ExecutionPath,
+    wait_ms: u64,
+) -> Result<pb::ExecutionView, ApiError> {
     if wait_ms == 0 {
-        let request = pb::GetExecutionRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
+        let request =
+            pb::GetExecutionRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
         return Ok(state
             .coordinator
             .call(bearer, request, None, |mut c, r| async move { c.get_execution(r).await })
@@ -185,10 +188,8 @@ async fn result(
 ) -> Result<Response, ApiError> {
     let bearer = bearer(&headers)?;
     let request = pb::GetResultRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
-    let answer = state
-        .coordinator
-        .call(&bearer, request, None, |mut c, r| async move { c.get_result(r).await })
-        .await?;
+    let answer =
+        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.get_result(r).await }).await?;
     let execution = answer.execution.ok_or_else(|| ApiError::new(ErrorCode::Internal, "internal error"))?;
     match (execution.status.as_str(), answer.result_json) {
         ("completed", Some(result)) => {
@@ -229,10 +230,8 @@ async fn input(
         request_key: body.request_key,
         response: Some(pb::InputResponse { action: body.action, content_json: body.content.to_string() }),
     };
-    let ack = state
-        .coordinator
-        .call(&bearer, request, None, |mut c, r| async move { c.provide_input(r).await })
-        .await?;
+    let ack =
+        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.provide_input(r).await }).await?;
     Ok(json(StatusCode::OK, serde_json::json!({"acknowledged": ack.acknowledged})))
 }
 
@@ -244,11 +243,10 @@ async fn cancel(
 ) -> Result<Response, ApiError> {
     let bearer = bearer(&headers)?;
     CancelBody::parse(&raw)?;
-    let request = pb::CancelExecutionRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
-    let answer = state
-        .coordinator
-        .call(&bearer, request, None, |mut c, r| async move { c.cancel_execution(r).await })
-        .await?;
+    let request =
+        pb::CancelExecutionRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
+    let answer =
+        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.cancel_execution(r).await }).await?;
     let mut out = serde_json::json!({"outcome": answer.outcome});
     if let Some(e) = &answer.execution {
         out["execution"] = view::owner(e);

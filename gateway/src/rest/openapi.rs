@@ -1,5 +1,6 @@
-//! The OpenAPI 3.1 document for the REST surface, built from the same route
-//! constants the router uses.
+//! The OpenAPI 3.1 document for the REST surface, served at `/v1/openapi.json`.
+//! Built in code next to the routes it describes; the black-box tests and
+//! schemathesis use it as the contract.
 
 use axum::Json;
 use serde_json::{Value, json};
@@ -8,6 +9,234 @@ pub async fn document() -> Json<Value> {
     Json(spec())
 }
 
+fn error_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+fn errors(codes: &[u16]) -> serde_json::Map<String, Value> {
+    codes
+        .iter()
+        .map(|c| {
+            let description = match c {
+                400 => "Malformed request or input that does not match the tool's schema",
+                401 => "Missing, invalid or revoked bearer token",
+                403 => "The credential's role or binding does not allow this",
+                404 => "Unknown, unauthorized or expired execution (identical bodies), or unknown tool",
+                409 => "Idempotency-Key reused for different work, or no result for a failed/cancelled execution",
+                413 => "Request body too large",
+                429 => "An admission bound is reached; retry after Retry-After seconds with the same Idempotency-Key",
+                _ => "The coordinator or its database is unavailable; retry after Retry-After seconds",
+            };
+            let mut r = error_response(description);
+            if matches!(c, 429 | 503) {
+                r["headers"] =
+                    json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
+            }
+            (c.to_string(), r)
+        })
+        .collect()
+}
+
+fn op(summary: &str, id: &str, ok: (&str, Value), codes: &[u16], extra: Value) -> Value {
+    let mut responses = errors(codes);
+    responses.insert(ok.0.to_owned(), ok.1);
+    let mut o = json!({"summary": summary, "operationId": id, "responses": responses});
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            match (k.as_str(), v) {
+                ("responses", Value::Object(more)) => {
+                    for (code, r) in more {
+                        o["responses"][code] = r;
+                    }
+                }
+                (_, v) => o[k] = v,
+            }
+        }
+    }
+    o
+}
+
+fn body(schema_ref: &str) -> Value {
+    json!({"content": {"application/json": {"schema": {"$ref": schema_ref}}}})
+}
+
+/// OpenAPI links from a started execution to the calls that take its id.
+fn links(mut response: Value) -> Value {
+    let params = json!({
+        "org_id": "$request.path.org_id",
+        "project_id": "$request.path.project_id",
+        "execution_id": "$response.body#/execution_id"
+    });
+    response["links"] = ["getExecution", "getExecutionResult", "provideExecutionInput", "cancelExecution"]
+        .iter()
+        .map(|op| (op.to_string(), json!({"operationId": op, "parameters": params})))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    response
+}
+
+fn execution_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Execution"}}}})
+}
+
 pub fn spec() -> Value {
-    json!({"openapi": "3.1.0", "info": {"title": "Baton", "version": env!("CARGO_PKG_VERSION")}, "paths": {}})
+    let scope = json!([
+        {"name": "org_id", "in": "path", "required": true, "schema": {"type": "string"}},
+        {"name": "project_id", "in": "path", "required": true, "schema": {"type": "string"}}
+    ]);
+    let mut with_id = scope.clone();
+    if let Value::Array(a) = &mut with_id {
+        a.push(json!({"name": "execution_id", "in": "path", "required": true, "schema": {"type": "string"}}));
+    }
+    let base = "/v1/orgs/{org_id}/projects/{project_id}/tool-executions";
+    let nullable_time = json!({"type": ["string", "null"], "format": "date-time"});
+    let time = json!({"type": "string", "format": "date-time"});
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Baton",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Durable background tool executions: the owner lifecycle over REST."
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            base: {
+                "parameters": scope,
+                "post": op("Start an execution", "startExecution",
+                    ("202", links(execution_response("Accepted: the durable execution"))),
+                    &[400, 401, 403, 404, 409, 413, 429, 503],
+                    json!({
+                        "parameters": [{"name": "Idempotency-Key", "in": "header", "required": false,
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 255}}],
+                        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StartRequest"}}}}
+                    })),
+                "get": op("List the caller's executions, newest first", "listExecutions",
+                    ("200", json!({"description": "One page", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionPage"}}}})),
+                    &[400, 401, 403, 404, 503],
+                    json!({"parameters": [
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}
+                    ]})),
+            },
+            format!("{base}/{{execution_id}}"): {
+                "parameters": with_id.clone(),
+                "get": op("Read an execution, optionally waiting for its status to change", "getExecution",
+                    ("200", execution_response("The owner view")),
+                    &[400, 401, 403, 404, 503],
+                    json!({"parameters": [{"name": "wait_ms", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 45000}}]})),
+            },
+            format!("{base}/{{execution_id}}/result"): {
+                "parameters": with_id.clone(),
+                "get": op("The original result", "getExecutionResult",
+                    ("200", json!({"description": "Completed: the original tool result", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}}}})),
+                    &[401, 403, 404, 409, 503],
+                    json!({"responses": {"202": execution_response("Still pollable")}})),
+            },
+            format!("{base}/{{execution_id}}/input"): {
+                "parameters": with_id.clone(),
+                "post": op("Answer a published input request", "provideExecutionInput",
+                    ("200", json!({"description": "Acknowledged; does not prove the key was current",
+                        "content": {"application/json": {"schema": {"type": "object", "required": ["acknowledged"],
+                            "properties": {"acknowledged": {"type": "boolean"}}}}}})),
+                    &[400, 401, 403, 404, 413, 503],
+                    json!({"requestBody": {"required": true, "content": body("#/components/schemas/InputRequestBody")["content"].clone()}})),
+            },
+            format!("{base}/{{execution_id}}/cancel"): {
+                "parameters": with_id,
+                "post": op("Request cooperative cancellation", "cancelExecution",
+                    ("200", json!({"description": "What Baton can prove about the stop", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CancelResult"}}}})),
+                    &[400, 401, 403, 404, 413, 503],
+                    json!({})),
+            },
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {
+                    "type": "object", "required": ["error"],
+                    "properties": {"error": {"type": "object", "required": ["code", "message"],
+                        "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}
+                },
+                "StartRequest": {
+                    "type": "object", "required": ["gateway_id", "tool_name"], "additionalProperties": false,
+                    "properties": {
+                        "gateway_id": {"type": "string", "minLength": 1, "maxLength": 512},
+                        "tool_name": {"type": "string", "minLength": 1, "maxLength": 512},
+                        "input": {"type": ["object", "null"]},
+                        "user_id": {"type": ["string", "null"], "minLength": 1, "maxLength": 512},
+                        "run_at": {"type": ["string", "null"], "format": "date-time"},
+                        "ttl_ms": {"type": ["integer", "null"], "minimum": 1}
+                    }
+                },
+                "InputRequestBody": {
+                    "type": "object", "required": ["request_key", "response"], "additionalProperties": false,
+                    "properties": {
+                        "request_key": {"type": "string", "minLength": 1, "maxLength": 512},
+                        "response": {"type": "object", "required": ["action"], "additionalProperties": false,
+                            "properties": {"action": {"enum": ["accept", "decline", "cancel"]}, "content": {"type": ["object", "null"]}}}
+                    }
+                },
+                "InputRequest": {
+                    "type": "object", "required": ["request_key", "message"],
+                    "properties": {"request_key": {"type": "string"}, "message": {"type": "string"}, "requested_schema": {}}
+                },
+                "Execution": {
+                    "type": "object",
+                    "required": ["execution_id", "status", "execution_deadline", "retention_expires_at", "poll_interval_ms"],
+                    "properties": {
+                        "execution_id": {"type": "string"},
+                        "status": {"enum": ["pending", "working", "input_required", "completed", "failed", "cancelled"]},
+                        "tool_name": {"type": "string"}, "toolkit_name": {"type": "string"}, "toolkit_version": {"type": "string"},
+                        "gateway_id": {"type": "string"}, "user_id": {"type": "string"},
+                        "surface": {"enum": ["rest", "mcp_native", "mcp_compat"]},
+                        "execution_type": {"enum": ["immediate", "scheduled"]},
+                        "created_at": time, "updated_at": time,
+                        "scheduled_at": nullable_time, "started_at": nullable_time, "finished_at": nullable_time,
+                        "execution_deadline": time, "retention_expires_at": time,
+                        "poll_interval_ms": {"type": "integer"},
+                        "owner_loss_detection_at": nullable_time,
+                        "failure_reason": {"type": ["string", "null"]},
+                        "error_message": {"type": ["string", "null"]},
+                        "cancel_state": {"enum": ["none", "requested"]},
+                        "input_requests": {"type": "array", "items": {"$ref": "#/components/schemas/InputRequest"}}
+                    }
+                },
+                "ExecutionPage": {
+                    "type": "object", "required": ["items"],
+                    "properties": {"items": {"type": "array", "items": {"$ref": "#/components/schemas/Execution"}},
+                        "next_cursor": {"type": ["string", "null"]}}
+                },
+                "Result": {
+                    "type": "object", "required": ["execution_id", "status", "result"],
+                    "properties": {"execution_id": {"type": "string"}, "status": {"const": "completed"},
+                        "result": {"type": "object", "properties": {"content": {"type": "array"}, "structuredContent": {}}}}
+                },
+                "CancelResult": {
+                    "type": "object", "required": ["outcome"],
+                    "properties": {
+                        "outcome": {"enum": ["accepted", "unsupported", "already_terminal", "stop_delivery_unknown", "stop_already_requested"]},
+                        "execution": {"$ref": "#/components/schemas/Execution"}
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_routed_path_is_documented() {
+        let doc = spec();
+        let paths = doc["paths"].as_object().expect("paths");
+        for suffix in
+            ["", "/{execution_id}", "/{execution_id}/result", "/{execution_id}/input", "/{execution_id}/cancel"]
+        {
+            let path = format!("/v1/orgs/{{org_id}}/projects/{{project_id}}/tool-executions{suffix}");
+            assert!(paths.contains_key(&path), "{path} missing");
+        }
+        assert_eq!(doc["openapi"], "3.1.0");
+    }
 }

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit and store-contract tests, the
+# black-box tests against real processes, and the external checks (official
+# clients and fuzzers) that have landed. Needs PostgreSQL on 127.0.0.1:5432
+# (trust auth, user postgres) and Redis on 127.0.0.1:6379; TEST_POSTGRES_URL
+# and TEST_REDIS_URL override them. Tests create their own databases and key
+# prefixes, so they run in parallel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+export TEST_POSTGRES_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+export TEST_REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/}"
+export BATON_TOOLS_DIR="${BATON_TOOLS_DIR:-$HOME/.cache/baton-tools}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "dropping databases left by earlier runs"
+psql "$TEST_POSTGRES_URL" -Atqc "SELECT datname FROM pg_database WHERE datname LIKE 'bt\_it\_%' OR datname LIKE 'baton\_t\_%'" |
+  while read -r db; do psql "$TEST_POSTGRES_URL" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || true; done
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "cargo build"
+cargo build --workspace --all-targets --quiet
+
+step "cargo test (unit, store contract on SQLite and Postgres, black-box)"
+cargo test --workspace --quiet
+
+for check in scripts/checks/*.sh; do
+  [ -e "$check" ] || continue
+  step "external check: $check"
+  bash "$check"
+done
