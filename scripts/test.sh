@@ -27,8 +27,13 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "cargo build"
 cargo build --workspace --all-targets --quiet
 
-step "cargo test (unit, store contract on SQLite and Postgres, black-box)"
-cargo test --workspace --quiet
+step "cargo test: unit, store and admission contracts (SQLite, Postgres, Redis)"
+cargo test --workspace --lib --bins --quiet
+
+# Each black-box test runs a small cluster of processes; on a 2-core machine a
+# few at a time keeps every test inside its own time bounds.
+step "cargo test: black-box, real processes"
+cargo test --workspace --test it --quiet -- --test-threads "${BATON_IT_THREADS:-4}"
 
 for check in scripts/checks/*.sh; do
   [ -e "$check" ] || continue

@@ -152,6 +152,8 @@ pub struct Executions {
     pub poll_interval_ms: i64,
     pub sweep_interval_ms: u64,
     pub max_input_bytes: usize,
+    /// How often cluster admission (Redis) is re-derived from Postgres.
+    pub admission_rebuild_ms: u64,
 }
 
 impl Default for Executions {
@@ -164,6 +166,7 @@ impl Default for Executions {
             poll_interval_ms: 1_000,
             sweep_interval_ms: 1_000,
             max_input_bytes: 1 << 20,
+            admission_rebuild_ms: 30_000,
         }
     }
 }

@@ -27,6 +27,7 @@ pub fn coordinator_options(
         poll_interval_ms: c.executions.poll_interval_ms,
         sweep_interval_ms: c.executions.sweep_interval_ms,
         max_input_bytes: c.executions.max_input_bytes,
+        admission_rebuild_ms: c.executions.admission_rebuild_ms,
         migrate: false,
     })
 }

@@ -36,6 +36,8 @@ pub enum Error {
     Serve(#[from] tonic::transport::Error),
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
+    #[error("admission: {0}")]
+    Admission(String),
 }
 
 /// Builds the engine: connects the store (migrating if asked), admission and the bus.
@@ -49,7 +51,17 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         Some(url) => Bus::redis(url, &options.redis_prefix).await?,
         None => Bus::Local,
     };
-    let admission: Arc<dyn Admission> = Arc::new(admission::memory::MemoryAdmission::new(options.bounds));
+    let (admission, cluster_admission): (Arc<dyn Admission>, _) = match &options.redis_url {
+        Some(url) => {
+            let redis = Arc::new(
+                admission::redis::RedisAdmission::connect(url, &options.redis_prefix, options.bounds)
+                    .await
+                    .map_err(|e| Error::Admission(e.to_string()))?,
+            );
+            (redis.clone(), Some(redis))
+        }
+        None => (Arc::new(admission::memory::MemoryAdmission::new(options.bounds)), None),
+    };
     Ok(Arc::new(Engine {
         store,
         ring: options.key_ring.clone(),
@@ -61,6 +73,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         options: Arc::new(options),
         tasks: TaskTracker::new(),
         shutdown,
+        cluster_admission,
     }))
 }
 
@@ -75,6 +88,7 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
         shutdown.clone(),
     ));
     engine.tasks.spawn(sweeper::run(engine.clone()));
+    engine.tasks.spawn(sweeper::reconcile_admission(engine.clone()));
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;

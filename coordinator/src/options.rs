@@ -27,6 +27,8 @@ pub struct Options {
     pub sweep_interval_ms: u64,
     /// Largest accepted tool input, in bytes.
     pub max_input_bytes: usize,
+    /// How often cluster admission is re-derived from Postgres.
+    pub admission_rebuild_ms: u64,
     /// Apply migrations at start (`baton dev`).
     pub migrate: bool,
 }

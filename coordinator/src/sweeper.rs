@@ -30,3 +30,40 @@ pub async fn run(engine: Arc<Engine>) {
         }
     }
 }
+
+/// Keeps Redis admission equal to the durable truth: a rebuild at start, every
+/// `admission_rebuild_ms`, and as soon as the epoch key is gone (a flush or an
+/// empty restarted Redis). Safe on every replica at once.
+pub async fn reconcile_admission(engine: Arc<Engine>) {
+    let Some(redis) = engine.cluster_admission.clone() else { return };
+    let period = Duration::from_millis(engine.options.admission_rebuild_ms.max(1_000));
+    let mut last = None::<tokio::time::Instant>;
+    loop {
+        let due = last.is_none_or(|t| t.elapsed() >= period);
+        let flushed = matches!(redis.epoch_present().await, Ok(false));
+        if due || flushed {
+            let rebuilt = match engine.store.open_tickets().await {
+                Ok(open) => redis.rebuild(&open, now_ms(), 60_000).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match rebuilt {
+                Ok(report) => {
+                    last = Some(tokio::time::Instant::now());
+                    if flushed || report.removed > 0 {
+                        tracing::info!(
+                            open = report.open,
+                            removed = report.removed,
+                            flushed,
+                            "admission rebuilt from postgres"
+                        );
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "admission rebuild failed"),
+            }
+        }
+        tokio::select! {
+            _ = engine.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}

@@ -24,7 +24,7 @@ async fn five_hundred_echoes_over_two_coordinators_run_exactly_once() {
             ids.push(r.json()["execution_id"].as_str().expect("id").to_owned());
         }
     }
-    eventually(Duration::from_secs(60), "all 500 completed", || async {
+    eventually(Duration::from_secs(180), "all 500 completed", || async {
         let n = c.scalar("SELECT COUNT(*) FROM executions WHERE status = 'completed'").await?;
         Ok((n == 500).then_some(()))
     })

@@ -1,6 +1,7 @@
 //! Black-box tests: real `baton` processes on loopback, real Postgres and Redis.
 //! Build the binary first (`cargo build --workspace`); `BATON_BIN` overrides its path.
 
+mod admission;
 mod config_exit;
 mod fleet;
 mod harness;

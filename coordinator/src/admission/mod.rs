@@ -10,6 +10,7 @@
 //! Two implementations: `memory` (one process, `baton dev`) and `redis` (cluster).
 
 pub mod memory;
+pub mod redis;
 
 #[cfg(test)]
 mod contract_tests;

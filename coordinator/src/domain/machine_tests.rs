@@ -187,30 +187,27 @@ proptest! {
         let mut last_attempt = 0u32;
         for (event, now) in steps {
             let was_terminal = state.status().is_terminal();
-            match apply(&state, &event, now) {
-                Ok(t) => {
-                    prop_assert!(!was_terminal, "a terminal state accepted {event:?}");
-                    for effect in &t.effects {
-                        if let Effect::Invoke { attempt, .. } = effect {
-                            invocations += 1;
-                            prop_assert!(*attempt > last_attempt, "attempt numbers must increase");
-                            last_attempt = *attempt;
-                        }
+            if let Ok(t) = apply(&state, &event, now) {
+                prop_assert!(!was_terminal, "a terminal state accepted {event:?}");
+                for effect in &t.effects {
+                    if let Effect::Invoke { attempt, .. } = effect {
+                        invocations += 1;
+                        prop_assert!(*attempt > last_attempt, "attempt numbers must increase");
+                        last_attempt = *attempt;
                     }
-                    if let Event::Undelivered { attempt, .. } = &event {
-                        undelivered += 1;
-                        last_attempt = attempt - 1;
-                    }
-                    if matches!(event, Event::Settle { outcome: Outcome::ToolError { retryable: true }, .. })
-                        && t.next.status() == Status::Pending
-                    {
-                        retryable_failures += 1;
-                    }
-                    prop_assert!(t.next.attempts <= t.next.max_attempts);
-                    prop_assert_eq!(t.effects.contains(&Effect::Terminal), t.next.status().is_terminal());
-                    state = t.next;
                 }
-                Err(_) => {}
+                if let Event::Undelivered { attempt, .. } = &event {
+                    undelivered += 1;
+                    last_attempt = attempt - 1;
+                }
+                if matches!(event, Event::Settle { outcome: Outcome::ToolError { retryable: true }, .. })
+                    && t.next.status() == Status::Pending
+                {
+                    retryable_failures += 1;
+                }
+                prop_assert!(t.next.attempts <= t.next.max_attempts);
+                prop_assert_eq!(t.effects.contains(&Effect::Terminal), t.next.status().is_terminal());
+                state = t.next;
             }
             prop_assert!(invocations - undelivered <= 1 + retryable_failures);
             prop_assert_eq!(state.phase.lease().is_some(), matches!(state.status(), Status::Working | Status::InputRequired));

@@ -64,6 +64,8 @@ pub struct Engine {
     pub options: Arc<Options>,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
+    /// The Redis admission, when clustered, for periodic rebuilds from Postgres.
+    pub cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
 }
 
 impl Engine {

@@ -20,6 +20,30 @@ const OPEN: &str = "status IN ('pending', 'working', 'input_required')";
 const LEASED: &str = "status IN ('working', 'input_required')";
 
 impl Store {
+    /// Every non-terminal execution as an admission ticket, and whether it started.
+    pub async fn open_tickets(&self) -> Result<Vec<(crate::admission::Ticket, bool)>> {
+        let sql = format!(
+            "SELECT id, org_id, project_id, user_id, execution_deadline, started_at, \
+             COALESCE(LENGTH(input_ct), 0) AS input_bytes FROM executions WHERE {OPEN}"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql)).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| {
+                let started: Option<i64> = r.try_get("started_at")?;
+                let bytes: i64 = r.try_get("input_bytes")?;
+                let ticket = crate::admission::Ticket {
+                    execution_id: r.try_get("id")?,
+                    org_id: r.try_get("org_id")?,
+                    project_id: r.try_get("project_id")?,
+                    user_id: r.try_get("user_id")?,
+                    payload_bytes: u64::try_from(bytes).unwrap_or(0),
+                    expires_at_ms: r.try_get("execution_deadline")?,
+                };
+                Ok((ticket, started.is_some()))
+            })
+            .collect()
+    }
+
     async fn ids(&self, condition: &str, now: Millis, limit: u32) -> Result<Vec<String>> {
         let sql = format!("SELECT id FROM executions WHERE {condition} LIMIT $2");
         let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit)).fetch_all(&self.pool).await?;

@@ -1,0 +1,321 @@
+//! Cluster-wide admission in Redis. One sorted set per scope, members are
+//! execution ids scored by their expiry (the execution's deadline), so an entry
+//! a crashed coordinator never released still leaves at the deadline. A Lua
+//! script checks every scope and adds the id to all of them in one atomic step,
+//! or names the full scope; admitting an id twice is a no-op. Retained payload
+//! bytes are a per-project counter kept in step with a hash of per-id sizes.
+//!
+//! Redis is not the truth: `rebuild` re-derives every set from Postgres (at start,
+//! periodically, and when the epoch key shows Redis was flushed or restarted).
+//! If Redis is unreachable, admission fails closed.
+//!
+//! All keys of one decision share the prefix; a Redis Cluster deployment would
+//! need hash tags (not supported yet).
+
+use super::{Admission, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
+use redis::Script;
+use redis::aio::ConnectionManager;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+const ADMIT: &str = r#"
+-- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 bytes-expiry zset, 6 bytes total, 7 bytes sizes, 8 meta
+-- ARGV: 1 id, 2 now, 3 expires_at, 4 payload bytes, 5..9 bounds (principal, project, org, backlog, bytes), 10 meta ttl ms
+local id, now = ARGV[1], tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[8]) == 1 then return 'ok' end
+for i = 1, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now) end
+local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
+for _, g in ipairs(gone) do
+  local size = tonumber(redis.call('HGET', KEYS[7], g) or '0')
+  redis.call('DECRBY', KEYS[6], size)
+  redis.call('HDEL', KEYS[7], g)
+  redis.call('ZREM', KEYS[5], g)
+end
+local names = {'principal', 'project', 'organization', 'backlog'}
+for i = 1, 4 do
+  if redis.call('ZSCORE', KEYS[i], id) == false and redis.call('ZCARD', KEYS[i]) + 1 > tonumber(ARGV[4 + i]) then
+    return names[i]
+  end
+end
+local bytes = tonumber(ARGV[4])
+local total = tonumber(redis.call('GET', KEYS[6]) or '0')
+if total + bytes > tonumber(ARGV[9]) then return 'retained_payload_bytes' end
+for i = 1, 5 do redis.call('ZADD', KEYS[i], ARGV[3], id) end
+redis.call('HSET', KEYS[7], id, bytes)
+redis.call('INCRBY', KEYS[6], bytes)
+redis.call('HSET', KEYS[8], 'admitted_at', now)
+redis.call('PEXPIRE', KEYS[8], ARGV[10])
+return 'ok'
+"#;
+
+const RELEASE: &str = r#"
+-- KEYS: as ADMIT; ARGV: 1 id, 2 'all' or 'backlog'
+local id = ARGV[1]
+redis.call('ZREM', KEYS[4], id)
+if ARGV[2] == 'backlog' then return false end
+for i = 1, 3 do redis.call('ZREM', KEYS[i], id) end
+if redis.call('ZREM', KEYS[5], id) == 1 then
+  local size = tonumber(redis.call('HGET', KEYS[7], id) or '0')
+  redis.call('DECRBY', KEYS[6], size)
+  redis.call('HDEL', KEYS[7], id)
+end
+local at = redis.call('HGET', KEYS[8], 'admitted_at')
+redis.call('DEL', KEYS[8])
+return at
+"#;
+
+pub struct RedisAdmission {
+    con: ConnectionManager,
+    prefix: String,
+    bounds: Bounds,
+    admit: Script,
+    release: Script,
+    /// Average hold time per scope kind, observed on this replica's releases.
+    avg_hold_ms: Mutex<HashMap<Scope, f64>>,
+}
+
+fn unavailable(e: redis::RedisError) -> Error {
+    Error::Unavailable(e.to_string())
+}
+
+impl RedisAdmission {
+    pub async fn connect(url: &str, prefix: &str, bounds: Bounds) -> Result<Self, Error> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
+            .set_response_timeout(Some(std::time::Duration::from_secs(2)));
+        let con = ConnectionManager::new_with_config(client, config).await.map_err(unavailable)?;
+        Ok(RedisAdmission {
+            con,
+            prefix: format!("{prefix}:adm"),
+            bounds,
+            admit: Script::new(ADMIT),
+            release: Script::new(RELEASE),
+            avg_hold_ms: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn keys(&self, t: &Ticket) -> [String; 8] {
+        let p = &self.prefix;
+        [
+            format!("{p}:principal:{}:{}", t.project_id, t.user_id),
+            format!("{p}:project:{}", t.project_id),
+            format!("{p}:org:{}", t.org_id),
+            format!("{p}:backlog:{}", t.project_id),
+            format!("{p}:bytes-expiry:{}", t.project_id),
+            format!("{p}:bytes-total:{}", t.project_id),
+            format!("{p}:bytes-size:{}", t.project_id),
+            format!("{p}:e:{}", t.execution_id),
+        ]
+    }
+
+    fn epoch_key(&self) -> String {
+        format!("{}:epoch", self.prefix)
+    }
+
+    fn observe(&self, held_ms: f64) {
+        if let Ok(mut avg) = self.avg_hold_ms.lock() {
+            for s in
+                [Scope::Principal, Scope::Project, Scope::Organization, Scope::RetainedPayloadBytes, Scope::Backlog]
+            {
+                let a = avg.entry(s).or_insert(held_ms);
+                *a = *a * 0.8 + held_ms * 0.2;
+            }
+        }
+    }
+
+    /// Whether the epoch key written by the last rebuild is still there; a
+    /// flush or an empty restarted Redis loses it.
+    pub async fn epoch_present(&self) -> Result<bool, Error> {
+        let mut con = self.con.clone();
+        redis::cmd("EXISTS").arg(self.epoch_key()).query_async::<bool>(&mut con).await.map_err(unavailable)
+    }
+
+    /// Re-derives the sets from the durable truth. `open` holds every
+    /// non-terminal execution and whether it started; members Redis holds that
+    /// are not open are removed unless admitted in the last `grace_ms` (their row
+    /// may not be committed yet).
+    pub async fn rebuild(&self, open: &[(Ticket, bool)], now_ms: i64, grace_ms: i64) -> Result<RebuildReport, Error> {
+        let mut con = self.con.clone();
+        let mut report = RebuildReport::default();
+        let live: std::collections::HashSet<&str> = open.iter().map(|(t, _)| t.execution_id.as_str()).collect();
+        // Remove stale members from every scope set we know of.
+        let pattern = format!("{}:*", self.prefix);
+        let mut keys: Vec<String> = Vec::new();
+        {
+            let mut iter: redis::AsyncIter<String> = redis::cmd("SCAN")
+                .cursor_arg(0)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .clone()
+                .iter_async(&mut con)
+                .await
+                .map_err(unavailable)?;
+            while let Some(k) = futures_util::StreamExt::next(&mut iter).await {
+                keys.push(k.map_err(unavailable)?);
+            }
+        }
+        for key in keys.iter().filter(|k| {
+            ["principal", "project", "org", "backlog"].iter().any(|s| k.starts_with(&format!("{}:{s}:", self.prefix)))
+        }) {
+            let members: Vec<String> =
+                redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).query_async(&mut con).await.map_err(unavailable)?;
+            for id in members {
+                if live.contains(id.as_str()) {
+                    continue;
+                }
+                let admitted_at: Option<i64> = redis::cmd("HGET")
+                    .arg(format!("{}:e:{id}", self.prefix))
+                    .arg("admitted_at")
+                    .query_async(&mut con)
+                    .await
+                    .map_err(unavailable)?;
+                if admitted_at.is_some_and(|at| now_ms - at < grace_ms) {
+                    continue;
+                }
+                let _: i64 = redis::cmd("ZREM").arg(key).arg(&id).query_async(&mut con).await.map_err(unavailable)?;
+                report.removed += 1;
+            }
+        }
+        // Re-add every open execution (idempotent), bypassing the bounds: it was admitted once.
+        for (t, started) in open {
+            let k = self.keys(t);
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            for (i, key) in k.iter().take(5).enumerate() {
+                if i == 3 && *started {
+                    pipe.cmd("ZREM").arg(key).arg(&t.execution_id).ignore();
+                } else {
+                    pipe.cmd("ZADD").arg(key).arg("NX").arg(t.expires_at_ms).arg(&t.execution_id).ignore();
+                }
+            }
+            pipe.cmd("HSETNX").arg(&k[6]).arg(&t.execution_id).arg(t.payload_bytes).ignore();
+            pipe.query_async::<()>(&mut con).await.map_err(unavailable)?;
+        }
+        // Recompute byte totals from the size hashes of live members.
+        let mut totals: HashMap<String, u64> = HashMap::new();
+        for (t, _) in open {
+            *totals.entry(t.project_id.clone()).or_default() += t.payload_bytes;
+        }
+        for key in keys.iter().filter(|k| k.starts_with(&format!("{}:bytes-size:", self.prefix))) {
+            let project = key.rsplit(':').next().unwrap_or_default().to_owned();
+            totals.entry(project).or_default();
+        }
+        for (project, total) in totals {
+            let size_key = format!("{}:bytes-size:{project}", self.prefix);
+            let expiry_key = format!("{}:bytes-expiry:{project}", self.prefix);
+            let ids: Vec<String> =
+                redis::cmd("HKEYS").arg(&size_key).query_async(&mut con).await.map_err(unavailable)?;
+            let mut extra = 0u64;
+            for id in ids.iter().filter(|id| !live.contains(id.as_str())) {
+                let admitted_at: Option<i64> = redis::cmd("HGET")
+                    .arg(format!("{}:e:{id}", self.prefix))
+                    .arg("admitted_at")
+                    .query_async(&mut con)
+                    .await
+                    .map_err(unavailable)?;
+                if admitted_at.is_some_and(|at| now_ms - at < grace_ms) {
+                    let size: Option<u64> =
+                        redis::cmd("HGET").arg(&size_key).arg(id).query_async(&mut con).await.map_err(unavailable)?;
+                    extra += size.unwrap_or(0);
+                    continue;
+                }
+                let _: () = redis::pipe()
+                    .cmd("HDEL")
+                    .arg(&size_key)
+                    .arg(id)
+                    .ignore()
+                    .cmd("ZREM")
+                    .arg(&expiry_key)
+                    .arg(id)
+                    .ignore()
+                    .query_async(&mut con)
+                    .await
+                    .map_err(unavailable)?;
+            }
+            let _: () = redis::cmd("SET")
+                .arg(format!("{}:bytes-total:{project}", self.prefix))
+                .arg(total + extra)
+                .query_async(&mut con)
+                .await
+                .map_err(unavailable)?;
+        }
+        let _: () =
+            redis::cmd("SET").arg(self.epoch_key()).arg(now_ms).query_async(&mut con).await.map_err(unavailable)?;
+        report.open = open.len();
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+impl RedisAdmission {
+    /// Deletes every key under this instance's prefix, as a flush would.
+    pub async fn wipe_for_tests(&self) {
+        let mut con = self.con.clone();
+        let keys: Vec<String> =
+            redis::cmd("KEYS").arg(format!("{}:*", self.prefix)).query_async(&mut con).await.unwrap_or_default();
+        for k in keys {
+            let _: Result<i64, _> = redis::cmd("DEL").arg(k).query_async(&mut con).await;
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RebuildReport {
+    pub open: usize,
+    pub removed: usize,
+}
+
+#[tonic::async_trait]
+impl Admission for RedisAdmission {
+    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<(), Rejection>, Error> {
+        let b = &self.bounds;
+        let mut con = self.con.clone();
+        let mut inv = self.admit.prepare_invoke();
+        for k in self.keys(t) {
+            inv.key(k);
+        }
+        let meta_ttl = (t.expires_at_ms - now_ms).max(1_000);
+        inv.arg(&t.execution_id).arg(now_ms).arg(t.expires_at_ms).arg(t.payload_bytes);
+        inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);
+        inv.arg(b.backlog).arg(b.retained_payload_bytes).arg(meta_ttl);
+        let answer: String = inv.invoke_async(&mut con).await.map_err(unavailable)?;
+        let scope = match answer.as_str() {
+            "ok" => return Ok(Ok(())),
+            "principal" => Scope::Principal,
+            "project" => Scope::Project,
+            "organization" => Scope::Organization,
+            "backlog" => Scope::Backlog,
+            _ => Scope::RetainedPayloadBytes,
+        };
+        let avg = self.avg_hold_ms.lock().ok().and_then(|m| m.get(&scope).copied());
+        Ok(Err(Rejection { scope, retry_after_ms: retry_after_from_hold(avg) }))
+    }
+
+    async fn started(&self, t: &Ticket, _now_ms: i64) -> Result<(), Error> {
+        let mut con = self.con.clone();
+        let mut inv = self.release.prepare_invoke();
+        for k in self.keys(t) {
+            inv.key(k);
+        }
+        inv.arg(&t.execution_id).arg("backlog");
+        let _: Option<String> = inv.invoke_async(&mut con).await.map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
+        let mut con = self.con.clone();
+        let mut inv = self.release.prepare_invoke();
+        for k in self.keys(t) {
+            inv.key(k);
+        }
+        inv.arg(&t.execution_id).arg("all");
+        let admitted_at: Option<i64> = inv.invoke_async(&mut con).await.map_err(unavailable)?;
+        if let Some(at) = admitted_at {
+            self.observe((now_ms - at) as f64);
+        }
+        Ok(())
+    }
+}

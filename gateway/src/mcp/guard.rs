@@ -1,0 +1,160 @@
+//! Checks made before a message is read: DNS-rebinding protection (`Host` and
+//! `Origin` must name a loopback host or one of `options.allowed_hosts`) and
+//! the `Accept` / `Content-Type` negotiation of Streamable HTTP. Owns no
+//! JSON-RPC logic.
+
+use http::{HeaderMap, header};
+
+const LOOPBACK: [&str; 4] = ["localhost", "127.0.0.1", "[::1]", "::1"];
+
+/// True when the `Host` (or URI authority) and any `Origin` are acceptable.
+pub fn host_and_origin_allowed(headers: &HeaderMap, authority: Option<&str>, allowed: &[String]) -> bool {
+    let host = match headers.get(header::HOST) {
+        Some(v) => match v.to_str() {
+            Ok(h) => Some(h),
+            Err(_) => return false,
+        },
+        None => authority,
+    };
+    if let Some(host) = host
+        && !authority_allowed(host, allowed)
+    {
+        return false;
+    }
+    match headers.get(header::ORIGIN) {
+        None => true,
+        Some(v) => {
+            let Ok(origin) = v.to_str() else { return false };
+            match origin.split_once("://") {
+                Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => {
+                    let authority = rest.split('/').next().unwrap_or_default();
+                    authority_allowed(authority, allowed)
+                }
+                // `Origin: null` and other schemes come from contexts we cannot vouch for.
+                _ => false,
+            }
+        }
+    }
+}
+
+/// `host[:port]`, compared without the port against loopback names, and with
+/// or without it against the configured list.
+fn authority_allowed(authority: &str, allowed: &[String]) -> bool {
+    let authority = authority.trim();
+    if authority.is_empty() || authority.contains('@') {
+        return false;
+    }
+    let host = hostname(authority);
+    if LOOPBACK.iter().any(|l| l.eq_ignore_ascii_case(host)) {
+        return true;
+    }
+    allowed.iter().any(|a| a.eq_ignore_ascii_case(authority) || a.eq_ignore_ascii_case(host))
+}
+
+fn hostname(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return match authority.find(']') {
+            Some(end) => &authority[..=end],
+            None => authority,
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    }
+}
+
+/// What the client's `Accept` header admits.
+pub struct Accepts {
+    pub json: bool,
+    pub sse: bool,
+}
+
+pub fn accepts(headers: &HeaderMap) -> Accepts {
+    let mut out = Accepts { json: false, sse: false };
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let refused = parts.any(|p| {
+                let p = p.trim().to_ascii_lowercase();
+                p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
+            });
+            if refused {
+                continue;
+            }
+            match media.as_str() {
+                "*/*" => {
+                    out.json = true;
+                    out.sse = true;
+                }
+                "application/json" | "application/*" => out.json = true,
+                "text/event-stream" | "text/*" => out.sse = true,
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+pub fn content_type_is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(header::HeaderName, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn loopback_names_pass_with_and_without_port() {
+        for host in ["localhost", "localhost:8080", "127.0.0.1:3000", "[::1]:9", "[::1]", "LOCALHOST"] {
+            let h = headers(&[(header::HOST, host)]);
+            assert!(host_and_origin_allowed(&h, None, &[]), "{host}");
+        }
+    }
+
+    #[test]
+    fn foreign_host_or_origin_is_refused() {
+        let h = headers(&[(header::HOST, "evil.example.com")]);
+        assert!(!host_and_origin_allowed(&h, None, &[]));
+        let h = headers(&[(header::HOST, "localhost:1"), (header::ORIGIN, "http://evil.example.com")]);
+        assert!(!host_and_origin_allowed(&h, None, &[]));
+        let h = headers(&[(header::HOST, "localhost:1"), (header::ORIGIN, "null")]);
+        assert!(!host_and_origin_allowed(&h, None, &[]));
+        let h = headers(&[(header::HOST, "localhost.evil.com")]);
+        assert!(!host_and_origin_allowed(&h, None, &[]));
+    }
+
+    #[test]
+    fn configured_hosts_pass() {
+        let allowed = vec!["api.example.com".to_owned()];
+        let h = headers(&[(header::HOST, "api.example.com"), (header::ORIGIN, "https://api.example.com")]);
+        assert!(host_and_origin_allowed(&h, None, &allowed));
+    }
+
+    #[test]
+    fn accept_needs_both_types() {
+        let a = accepts(&headers(&[(header::ACCEPT, "application/json, text/event-stream")]));
+        assert!(a.json && a.sse);
+        let a = accepts(&headers(&[(header::ACCEPT, "application/json")]));
+        assert!(a.json && !a.sse);
+        let a = accepts(&headers(&[(header::ACCEPT, "*/*")]));
+        assert!(a.json && a.sse);
+        let a = accepts(&headers(&[(header::ACCEPT, "application/json, text/event-stream;q=0")]));
+        assert!(!a.sse);
+    }
+}

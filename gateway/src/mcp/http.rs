@@ -1,0 +1,275 @@
+//! Streamable HTTP at `/mcp/{gateway_id}`: POST carries one JSON-RPC message
+//! (answered with JSON, an SSE stream, or 202 for notifications and client
+//! responses), GET has no server stream (405), DELETE ends a legacy session.
+//! Runs the pre-read guards, tells the eras apart, authenticates, and renders
+//! results and errors with each era's HTTP statuses. Method semantics live in
+//! `modern`, `legacy` and below.
+
+use super::context::{Caller, Ctx, Outgoing, Reply};
+use super::error::RpcError;
+use super::jsonrpc::{self, Message};
+use super::session::Terminated;
+use super::{Era, guard, legacy, modern, tasks_v1};
+use crate::AppState;
+use crate::error::retry_after_secs;
+use axum::Extension;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use serde_json::{Map, Value, json};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Terminated legacy sessions remembered by this replica.
+const TERMINATED_CAPACITY: usize = 100_000;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/mcp/{gateway_id}", post(post_message).get(get_stream).delete(delete_session))
+        .layer(Extension(Arc::new(Terminated::new(TERMINATED_CAPACITY))))
+}
+
+/// The 403 for a request whose Host or Origin is foreign (DNS rebinding).
+fn refuse_foreign(state: &AppState, uri: &Uri, headers: &HeaderMap) -> Option<Response> {
+    let authority = uri.authority().map(|a| a.as_str());
+    if guard::host_and_origin_allowed(headers, authority, &state.options.allowed_hosts) {
+        return None;
+    }
+    Some(transport_error(StatusCode::FORBIDDEN, "forbidden: the Host or Origin header is not allowed"))
+}
+
+fn transport_error(status: StatusCode, message: &str) -> Response {
+    let body = RpcError::invalid_request(message).response(None);
+    (status, axum::Json(body)).into_response()
+}
+
+async fn post_message(
+    State(state): State<AppState>,
+    Extension(terminated): Extension<Arc<Terminated>>,
+    Path(gateway_id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = refuse_foreign(&state, &uri, &headers) {
+        return refused;
+    }
+    let accepts = guard::accepts(&headers);
+    if !(accepts.json && accepts.sse) {
+        return transport_error(
+            StatusCode::NOT_ACCEPTABLE,
+            "not acceptable: Accept must list application/json and text/event-stream",
+        );
+    }
+    if !guard::content_type_is_json(&headers) {
+        return transport_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported media type: send application/json");
+    }
+    let message = match Message::parse(&body) {
+        Ok(m) => m,
+        Err(e) => return error_response(Era::Legacy, None, e),
+    };
+    if modern::is_modern(&headers, &message) {
+        modern_message(&state, &gateway_id, &headers, message).await
+    } else {
+        legacy_message(&state, &terminated, &gateway_id, &headers, message).await
+    }
+}
+
+async fn modern_message(state: &AppState, gateway_id: &str, headers: &HeaderMap, message: Message) -> Response {
+    let (id, method, params) = match message {
+        Message::Request { id, method, params } => (id, method, params),
+        Message::Notification => return StatusCode::ACCEPTED.into_response(),
+        Message::Response { .. } => {
+            let e = RpcError::invalid_request("the 2026-07-28 protocol takes no client responses");
+            return error_response(Era::Modern, None, e);
+        }
+    };
+    let client_capabilities = match modern::envelope(headers, &method, &params) {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Modern, Some(&id), e),
+    };
+    if !modern::serves(&method, state.options.native_mcp_tasks) {
+        return error_response(Era::Modern, Some(&id), RpcError::method_not_found(&method));
+    }
+    let caller = match Caller::authenticate(state, headers, gateway_id).await {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Modern, Some(&id), e),
+    };
+    let ctx = Ctx { caller, era: Era::Modern, client_capabilities, legacy_version: String::new(), elicitation: false };
+    let outcome = modern::dispatch(&ctx, &method, &params).await;
+    reply(Era::Modern, &id, outcome)
+}
+
+async fn legacy_message(
+    state: &AppState,
+    terminated: &Terminated,
+    gateway_id: &str,
+    headers: &HeaderMap,
+    message: Message,
+) -> Response {
+    if let Message::Request { id, method, params } = &message
+        && method == "initialize"
+    {
+        return initialize(state, gateway_id, headers, id, params).await;
+    }
+    let id = match &message {
+        Message::Request { id, .. } => Some(id.clone()),
+        _ => None,
+    };
+    let claims = match legacy::claims(&state.options.session_key, headers, gateway_id, terminated) {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Legacy, id.as_ref(), e),
+    };
+    let caller = match Caller::authenticate(state, headers, gateway_id).await {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Legacy, id.as_ref(), e),
+    };
+    if let Err(e) = legacy::check(&claims, &caller, headers) {
+        return error_response(Era::Legacy, id.as_ref(), e);
+    }
+    match message {
+        Message::Notification => StatusCode::ACCEPTED.into_response(),
+        Message::Response { id, result } => match tasks_v1::answer(&caller, &id, result.as_ref()).await {
+            Ok(()) => StatusCode::ACCEPTED.into_response(),
+            Err(e) => error_response(Era::Legacy, None, e),
+        },
+        Message::Request { id, method, params } => {
+            let ctx = Ctx {
+                caller,
+                era: Era::Legacy,
+                client_capabilities: Map::new(),
+                legacy_version: claims.version,
+                elicitation: claims.elicitation,
+            };
+            let outcome = legacy::dispatch(&ctx, &method, &params).await;
+            reply(Era::Legacy, &id, outcome)
+        }
+    }
+}
+
+async fn initialize(
+    state: &AppState,
+    gateway_id: &str,
+    headers: &HeaderMap,
+    id: &Value,
+    params: &Map<String, Value>,
+) -> Response {
+    let caller = match Caller::authenticate(state, headers, gateway_id).await {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Legacy, Some(id), e),
+    };
+    let (result, token) = match legacy::initialize(&caller, params) {
+        Ok(v) => v,
+        Err(e) => return error_response(Era::Legacy, Some(id), e),
+    };
+    let mut response = reply(Era::Legacy, id, Ok(Reply::Json(result)));
+    match HeaderValue::from_str(&token) {
+        Ok(v) => {
+            response.headers_mut().insert(legacy::SESSION_HEADER, v);
+            response
+        }
+        Err(_) => error_response(Era::Legacy, Some(id), RpcError::internal()),
+    }
+}
+
+/// No standalone server stream is offered; clients fall back to POST.
+async fn get_stream(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+    if let Some(refused) = refuse_foreign(&state, &uri, &headers) {
+        return refused;
+    }
+    method_not_allowed()
+}
+
+fn method_not_allowed() -> Response {
+    let mut response = transport_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+    response
+}
+
+async fn delete_session(
+    State(state): State<AppState>,
+    Extension(terminated): Extension<Arc<Terminated>>,
+    Path(gateway_id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = refuse_foreign(&state, &uri, &headers) {
+        return refused;
+    }
+    if headers.get(legacy::SESSION_HEADER).is_none() {
+        // The stateless era has no session to end.
+        return method_not_allowed();
+    }
+    let claims = match legacy::claims(&state.options.session_key, &headers, &gateway_id, &terminated) {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Legacy, None, e),
+    };
+    let caller = match Caller::authenticate(&state, &headers, &gateway_id).await {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Legacy, None, e),
+    };
+    if let Err(e) = legacy::check(&claims, &caller, &headers) {
+        return error_response(Era::Legacy, None, e);
+    }
+    terminated.insert(&claims.sid);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Adds what every 2026-07-28 result carries: `resultType` and the server's
+/// identity in `_meta`.
+fn decorate(era: Era, mut result: Value) -> Value {
+    if era == Era::Modern
+        && let Some(obj) = result.as_object_mut()
+    {
+        obj.entry("resultType").or_insert_with(|| "complete".into());
+        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("io.modelcontextprotocol/serverInfo".into(), super::server_info());
+        }
+    }
+    result
+}
+
+fn reply(era: Era, id: &Value, outcome: Result<Reply, RpcError>) -> Response {
+    match outcome {
+        Ok(Reply::Json(result)) => {
+            (StatusCode::OK, axum::Json(jsonrpc::result(id, decorate(era, result)))).into_response()
+        }
+        Ok(Reply::Stream(stream)) => sse(era, id.clone(), stream),
+        Err(e) => error_response(era, Some(id), e),
+    }
+}
+
+fn sse(era: Era, id: Value, stream: BoxStream<'static, Outgoing>) -> Response {
+    let events = stream.map(move |item| {
+        let message = match item {
+            Outgoing::Message(m) => m,
+            Outgoing::Result(r) => jsonrpc::result(&id, decorate(era, r)),
+            Outgoing::Error(e) => e.response(Some(&id)),
+        };
+        Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
+    });
+    let keep_alive = KeepAlive::new().interval(Duration::from_secs(15));
+    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
+    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn error_response(era: Era, id: Option<&Value>, e: RpcError) -> Response {
+    let status = e.http_status(era);
+    let mut response = (status, axum::Json(e.response(id))).into_response();
+    if let Some(ms) = e.retry_after_ms {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(ms)));
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}

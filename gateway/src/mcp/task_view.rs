@@ -1,0 +1,207 @@
+//! How an execution looks as an MCP task in each dialect: the 2025-11-25 `Task`
+//! (ttl/pollInterval, `isError:true` → failed, a requested cancel → cancelled)
+//! and the 2026-07-28 `DetailedTask` (ttlMs/pollIntervalMs, result, error or
+//! inputRequests inline, `isError:true` → completed). Also the outcome a
+//! finished execution gives its original `tools/call`. Pure shaping, no I/O
+//! besides `snapshot`.
+
+use super::context::Caller;
+use super::error::{INTERNAL_ERROR, RpcError};
+use crate::rest::view::rfc3339;
+use baton_proto::coordinator::v1::ExecutionView;
+use baton_proto::error::WireError;
+use serde_json::{Map, Value, json};
+
+/// An execution plus its tool result once it completed.
+pub struct Snapshot {
+    pub view: ExecutionView,
+    pub result: Option<Value>,
+}
+
+impl Snapshot {
+    fn is_error_result(&self) -> bool {
+        self.result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(false)
+    }
+}
+
+/// Reads the execution and, when it completed, its result.
+pub async fn snapshot(caller: &Caller, id: &str) -> Result<Snapshot, WireError> {
+    let view = caller.execution(id).await?;
+    complete(caller, view).await
+}
+
+/// Adds the result to a view already read, when it completed.
+pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
+    if view.status != "completed" {
+        return Ok(Snapshot { view, result: None });
+    }
+    let answer = caller.result(&view.execution_id).await?;
+    let result = answer.result_json.as_deref().map(parse_result);
+    Ok(Snapshot { view: answer.execution.unwrap_or(view), result })
+}
+
+fn parse_result(raw: &str) -> Value {
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(mut m)) => {
+            // A tool result never carries a protocol discriminator of its own.
+            m.remove("resultType");
+            if !m.get("content").is_some_and(Value::is_array) {
+                m.insert("content".into(), json!([]));
+            }
+            Value::Object(m)
+        }
+        _ => json!({"content": [], "isError": false}),
+    }
+}
+
+/// What the original `tools/call` answers for a finished execution: its tool
+/// result, or the JSON-RPC error of a failed or cancelled one. `None` while it
+/// still runs.
+pub fn outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
+    match s.view.status.as_str() {
+        "completed" => Some(Ok(s.result.clone().unwrap_or_else(|| json!({"content": [], "isError": false})))),
+        "failed" => Some(Err(failure(&s.view))),
+        "cancelled" => Some(Err(
+            RpcError::new(INTERNAL_ERROR, "the execution was cancelled").with_data(json!({"code": "cancelled"}))
+        )),
+        _ => None,
+    }
+}
+
+fn failure(view: &ExecutionView) -> RpcError {
+    let message = if view.error_message.is_empty() { "the execution failed" } else { view.error_message.as_str() };
+    let mut data = json!({"code": "execution_failed"});
+    if !view.failure_reason.is_empty() {
+        data["failureReason"] = view.failure_reason.clone().into();
+    }
+    RpcError::new(INTERNAL_ERROR, message).with_data(data)
+}
+
+fn ttl_ms(view: &ExecutionView) -> Value {
+    let ttl = view.retention_expires_at_ms.saturating_sub(view.created_at_ms);
+    if ttl > 0 { ttl.into() } else { Value::Null }
+}
+
+pub fn poll_interval_ms(view: &ExecutionView) -> i64 {
+    if view.poll_interval_ms > 0 { view.poll_interval_ms } else { 1000 }
+}
+
+/// The 2025-11-25 status: a requested cancel already reads `cancelled` (that
+/// dialect promises it never changes afterwards), and a tool error `failed`.
+pub fn v1_status(s: &Snapshot) -> &'static str {
+    if s.view.cancel_state == "requested" {
+        return "cancelled";
+    }
+    match s.view.status.as_str() {
+        "input_required" => "input_required",
+        "completed" if s.is_error_result() => "failed",
+        "completed" => "completed",
+        "failed" => "failed",
+        "cancelled" => "cancelled",
+        _ => "working",
+    }
+}
+
+/// The 2025-11-25 outcome: like `outcome`, but a requested cancel ends it.
+pub fn v1_outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
+    if v1_status(s) == "cancelled" {
+        return Some(Err(
+            RpcError::new(INTERNAL_ERROR, "the execution was cancelled").with_data(json!({"code": "cancelled"}))
+        ));
+    }
+    outcome(s)
+}
+
+fn status_message(s: &Snapshot, status: &str) -> Option<String> {
+    let v = &s.view;
+    match status {
+        "failed" if s.view.status == "completed" => Some("the tool reported an error".to_owned()),
+        "failed" if !v.error_message.is_empty() => Some(v.error_message.clone()),
+        "failed" => Some("the execution failed".to_owned()),
+        "cancelled" => Some("the task was cancelled".to_owned()),
+        _ if !v.summary.is_empty() => Some(v.summary.clone()),
+        _ => None,
+    }
+}
+
+/// 2025-11-25 `Task`.
+pub fn v1_task(s: &Snapshot) -> Value {
+    let status = v1_status(s);
+    let mut task = json!({
+        "taskId": s.view.execution_id,
+        "status": status,
+        "createdAt": rfc3339(s.view.created_at_ms),
+        "lastUpdatedAt": rfc3339(s.view.updated_at_ms),
+        "ttl": ttl_ms(&s.view),
+        "pollInterval": poll_interval_ms(&s.view),
+    });
+    if let Some(m) = status_message(s, status) {
+        task["statusMessage"] = m.into();
+    }
+    task
+}
+
+fn v2_status(view: &ExecutionView) -> &'static str {
+    match view.status.as_str() {
+        "input_required" => "input_required",
+        "completed" => "completed",
+        "failed" => "failed",
+        "cancelled" => "cancelled",
+        _ => "working",
+    }
+}
+
+/// 2026-07-28 `Task` fields (the body of a CreateTaskResult).
+pub fn v2_task(view: &ExecutionView) -> Map<String, Value> {
+    let mut task = Map::new();
+    task.insert("taskId".into(), view.execution_id.clone().into());
+    task.insert("status".into(), v2_status(view).into());
+    task.insert("createdAt".into(), rfc3339(view.created_at_ms));
+    task.insert("lastUpdatedAt".into(), rfc3339(view.updated_at_ms));
+    task.insert("ttlMs".into(), ttl_ms(view));
+    task.insert("pollIntervalMs".into(), poll_interval_ms(view).into());
+    task.insert("retentionExpiresAt".into(), rfc3339(view.retention_expires_at_ms));
+    if !view.summary.is_empty() {
+        task.insert("statusMessage".into(), view.summary.clone().into());
+    }
+    task
+}
+
+/// 2026-07-28 `DetailedTask`: the result, the error or every open input
+/// request inline.
+pub fn v2_detailed(s: &Snapshot) -> Map<String, Value> {
+    let mut task = v2_task(&s.view);
+    match outcome(s) {
+        Some(Ok(result)) => {
+            task.insert("result".into(), result);
+        }
+        Some(Err(e)) if s.view.status == "failed" => {
+            task.insert("statusMessage".into(), e.message.clone().into());
+            task.insert("error".into(), e.object());
+        }
+        _ => {}
+    }
+    if s.view.status == "input_required" {
+        task.insert("inputRequests".into(), Value::Object(input_requests(&s.view)));
+    }
+    task
+}
+
+/// Open input requests as `elicitation/create` requests keyed by request key.
+pub fn input_requests(view: &ExecutionView) -> Map<String, Value> {
+    view.input_requests
+        .iter()
+        .filter(|r| r.state == "open")
+        .map(|r| {
+            let params = json!({"mode": "form", "message": r.message, "requestedSchema": requested_schema(&r.requested_schema_json)});
+            (r.request_key.clone(), json!({"method": "elicitation/create", "params": params}))
+        })
+        .collect()
+}
+
+pub fn requested_schema(raw: &str) -> Value {
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => json!({"type": "object", "properties": {}}),
+    }
+}

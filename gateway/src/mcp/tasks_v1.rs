@@ -1,0 +1,217 @@
+//! The 2025-11-25 tasks utility on legacy sessions: `tasks/get`, the blocking
+//! `tasks/result` (an SSE stream that carries the execution's input requests as
+//! server→client `elicitation/create` requests, then the original result or
+//! error with the related-task `_meta`), `tasks/list` and `tasks/cancel`, plus
+//! the client's answers to those requests. Request ids encode the execution and
+//! the request key, so an answer may reach any replica.
+
+use super::RELATED_TASK;
+use super::context::{Caller, Ctx, Outgoing, Reply, is_execution_id};
+use super::error::{RpcError, task_error};
+use super::jsonrpc::{self, str_param};
+use super::task_view::{self, Snapshot};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
+
+const INPUT_ID_PREFIX: &str = "baton-input.";
+const LIST_PAGE: u32 = 50;
+const WAIT_SLICE: Duration = Duration::from_secs(25);
+
+pub fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    let id = str_param(params, "taskId").ok_or_else(|| RpcError::invalid_params("`taskId` must be a string"))?;
+    if is_execution_id(id) { Ok(id) } else { Err(RpcError::task_not_found()) }
+}
+
+pub async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let snap = task_view::snapshot(&ctx.caller, id).await.map_err(task_error)?;
+    Ok(task_view::v1_task(&snap))
+}
+
+fn with_related_task(mut result: Value, id: &str) -> Value {
+    if let Some(obj) = result.as_object_mut() {
+        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(RELATED_TASK.into(), json!({"taskId": id}));
+        }
+    }
+    result
+}
+
+fn finished(snap: &Snapshot) -> Option<Result<Value, RpcError>> {
+    let id = snap.view.execution_id.clone();
+    task_view::v1_outcome(snap).map(|o| o.map(|r| with_related_task(r, &id)))
+}
+
+pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+    let id = task_id(params)?;
+    let snap = task_view::snapshot(&ctx.caller, id).await.map_err(task_error)?;
+    if let Some(done) = finished(&snap) {
+        return done.map(Reply::Json);
+    }
+    let stream = ResultStream {
+        caller: ctx.caller.clone(),
+        execution_id: id.to_owned(),
+        elicitation: ctx.elicitation,
+        first: Some(snap),
+        known_status: String::new(),
+        sent: HashSet::new(),
+        queue: VecDeque::new(),
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(stream, |mut s| async move {
+        loop {
+            if let Some(item) = s.queue.pop_front() {
+                return Some((item, s));
+            }
+            if s.done {
+                return None;
+            }
+            s.step().await;
+        }
+    });
+    Ok(Reply::Stream(stream.boxed()))
+}
+
+/// The state of one blocking `tasks/result`.
+struct ResultStream {
+    caller: Caller,
+    execution_id: String,
+    elicitation: bool,
+    first: Option<Snapshot>,
+    known_status: String,
+    /// Input requests already sent on this stream.
+    sent: HashSet<String>,
+    queue: VecDeque<Outgoing>,
+    done: bool,
+}
+
+impl ResultStream {
+    async fn step(&mut self) {
+        let snap = match self.first.take() {
+            Some(s) => Ok(s),
+            None => self.next_snapshot().await,
+        };
+        let snap = match snap {
+            Ok(s) => s,
+            Err(e) => {
+                self.queue.push_back(Outgoing::Error(e));
+                self.done = true;
+                return;
+            }
+        };
+        self.known_status = snap.view.status.clone();
+        if let Some(done) = finished(&snap) {
+            self.queue.push_back(match done {
+                Ok(r) => Outgoing::Result(r),
+                Err(e) => Outgoing::Error(e),
+            });
+            self.done = true;
+            return;
+        }
+        if snap.view.status == "input_required" && self.elicitation {
+            for r in snap.view.input_requests.iter().filter(|r| r.state == "open") {
+                if self.sent.insert(r.request_key.clone()) {
+                    let params = json!({
+                        "message": r.message,
+                        "requestedSchema": task_view::requested_schema(&r.requested_schema_json),
+                        "_meta": {RELATED_TASK: {"taskId": snap.view.execution_id}},
+                    });
+                    let id = input_id(&snap.view.execution_id, &r.request_key);
+                    self.queue.push_back(Outgoing::Message(jsonrpc::request(&id, "elicitation/create", params)));
+                }
+            }
+        }
+    }
+
+    async fn next_snapshot(&self) -> Result<Snapshot, RpcError> {
+        let view = self.caller.wait(&self.execution_id, WAIT_SLICE, &self.known_status).await.map_err(task_error)?;
+        task_view::complete(&self.caller, view).await.map_err(task_error)
+    }
+}
+
+pub fn input_id(execution_id: &str, request_key: &str) -> String {
+    format!("{INPUT_ID_PREFIX}{execution_id}.{}", URL_SAFE_NO_PAD.encode(request_key))
+}
+
+/// The execution id and request key a server→client request id encodes.
+pub fn parse_input_id(id: &Value) -> Option<(String, String)> {
+    let rest = id.as_str()?.strip_prefix(INPUT_ID_PREFIX)?;
+    let (execution_id, key) = rest.split_once('.')?;
+    let key = String::from_utf8(URL_SAFE_NO_PAD.decode(key).ok()?).ok()?;
+    is_execution_id(execution_id).then(|| (execution_id.to_owned(), key))
+}
+
+/// The client's answer to an `elicitation/create` sent on a `tasks/result`
+/// stream: forwarded as the input for that request key. A JSON-RPC error
+/// answer cancels the request.
+pub async fn answer(caller: &Caller, id: &Value, result: Option<&Value>) -> Result<(), RpcError> {
+    let Some((execution_id, key)) = parse_input_id(id) else {
+        return Err(RpcError::invalid_request("unknown response id"));
+    };
+    let (action, content) = match result {
+        Some(r) => {
+            let action = match r.get("action").and_then(Value::as_str) {
+                Some(a @ ("accept" | "decline" | "cancel")) => a,
+                _ => return Err(RpcError::invalid_request("an elicitation result needs `action`")),
+            };
+            (action, r.get("content").filter(|c| c.is_object()).cloned().unwrap_or(Value::Null))
+        }
+        None => ("cancel", Value::Null),
+    };
+    match caller.provide(&execution_id, &key, action, &content).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(task_error(e)),
+    }
+}
+
+pub async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let cursor = match params.get("cursor") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(c)) => c.as_str(),
+        Some(_) => return Err(RpcError::invalid_params("`cursor` must be a string")),
+    };
+    // An invalid cursor comes back as invalid_request: -32602 through the one table.
+    let page = ctx.caller.list(cursor, LIST_PAGE).await?;
+    // A completed execution needs its result to tell `completed` from `failed`.
+    let snaps = futures_util::future::join_all(page.executions.into_iter().map(|view| {
+        let caller = &ctx.caller;
+        async move {
+            let fallback = Snapshot { view: view.clone(), result: None };
+            task_view::complete(caller, view).await.unwrap_or(fallback)
+        }
+    }))
+    .await;
+    let tasks: Vec<Value> = snaps.iter().map(task_view::v1_task).collect();
+    let mut out = json!({"tasks": tasks});
+    if !page.next_cursor.is_empty() {
+        out["nextCursor"] = page.next_cursor.into();
+    }
+    Ok(out)
+}
+
+pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let answer = ctx.caller.cancel(id).await.map_err(task_error)?;
+    let mut view = match answer.execution {
+        Some(v) => v,
+        None => ctx.caller.execution(id).await.map_err(task_error)?,
+    };
+    match answer.outcome.as_str() {
+        "already_terminal" => {
+            let snap = task_view::complete(&ctx.caller, view).await.map_err(task_error)?;
+            let status = task_view::v1_status(&snap);
+            Err(RpcError::invalid_params(format!("cannot cancel task in terminal state '{status}'")))
+        }
+        "unsupported" => Err(RpcError::invalid_params("this task cannot be cancelled")),
+        _ => {
+            // The cancel is on record: in this dialect the task is cancelled from now on.
+            view.cancel_state = "requested".into();
+            Ok(task_view::v1_task(&Snapshot { view, result: None }))
+        }
+    }
+}

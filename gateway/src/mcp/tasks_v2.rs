@@ -1,0 +1,47 @@
+//! The `io.modelcontextprotocol/tasks` extension at 2026-07-28: `tasks/get`
+//! with the result, error or open input requests inline, `tasks/update`
+//! forwarding `inputResponses` (unknown or answered keys ignored, partial
+//! answers allowed) and `tasks/cancel` as an empty acknowledgement, also for
+//! terminal tasks. Capability gating and headers are the dispatcher's.
+
+use super::context::Ctx;
+use super::error::{RpcError, task_error};
+use super::task_view;
+use super::tasks_v1::task_id;
+use baton_proto::error::ErrorCode;
+use serde_json::{Map, Value, json};
+
+pub async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let snap = task_view::snapshot(&ctx.caller, id).await.map_err(task_error)?;
+    Ok(Value::Object(task_view::v2_detailed(&snap)))
+}
+
+pub async fn update(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let Some(responses) = params.get("inputResponses").and_then(Value::as_object) else {
+        return Err(RpcError::invalid_params("`inputResponses` must be an object"));
+    };
+    let view = ctx.caller.execution(id).await.map_err(task_error)?;
+    let open = task_view::input_requests(&view);
+    for (key, response) in responses.iter().filter(|(k, _)| open.contains_key(*k)) {
+        let action = match response.get("action").and_then(Value::as_str) {
+            Some(a @ ("accept" | "decline" | "cancel")) => a,
+            _ => continue,
+        };
+        let content = response.get("content").filter(|c| c.is_object()).cloned().unwrap_or(Value::Null);
+        match ctx.caller.provide(id, key, action, &content).await {
+            Ok(_) => {}
+            // A key answered or superseded meanwhile is ignored, as the extension asks.
+            Err(e) if matches!(e.code, ErrorCode::NotFound | ErrorCode::InvalidRequest | ErrorCode::InvalidInput) => {}
+            Err(e) => return Err(task_error(e)),
+        }
+    }
+    Ok(json!({}))
+}
+
+pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    ctx.caller.cancel(id).await.map_err(task_error)?;
+    Ok(json!({}))
+}

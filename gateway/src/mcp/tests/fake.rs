@@ -1,0 +1,356 @@
+//! An in-memory coordinator served over real gRPC on 127.0.0.1:0: tokens
+//! `alice` and `bob` are end users of gateway `gw1`, `carol` of `gw2`.
+//! Executions of `echo` and `oops` complete at once (the latter with
+//! `isError: true`); every other tool stays `working` until a test drives it.
+//! Waits block on a change signal, so tests never sleep.
+
+use baton_proto::coordinator::v1::coordinator_server::{Coordinator, CoordinatorServer};
+use baton_proto::coordinator::v1::*;
+use baton_proto::error::{ErrorCode, WireError};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+
+#[derive(Default)]
+struct Exec {
+    owner: String,
+    view: ExecutionView,
+    result: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    seq: u64,
+    executions: BTreeMap<String, Exec>,
+    provided: Vec<(String, String, String, String)>,
+    next_start_error: Option<WireError>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    tools: Vec<ToolDefinition>,
+    changed: watch::Sender<u64>,
+    waits: watch::Sender<u64>,
+}
+
+#[derive(Clone)]
+pub struct Fake(Arc<Inner>);
+
+fn tool(name: &str, background: &str) -> ToolDefinition {
+    ToolDefinition {
+        name: name.into(),
+        toolkit_name: "Test".into(),
+        toolkit_version: "1.0.0".into(),
+        description: format!("{name} test tool"),
+        input_schema_json: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#.into(),
+        background: background.into(),
+        task_time_input: false,
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+pub fn text_result(text: &str, is_error: bool) -> String {
+    json!({"content": [{"type": "text", "text": text}], "isError": is_error}).to_string()
+}
+
+fn user_of<T>(request: &Request<T>) -> Result<&'static str, Status> {
+    let token = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    match token {
+        "Bearer alice" => Ok("alice"),
+        "Bearer bob" => Ok("bob"),
+        "Bearer carol" => Ok("carol"),
+        _ => Err(WireError::new(ErrorCode::Unauthenticated, "invalid credential").into_status()),
+    }
+}
+
+fn not_found() -> Status {
+    WireError::new(ErrorCode::NotFound, "execution not found").into_status()
+}
+
+impl Fake {
+    pub fn new() -> Fake {
+        let tools = vec![
+            tool("echo", "forbidden"),
+            tool("slow", "optional"),
+            tool("long_only", "required"),
+            tool("slow_fg", "forbidden"),
+            tool("oops", "optional"),
+        ];
+        Fake(Arc::new(Inner {
+            state: Mutex::new(State::default()),
+            tools,
+            changed: watch::channel(0).0,
+            waits: watch::channel(0).0,
+        }))
+    }
+
+    /// Serves the fake on an ephemeral loopback port.
+    pub async fn serve(&self) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake coordinator");
+        let addr = listener.local_addr().expect("fake coordinator address");
+        let service = CoordinatorServer::new(self.clone());
+        let handle = tokio::spawn(async move {
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let _ = tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming).await;
+        });
+        (addr, handle)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.state.lock().expect("fake state")
+    }
+
+    fn update(&self, id: &str, f: impl FnOnce(&mut Exec)) {
+        {
+            let mut state = self.lock();
+            let exec = state.executions.get_mut(id).expect("known execution");
+            f(exec);
+            exec.view.updated_at_ms = now_ms();
+        }
+        self.0.changed.send_modify(|v| *v += 1);
+    }
+
+    pub fn finish(&self, id: &str, result_json: &str) {
+        self.update(id, |e| {
+            e.view.status = "completed".into();
+            e.result = Some(result_json.to_owned());
+        });
+    }
+
+    pub fn fail(&self, id: &str, message: &str) {
+        self.update(id, |e| {
+            e.view.status = "failed".into();
+            e.view.failure_reason = "tool_error".into();
+            e.view.error_message = message.into();
+        });
+    }
+
+    pub fn ask(&self, id: &str, key: &str, message: &str) {
+        self.update(id, |e| {
+            e.view.status = "input_required".into();
+            e.view.input_requests.push(InputRequest {
+                request_key: key.into(),
+                message: message.into(),
+                requested_schema_json: r#"{"type":"object","properties":{"name":{"type":"string"}}}"#.into(),
+                state: "open".into(),
+            });
+        });
+    }
+
+    pub fn status(&self, id: &str) -> String {
+        self.lock().executions.get(id).map(|e| e.view.status.clone()).unwrap_or_default()
+    }
+
+    pub fn surface(&self, id: &str) -> i32 {
+        self.lock().executions.get(id).map(|e| e.view.surface).unwrap_or_default()
+    }
+
+    pub fn last_id(&self) -> String {
+        self.lock().executions.keys().next_back().cloned().unwrap_or_default()
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().executions.len()
+    }
+
+    /// `(execution, key, action, content_json)` of every input provided.
+    pub fn provided(&self) -> Vec<(String, String, String, String)> {
+        self.lock().provided.clone()
+    }
+
+    pub fn fail_next_start(&self, e: WireError) {
+        self.lock().next_start_error = Some(e);
+    }
+
+    /// WaitExecution calls started so far.
+    pub fn waits(&self) -> u64 {
+        *self.0.waits.borrow()
+    }
+
+    /// Resolves once more than `seen` WaitExecution calls have started.
+    pub async fn until_waits_exceed(&self, seen: u64) {
+        let mut rx = self.0.waits.subscribe();
+        rx.wait_for(|n| *n > seen).await.expect("fake alive");
+    }
+
+    fn owned(&self, user: &str, id: &str) -> Result<ExecutionView, Status> {
+        match self.lock().executions.get(id) {
+            Some(e) if e.owner == user => Ok(e.view.clone()),
+            _ => Err(not_found()),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Coordinator for Fake {
+    async fn start_execution(
+        &self,
+        request: Request<StartExecutionRequest>,
+    ) -> Result<Response<StartExecutionResponse>, Status> {
+        let user = user_of(&request)?;
+        let r = request.into_inner();
+        let mut state = self.lock();
+        if let Some(e) = state.next_start_error.take() {
+            return Err(e.into_status());
+        }
+        if !self.0.tools.iter().any(|t| t.name == r.tool_name) {
+            return Err(WireError::new(ErrorCode::UnknownTool, "unknown tool").into_status());
+        }
+        state.seq += 1;
+        let id = format!("te_{:0>27}", state.seq);
+        let now = now_ms();
+        let input: Value = serde_json::from_str(&r.input_json).unwrap_or(Value::Null);
+        let (status, result) = match r.tool_name.as_str() {
+            "echo" => {
+                ("completed", Some(text_result(&format!("echo {}", input["text"].as_str().unwrap_or("")), false)))
+            }
+            "oops" => ("completed", Some(text_result("the tool could not do it", true))),
+            _ => ("working", None),
+        };
+        let view = ExecutionView {
+            execution_id: id.clone(),
+            status: status.into(),
+            org_id: r.org_id,
+            project_id: r.project_id,
+            gateway_id: r.gateway_id,
+            tool_name: r.tool_name,
+            user_id: user.into(),
+            surface: r.surface,
+            execution_type: "immediate".into(),
+            created_at_ms: now,
+            updated_at_ms: now,
+            execution_deadline_ms: now + 86_400_000,
+            retention_expires_at_ms: now + 8 * 86_400_000,
+            poll_interval_ms: 500,
+            cancel_state: "none".into(),
+            ..Default::default()
+        };
+        state.executions.insert(id, Exec { owner: user.into(), view: view.clone(), result });
+        Ok(Response::new(StartExecutionResponse { execution: Some(view), replayed: false }))
+    }
+
+    async fn get_execution(&self, request: Request<GetExecutionRequest>) -> Result<Response<ExecutionView>, Status> {
+        let user = user_of(&request)?;
+        self.owned(user, &request.get_ref().execution_id).map(Response::new)
+    }
+
+    async fn wait_execution(&self, request: Request<WaitExecutionRequest>) -> Result<Response<ExecutionView>, Status> {
+        let user = user_of(&request)?;
+        let r = request.into_inner();
+        let mut rx = self.0.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(r.wait_ms.max(0) as u64);
+        self.0.waits.send_modify(|n| *n += 1);
+        loop {
+            let view = self.owned(user, &r.execution_id)?;
+            if view.status != r.known_status {
+                return Ok(Response::new(view));
+            }
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return Ok(Response::new(view)) },
+                _ = tokio::time::sleep_until(deadline) => return Ok(Response::new(view)),
+            }
+        }
+    }
+
+    async fn list_executions(
+        &self,
+        request: Request<ListExecutionsRequest>,
+    ) -> Result<Response<ListExecutionsResponse>, Status> {
+        let user = user_of(&request)?;
+        let r = request.into_inner();
+        let start: usize = match r.cursor.as_str() {
+            "" => 0,
+            c => c.parse().map_err(|_| WireError::new(ErrorCode::InvalidRequest, "invalid cursor").into_status())?,
+        };
+        // Pages of at most two, so pagination shows with a handful of executions.
+        let limit = (r.limit as usize).clamp(1, 2);
+        let mine: Vec<ExecutionView> = self
+            .lock()
+            .executions
+            .values()
+            .rev()
+            .filter(|e| e.owner == user && (r.gateway_id.is_empty() || e.view.gateway_id == r.gateway_id))
+            .map(|e| e.view.clone())
+            .collect();
+        let page: Vec<_> = mine.iter().skip(start).take(limit).cloned().collect();
+        let next = if start + limit < mine.len() { (start + limit).to_string() } else { String::new() };
+        Ok(Response::new(ListExecutionsResponse { executions: page, next_cursor: next }))
+    }
+
+    async fn get_result(&self, request: Request<GetResultRequest>) -> Result<Response<GetResultResponse>, Status> {
+        let user = user_of(&request)?;
+        let view = self.owned(user, &request.get_ref().execution_id)?;
+        let result = self.lock().executions.get(&view.execution_id).and_then(|e| e.result.clone());
+        let result_json = if view.status == "completed" { result } else { None };
+        Ok(Response::new(GetResultResponse { execution: Some(view), result_json }))
+    }
+
+    async fn provide_input(
+        &self,
+        request: Request<ProvideInputRequest>,
+    ) -> Result<Response<ProvideInputResponse>, Status> {
+        let user = user_of(&request)?;
+        let r = request.into_inner();
+        self.owned(user, &r.execution_id)?;
+        let response = r.response.unwrap_or_default();
+        self.lock().provided.push((
+            r.execution_id.clone(),
+            r.request_key.clone(),
+            response.action,
+            response.content_json,
+        ));
+        self.update(&r.execution_id, |e| {
+            for req in e.view.input_requests.iter_mut().filter(|q| q.request_key == r.request_key) {
+                req.state = "answered".into();
+            }
+            if e.view.input_requests.iter().all(|q| q.state != "open") && e.view.status == "input_required" {
+                e.view.status = "working".into();
+            }
+        });
+        Ok(Response::new(ProvideInputResponse { acknowledged: true }))
+    }
+
+    async fn cancel_execution(
+        &self,
+        request: Request<CancelExecutionRequest>,
+    ) -> Result<Response<CancelExecutionResponse>, Status> {
+        let user = user_of(&request)?;
+        let id = request.into_inner().execution_id;
+        let view = self.owned(user, &id)?;
+        if matches!(view.status.as_str(), "completed" | "failed" | "cancelled") {
+            return Ok(Response::new(CancelExecutionResponse {
+                outcome: "already_terminal".into(),
+                execution: Some(view),
+            }));
+        }
+        // The tool stops cooperatively: the request is recorded, the status stays.
+        self.update(&id, |e| e.view.cancel_state = "requested".into());
+        let view = self.owned(user, &id)?;
+        Ok(Response::new(CancelExecutionResponse { outcome: "accepted".into(), execution: Some(view) }))
+    }
+
+    async fn list_tools(&self, request: Request<ListToolsRequest>) -> Result<Response<ListToolsResponse>, Status> {
+        user_of(&request)?;
+        Ok(Response::new(ListToolsResponse { tools: self.0.tools.clone() }))
+    }
+
+    async fn who_am_i(&self, request: Request<WhoAmIRequest>) -> Result<Response<WhoAmIResponse>, Status> {
+        let user = user_of(&request)?;
+        let gateway = if user == "carol" { "gw2" } else { "gw1" };
+        Ok(Response::new(WhoAmIResponse {
+            kind: "end_user".into(),
+            org_id: "org1".into(),
+            project_id: "proj1".into(),
+            gateway_id: gateway.into(),
+            user_id: user.into(),
+            role: "member".into(),
+        }))
+    }
+}

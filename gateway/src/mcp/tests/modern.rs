@@ -1,0 +1,308 @@
+//! The stateless 2026-07-28 era and the tasks extension, as a client sees them.
+
+use super::fake::text_result;
+use super::*;
+use baton_proto::error::{ErrorCode, WireError};
+
+#[tokio::test]
+async fn discover_advertises_the_extension_with_result_type() {
+    let h = harness().await;
+    let a = h.modern("alice", "server/discover", json!({}), false).await;
+    assert_eq!(a.status, StatusCode::OK);
+    let r = a.result();
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
+    assert!(r["capabilities"]["extensions"][EXT].is_object());
+    assert!(r["capabilities"].get("tasks").is_none(), "no v1 tasks slot on the modern wire");
+    assert_eq!(r["cacheScope"], "public");
+    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "baton");
+}
+
+#[tokio::test]
+async fn tools_list_is_private_and_complete() {
+    let h = harness().await;
+    let a = h.modern("alice", "tools/list", json!({}), true).await;
+    let r = a.result();
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["cacheScope"], "private");
+    let names: Vec<&str> = r["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"echo") && names.contains(&"Baton_GetToolExecution"));
+    assert!(r["tools"][0].get("execution").is_none(), "taskSupport does not exist at 2026-07-28");
+}
+
+#[tokio::test]
+async fn sync_tool_answers_inline() {
+    let h = harness().await;
+    let a = h.modern("alice", "tools/call", json!({"name": "echo", "arguments": {"text": "hi"}}), true).await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.result()["resultType"], "complete");
+    assert_eq!(a.result()["content"][0]["text"], "echo hi");
+    assert!(a.result().get("taskId").is_none());
+}
+
+#[tokio::test]
+async fn legacy_task_param_does_not_promote_a_sync_tool() {
+    let h = harness().await;
+    let params = json!({"name": "echo", "arguments": {"text": "x"}, "task": {"ttl": 60000}});
+    let a = h.modern("alice", "tools/call", params, true).await;
+    assert_eq!(a.result()["resultType"], "complete");
+    assert!(a.result().get("taskId").is_none());
+}
+
+#[tokio::test]
+async fn long_tool_becomes_a_flat_task_whose_result_is_inlined() {
+    let h = harness().await;
+    let a = h.modern("alice", "tools/call", json!({"name": "slow", "arguments": {}}), true).await;
+    let created = a.result();
+    assert_eq!(created["resultType"], "task");
+    assert!(created.get("task").is_none(), "CreateTaskResult is flat");
+    for absent in ["result", "error", "inputRequests", "ttl", "pollInterval", "requestState"] {
+        assert!(created.get(absent).is_none(), "{absent} must be absent");
+    }
+    assert!(created["ttlMs"].as_i64().is_some_and(|t| t > 0));
+    assert_eq!(created["pollIntervalMs"], 500);
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
+
+    // Durable before it was announced: an immediate tasks/get succeeds.
+    let got = h.modern("alice", "tasks/get", json!({"taskId": id}), true).await;
+    assert_eq!(got.result()["status"], "working");
+    assert_eq!(got.result()["resultType"], "complete");
+
+    h.fake.finish(&id, &text_result("done", false));
+    let got = h.modern("alice", "tasks/get", json!({"taskId": id}), true).await;
+    let r = got.result();
+    assert_eq!(r["status"], "completed");
+    assert_eq!(r["result"]["content"][0]["text"], "done");
+    assert!(r["result"].get("_meta").is_none(), "no related-task meta inline");
+    assert_eq!(h.fake.surface(&id), baton_proto::coordinator::v1::Surface::McpNative as i32);
+}
+
+#[tokio::test]
+async fn tool_error_ends_completed_and_failure_ends_failed() {
+    let h = harness().await;
+    let first = h.modern("alice", "tools/call", json!({"name": "slow", "arguments": {}}), true).await;
+    let second = h.modern("alice", "tools/call", json!({"name": "slow", "arguments": {}}), true).await;
+    let (a, b) = (first.result()["taskId"].as_str().expect("a"), second.result()["taskId"].as_str().expect("b"));
+    h.fake.finish(a, &text_result("nope", true));
+    h.fake.fail(b, "the tool crashed");
+
+    let got = h.modern("alice", "tasks/get", json!({"taskId": a}), true).await;
+    assert_eq!(got.result()["status"], "completed");
+    assert_eq!(got.result()["result"]["isError"], true);
+
+    let got = h.modern("alice", "tasks/get", json!({"taskId": b}), true).await;
+    assert_eq!(got.result()["status"], "failed");
+    assert!(got.result().get("result").is_none());
+    assert!(got.result()["error"]["code"].is_i64());
+    assert_eq!(got.result()["error"]["message"], "the tool crashed");
+}
+
+#[tokio::test]
+async fn no_task_without_the_extension_the_call_waits() {
+    let h = harness_with(|o| o.mcp_tasks_compatibility = false).await;
+    let (status, headers, body) = h.open(modern_request("alice", "tools/call", json!({"name": "slow"}), false)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["content-type"].to_str().expect("ct").starts_with("text/event-stream"));
+    let seen = h.fake.waits();
+    let reader = tokio::spawn(async move { read_until(&mut sse_messages(body), |m| m.get("id").is_some()).await });
+    h.fake.until_waits_exceed(seen).await;
+    h.fake.finish(&h.fake.last_id(), &text_result("waited", false));
+    let message = reader.await.expect("reader");
+    assert_eq!(message["result"]["resultType"], "complete");
+    assert_eq!(message["result"]["content"][0]["text"], "waited");
+    assert!(message["result"].get("taskId").is_none());
+}
+
+#[tokio::test]
+async fn required_tool_without_extension_is_32021() {
+    let h = harness_with(|o| o.mcp_tasks_compatibility = false).await;
+    let a = h.modern("alice", "tools/call", json!({"name": "long_only", "arguments": {}}), false).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(a.error_code(), -32021);
+    assert!(a.body()["error"]["data"]["requiredCapabilities"]["extensions"][EXT].is_object());
+    assert_eq!(a.body()["id"], 1);
+    assert_eq!(h.fake.count(), 0, "nothing was started");
+}
+
+#[tokio::test]
+async fn task_methods_need_the_extension() {
+    let h = harness().await;
+    for (method, params) in [
+        ("tasks/get", json!({"taskId": "gate-test"})),
+        ("tasks/update", json!({"taskId": "gate-test", "inputResponses": {}})),
+        ("tasks/cancel", json!({"taskId": "gate-test"})),
+    ] {
+        let a = h.modern("alice", method, params, false).await;
+        assert_eq!((a.status, a.error_code()), (StatusCode::BAD_REQUEST, -32021), "{method}");
+    }
+}
+
+#[tokio::test]
+async fn header_mismatches_are_400_32020() {
+    let h = harness().await;
+    let created = h.modern("alice", "tools/call", json!({"name": "slow"}), true).await;
+    let id = created.result()["taskId"].as_str().expect("id").to_owned();
+    let v = || post("alice").header("mcp-protocol-version", "2026-07-28");
+    let cases = [
+        ("method", v().header("mcp-method", "tools/list").header("mcp-name", &id), "tasks/get", json!({"taskId": id})),
+        (
+            "name",
+            v().header("mcp-method", "tasks/get").header("mcp-name", "te_wrong"),
+            "tasks/get",
+            json!({"taskId": id}),
+        ),
+        ("missing name", v().header("mcp-method", "tools/call"), "tools/call", json!({"name": "echo"})),
+        ("missing method", v(), "tools/list", json!({})),
+        ("case", v().header("mcp-method", "TOOLS/LIST"), "tools/list", json!({})),
+        (
+            "version",
+            post("alice").header("mcp-protocol-version", "2025-11-25").header("mcp-method", "tools/list"),
+            "tools/list",
+            json!({}),
+        ),
+    ];
+    for (what, builder, method, params) in cases {
+        let a = h.send(builder.body(modern_body(method, params, true)).expect("request")).await;
+        assert_eq!((a.status, a.error_code()), (StatusCode::BAD_REQUEST, -32020), "{what}: {:?}", a.body());
+        assert_eq!(a.body()["id"], 1, "{what}: the error carries the request id");
+    }
+}
+
+#[tokio::test]
+async fn whitespace_and_base64_header_values_are_accepted() {
+    let h = harness().await;
+    let params = json!({"name": "echo", "arguments": {"text": "a"}});
+    let builder = post("alice")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("MCP-METHOD", " tools/call ")
+        .header("mcp-name", "=?base64?ZWNobw==?=");
+    let a = h.send(builder.body(modern_body("tools/call", params, true)).expect("request")).await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body());
+    assert_eq!(a.result()["content"][0]["text"], "echo a");
+}
+
+#[tokio::test]
+async fn unsupported_version_is_400_32022() {
+    let h = harness().await;
+    let mut m = meta(true);
+    m["io.modelcontextprotocol/protocolVersion"] = "v999.0.0".into();
+    let builder = post("alice").header("mcp-protocol-version", "v999.0.0").header("mcp-method", "server/discover");
+    let a = h.send(builder.body(modern_body("server/discover", json!({"_meta": m}), true)).expect("request")).await;
+    assert_eq!((a.status, a.error_code()), (StatusCode::BAD_REQUEST, -32022));
+    assert_eq!(a.body()["error"]["data"]["supported"], json!(["2026-07-28"]));
+    assert_eq!(a.body()["error"]["data"]["requested"], "v999.0.0");
+}
+
+#[tokio::test]
+async fn incomplete_meta_is_400_32602() {
+    let h = harness().await;
+    let full = meta(false);
+    let mut no_caps = full.clone();
+    no_caps.as_object_mut().expect("meta").remove("io.modelcontextprotocol/clientCapabilities");
+    let mut no_version = full.clone();
+    no_version.as_object_mut().expect("meta").remove("io.modelcontextprotocol/protocolVersion");
+    for params in [json!({"_meta": {}}), json!({"_meta": no_caps}), json!({"_meta": no_version})] {
+        let builder =
+            post("alice").header("mcp-protocol-version", "2026-07-28").header("mcp-method", "server/discover");
+        let body =
+            Body::from(json!({"jsonrpc": "2.0", "id": 101, "method": "server/discover", "params": params}).to_string());
+        let a = h.send(builder.body(body).expect("request")).await;
+        assert_eq!((a.status, a.error_code()), (StatusCode::BAD_REQUEST, -32602), "{params}");
+        assert_eq!(a.body()["id"], 101);
+    }
+}
+
+#[tokio::test]
+async fn unknown_and_removed_methods_are_404_32601() {
+    let h = harness().await;
+    for method in ["unknown/method", "initialize", "ping", "tasks/result", "tasks/list", "resources/subscribe"] {
+        let a = h.modern("alice", method, json!({"taskId": "tasks-conformance-isolation-probe"}), true).await;
+        assert_eq!((a.status, a.error_code()), (StatusCode::NOT_FOUND, -32601), "{method}");
+    }
+}
+
+#[tokio::test]
+async fn update_forwards_only_open_keys_and_acks() {
+    let h = harness().await;
+    let created = h.modern("alice", "tools/call", json!({"name": "slow"}), true).await;
+    let id = created.result()["taskId"].as_str().expect("id").to_owned();
+    h.fake.ask(&id, "k1", "Your name?");
+    h.fake.ask(&id, "k2", "Your city?");
+    let got = h.modern("alice", "tasks/get", json!({"taskId": id}), true).await;
+    assert_eq!(got.result()["status"], "input_required");
+    let requests = got.result()["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests["k1"]["method"], "elicitation/create");
+    assert_eq!(requests["k1"]["params"]["message"], "Your name?");
+
+    let responses = json!({"k1": {"action": "accept", "content": {"name": "Ada"}}, "unknown-key": {"ignored": true}});
+    let ack = h.modern("alice", "tasks/update", json!({"taskId": id, "inputResponses": responses}), true).await;
+    assert_eq!(ack.result(), &json!({"resultType": "complete", "_meta": ack.result()["_meta"]}));
+    let provided = h.fake.provided();
+    assert_eq!(provided.len(), 1);
+    assert_eq!((provided[0].1.as_str(), provided[0].2.as_str()), ("k1", "accept"));
+
+    // Partial answer: only the other key is still listed.
+    let got = h.modern("alice", "tasks/get", json!({"taskId": id}), true).await;
+    let requests = got.result()["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.keys().collect::<Vec<_>>(), vec!["k2"]);
+}
+
+#[tokio::test]
+async fn cancel_is_an_ack_even_when_terminal() {
+    let h = harness().await;
+    let running = h.modern("alice", "tools/call", json!({"name": "slow"}), true).await;
+    let id = running.result()["taskId"].as_str().expect("id").to_owned();
+    let ack = h.modern("alice", "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(ack.result()["resultType"], "complete");
+    assert!(ack.result().get("taskId").is_none() && ack.result().get("status").is_none());
+    h.fake.finish(&id, &text_result("late", false));
+    let again = h.modern("alice", "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.result()["resultType"], "complete");
+}
+
+#[tokio::test]
+async fn foreign_unknown_and_malformed_ids_answer_alike() {
+    let h = harness().await;
+    let created = h.modern("alice", "tools/call", json!({"name": "slow"}), true).await;
+    let id = created.result()["taskId"].as_str().expect("id").to_owned();
+    let foreign = h.modern("bob", "tasks/get", json!({"taskId": id}), true).await;
+    let unknown = h.modern("bob", "tasks/get", json!({"taskId": "te_000000000000000000000009999"}), true).await;
+    let malformed = h.modern("bob", "tasks/get", json!({"taskId": "tasks-conformance-nonexistent-12345"}), true).await;
+    assert_eq!(foreign.error_code(), -32602);
+    for other in [&unknown, &malformed] {
+        assert_eq!(other.status, foreign.status);
+        assert_eq!(other.body(), foreign.body());
+    }
+    let cancel = h.modern("bob", "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(cancel.body()["error"], foreign.body()["error"]);
+    assert_eq!(h.fake.status(&id), "working", "bob could not touch alice's task");
+}
+
+#[tokio::test]
+async fn saturation_names_scope_and_retry() {
+    let h = harness().await;
+    let mut e = WireError::new(ErrorCode::CapacityExceeded, "too many running executions");
+    e.scope = Some("principal".into());
+    e.retry_after_ms = Some(1500);
+    h.fake.fail_next_start(e);
+    let a = h.modern("alice", "tools/call", json!({"name": "slow"}), true).await;
+    let data = &a.body()["error"]["data"];
+    assert_eq!(data["code"], "capacity_exceeded");
+    assert_eq!(data["scope"], "principal");
+    assert_eq!(data["retryAfterMs"], 1500);
+    assert_eq!(a.headers["retry-after"], "2");
+}
+
+#[tokio::test]
+async fn native_tasks_off_creates_no_task() {
+    let h = harness_with(|o| o.native_mcp_tasks = false).await;
+    let d = h.modern("alice", "server/discover", json!({}), true).await;
+    assert!(d.result()["capabilities"].get("extensions").is_none());
+    let a = h.modern("alice", "tools/call", json!({"name": "slow"}), true).await;
+    assert_ne!(a.result()["resultType"], "task");
+    assert_eq!(a.result()["structuredContent"]["type"], "baton.execution/v1", "the handle instead");
+    let g = h.modern("alice", "tasks/get", json!({"taskId": h.fake.last_id()}), true).await;
+    assert_eq!((g.status, g.error_code()), (StatusCode::NOT_FOUND, -32601));
+}

@@ -1,0 +1,225 @@
+//! `tools/list` and `tools/call` in both eras. A call runs in the foreground up
+//! to `options.foreground_budget`; a tool that outlives it is handed over as a
+//! task (when this request can take one), as the compatibility handle (when
+//! that surface is on), or waited for on an SSE stream (background forbidden,
+//! or no other way out). Does not shape tasks (see `task_view`) nor serve the
+//! compatibility tools (see `compat`).
+
+use super::compat;
+use super::context::{Ctx, Outgoing, Reply};
+use super::error::{METHOD_NOT_FOUND, RpcError};
+use super::jsonrpc::str_param;
+use super::task_view::{self, Snapshot};
+use super::{Era, TASKS_LEGACY_VERSION};
+use baton_proto::coordinator::v1::{self as pb, ExecutionView};
+use baton_proto::error::ErrorCode;
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// One long poll never asks the coordinator for more than this.
+const WAIT_SLICE: Duration = Duration::from_secs(25);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Background {
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl Background {
+    fn of(def: &pb::ToolDefinition) -> Background {
+        match def.background.as_str() {
+            "optional" => Background::Optional,
+            "required" => Background::Required,
+            _ => Background::Forbidden,
+        }
+    }
+
+    fn task_support(self) -> &'static str {
+        match self {
+            Background::Forbidden => "forbidden",
+            Background::Optional => "optional",
+            Background::Required => "required",
+        }
+    }
+}
+
+pub async fn list(ctx: &Ctx) -> Result<Value, RpcError> {
+    let defs = ctx.caller.tools().await?;
+    let mut tools: Vec<Value> = defs.iter().map(|d| tool(ctx, d)).collect();
+    if ctx.compat_enabled() {
+        tools.extend(compat::definitions(ctx));
+    }
+    let mut result = json!({"tools": tools});
+    if ctx.era == Era::Modern {
+        // The list depends on the caller's project: never share it across credentials.
+        result["ttlMs"] = 0.into();
+        result["cacheScope"] = "private".into();
+    }
+    Ok(result)
+}
+
+fn tool(ctx: &Ctx, def: &pb::ToolDefinition) -> Value {
+    let mut schema = match serde_json::from_str::<Value>(&def.input_schema_json) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    schema.entry("type").or_insert_with(|| "object".into());
+    let mut tool = json!({"name": def.name, "inputSchema": schema});
+    if !def.description.is_empty() {
+        tool["description"] = def.description.clone().into();
+    }
+    if ctx.legacy_tasks() {
+        tool["execution"] = json!({"taskSupport": Background::of(def).task_support()});
+    }
+    tool
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handoff {
+    Task,
+    Handle,
+    Wait,
+}
+
+struct Plan {
+    handoff: Handoff,
+    /// Hand over as soon as the execution exists, without a foreground wait.
+    immediate: bool,
+}
+
+fn plan(ctx: &Ctx, name: &str, policy: Background, task_param: Option<&Value>) -> Result<Plan, RpcError> {
+    let compat = ctx.compat_enabled();
+    let plan = |handoff, immediate| Ok(Plan { handoff, immediate });
+    match ctx.era {
+        Era::Legacy => {
+            // The `task` member only counts once the session negotiated the utility.
+            let asked = ctx.legacy_tasks() && task_param.is_some_and(Value::is_object);
+            match (policy, asked) {
+                (Background::Forbidden, true) => Err(RpcError::new(
+                    METHOD_NOT_FOUND,
+                    format!("tool {name} does not support task-augmented execution"),
+                )),
+                (_, true) => plan(Handoff::Task, true),
+                (Background::Forbidden, false) => plan(Handoff::Wait, false),
+                (_, false) if compat => plan(Handoff::Handle, false),
+                (Background::Required, false) => Err(RpcError::new(
+                    METHOD_NOT_FOUND,
+                    format!("tool {name} requires task-augmented execution (protocol {TASKS_LEGACY_VERSION})"),
+                )),
+                (Background::Optional, false) => plan(Handoff::Wait, false),
+            }
+        }
+        Era::Modern => {
+            let tasks = ctx.native_enabled() && ctx.declares_tasks_extension();
+            match policy {
+                Background::Forbidden => plan(Handoff::Wait, false),
+                Background::Required if tasks => plan(Handoff::Task, true),
+                Background::Optional if tasks => plan(Handoff::Task, false),
+                _ if compat => plan(Handoff::Handle, false),
+                Background::Required => Err(RpcError::missing_tasks_capability()),
+                Background::Optional => plan(Handoff::Wait, false),
+            }
+        }
+    }
+}
+
+pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+    let name = str_param(params, "name").ok_or_else(|| RpcError::invalid_params("`name` must be a string"))?;
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err(RpcError::invalid_params("`arguments` must be an object")),
+    };
+    if ctx.compat_enabled()
+        && let Some(tool) = compat::Tool::parse(&ctx.caller.state.options.compat_prefix, name)
+    {
+        return compat::call(ctx, tool, &args).await.map(Reply::Json);
+    }
+    let defs = ctx.caller.tools().await?;
+    let def = defs
+        .iter()
+        .find(|d| d.name == name)
+        .ok_or_else(|| RpcError::invalid_params(format!("unknown tool: {name}")))?;
+    let plan = plan(ctx, name, Background::of(def), params.get("task"))?;
+    let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
+    let view = match ctx.caller.start(name, &args, surface).await {
+        Ok(view) => view,
+        // Bad arguments are a tool error the model can correct, not a protocol error.
+        Err(e) if e.code == ErrorCode::InvalidInput => {
+            return Ok(Reply::Json(json!({"content": [{"type": "text", "text": e.message}], "isError": true})));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if plan.immediate {
+        return hand_over(ctx, plan.handoff, view).await;
+    }
+    let budget = ctx.caller.state.options.foreground_budget;
+    let snap = wait_until(ctx, view, Instant::now() + budget).await?;
+    if let Some(outcome) = task_view::outcome(&snap) {
+        return outcome.map(Reply::Json);
+    }
+    hand_over(ctx, plan.handoff, snap.view).await
+}
+
+/// Waits for a terminal status until `deadline`, then reads the result.
+async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant) -> Result<Snapshot, RpcError> {
+    loop {
+        let terminal = matches!(view.status.as_str(), "completed" | "failed" | "cancelled");
+        let left = deadline.saturating_duration_since(Instant::now());
+        if terminal || left.is_zero() {
+            break;
+        }
+        view = ctx.caller.wait(&view.execution_id, left.min(WAIT_SLICE), &view.status).await?;
+    }
+    Ok(task_view::complete(&ctx.caller, view).await?)
+}
+
+async fn hand_over(ctx: &Ctx, handoff: Handoff, view: ExecutionView) -> Result<Reply, RpcError> {
+    match handoff {
+        Handoff::Task => create_task_result(ctx, view).await.map(Reply::Json),
+        Handoff::Handle => Ok(Reply::Json(compat::handle_result(ctx, &view))),
+        Handoff::Wait => Ok(wait_on_stream(ctx, view)),
+    }
+}
+
+async fn create_task_result(ctx: &Ctx, view: ExecutionView) -> Result<Value, RpcError> {
+    match ctx.era {
+        Era::Legacy => {
+            let snap = task_view::complete(&ctx.caller, view).await?;
+            Ok(json!({"task": task_view::v1_task(&snap)}))
+        }
+        Era::Modern => {
+            let mut task = task_view::v2_task(&view);
+            task.insert("resultType".into(), "task".into());
+            Ok(Value::Object(task))
+        }
+    }
+}
+
+/// Keeps the request open on SSE (with keep-alive comments) until the
+/// execution ends, then answers with its outcome.
+fn wait_on_stream(ctx: &Ctx, view: ExecutionView) -> Reply {
+    let caller = ctx.caller.clone();
+    let fut = async move {
+        let mut view = view;
+        while !matches!(view.status.as_str(), "completed" | "failed" | "cancelled") {
+            view = match caller.wait(&view.execution_id, WAIT_SLICE, &view.status).await {
+                Ok(v) => v,
+                Err(e) => return Outgoing::Error(e.into()),
+            };
+        }
+        let snap = match task_view::complete(&caller, view).await {
+            Ok(s) => s,
+            Err(e) => return Outgoing::Error(e.into()),
+        };
+        match task_view::outcome(&snap) {
+            Some(Ok(result)) => Outgoing::Result(result),
+            Some(Err(e)) => Outgoing::Error(e),
+            None => Outgoing::Error(RpcError::internal()),
+        }
+    };
+    Reply::Stream(futures_util::stream::once(fut).boxed())
+}
