@@ -48,6 +48,7 @@ CREATE TABLE tools (
     task_time_input  BIGINT NOT NULL,
     max_attempts     BIGINT NOT NULL,
     max_ttl_ms       BIGINT,
+    position         BIGINT NOT NULL,         -- order in the registering worker's list
     updated_at       BIGINT NOT NULL,
     CONSTRAINT tools_pkey PRIMARY KEY (project_id, name)
 );

@@ -52,7 +52,8 @@ struct State {
 
 pub struct Worker {
     options: Options,
-    tools: HashMap<String, Arc<dyn Tool>>,
+    /// In registration order: clients list tools in the order the author gave.
+    tools: Vec<(String, Arc<dyn Tool>)>,
     state: Mutex<State>,
     pub metrics: Metrics,
     tasks: TaskTracker,
@@ -98,8 +99,8 @@ impl Worker {
     fn registration(&self) -> wpb::Register {
         let tools = self
             .tools
-            .values()
-            .map(|t| {
+            .iter()
+            .map(|(_, t)| {
                 let s = t.spec();
                 wpb::ToolRegistration {
                     name: s.name,
@@ -269,7 +270,7 @@ impl Worker {
     }
 
     async fn invoke(&self, a: &wpb::Assignment, cancel: CancellationToken) -> settlement::Outcome {
-        let Some(tool) = self.tools.get(&a.tool_name) else {
+        let Some((_, tool)) = self.tools.iter().find(|(name, _)| *name == a.tool_name) else {
             return settlement::Outcome::Error(wpb::ToolError {
                 message: format!("this worker does not serve {:?}", a.tool_name),
                 retryable: false,

@@ -197,16 +197,16 @@ impl Store {
 
     pub async fn upsert_tools(&self, project_id: &str, tools: &[ToolRecord], now: Millis) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        for t in tools {
+        for (position, t) in tools.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO tools (project_id, name, toolkit_name, toolkit_version, description, input_schema, \
-                 background, task_time_input, max_attempts, max_ttl_ms, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 background, task_time_input, max_attempts, max_ttl_ms, updated_at, position) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT (project_id, name) DO UPDATE SET toolkit_name = excluded.toolkit_name, \
                  toolkit_version = excluded.toolkit_version, description = excluded.description, \
                  input_schema = excluded.input_schema, background = excluded.background, \
                  task_time_input = excluded.task_time_input, max_attempts = excluded.max_attempts, \
-                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at",
+                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at, position = excluded.position",
             )
             .bind(project_id)
             .bind(&t.name)
@@ -219,6 +219,7 @@ impl Store {
             .bind(i64::from(t.max_attempts))
             .bind(t.max_ttl_ms)
             .bind(now)
+            .bind(position as i64)
             .execute(&mut *tx)
             .await?;
         }
@@ -227,7 +228,7 @@ impl Store {
     }
 
     pub async fn list_tools(&self, project_id: &str) -> Result<Vec<ToolRecord>> {
-        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 ORDER BY name");
+        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 ORDER BY position, name");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).fetch_all(&self.pool).await?;
         rows.iter().map(tool_from_row).collect()
     }
