@@ -205,3 +205,51 @@ fn format_rfc3339(unix: u64) -> String {
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
+
+#[tokio::test]
+async fn a_hosted_tool_declaring_task_time_input_is_refused_at_registration() {
+    use baton_worker::{Context, Failure, Output, Tool, ToolSpec};
+    struct AsksForInput;
+    #[tonic::async_trait]
+    impl Tool for AsksForInput {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new("Demo.Ask", "Demo", "1.0.0").task_time_input(true)
+        }
+        async fn call(&self, _: serde_json::Value, _: Context) -> Result<Output, Failure> {
+            Ok(Output::text("never runs"))
+        }
+    }
+    let mut c = Cluster::new(Settings::default()).await.expect("cluster");
+    c.start_coordinator().await.expect("coordinator");
+    let options = baton_worker::Options {
+        coordinator_url: format!("http://{}", c.coordinators[0].addr),
+        token: c.id.worker_token.clone(),
+        worker_id: "wk_ask".into(),
+        capacity: 1,
+    };
+    let worker = baton_worker::Worker::new(options, vec![std::sync::Arc::new(AsksForInput)]);
+    let run = worker.run(Default::default(), Duration::from_secs(1));
+    let err = tokio::time::timeout(Duration::from_secs(20), run).await.expect("refused promptly").expect_err("refused");
+    assert!(err.to_string().contains("task-time input"), "{err}");
+    assert_eq!(c.scalar("SELECT COUNT(*) FROM tools").await.expect("count"), 0, "nothing was registered");
+}
+
+#[tokio::test]
+async fn a_passed_deadline_stops_the_tool_and_fails_the_execution() {
+    let c = Cluster::single(Settings::default()).await.expect("cluster");
+    let alice = c.rest(0, &c.id.user_token);
+    let body =
+        json!({"gateway_id": c.id.gateway_id, "tool_name": "Demo.Sleep", "input": {"seconds": 60}, "ttl_ms": 1500});
+    let v = alice.post("/tool-executions", body).await.expect("start").json();
+    let id = v["execution_id"].as_str().expect("id").to_owned();
+    let done = alice.until_terminal(&id, Duration::from_secs(30)).await.expect("terminal");
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["failure_reason"], "deadline_exceeded");
+    assert_eq!(c.invocations("Demo.Sleep").await.expect("metrics"), 1);
+    // The worker was told to stop: its slot frees, so new work still runs promptly.
+    let echo = alice.start("Demo.Echo", json!({"text": "after"}), None).await.expect("start").json();
+    let after = alice.until_terminal(echo["execution_id"].as_str().expect("id"), Duration::from_secs(20)).await;
+    assert_eq!(after.expect("terminal")["status"], "completed");
+    // The result stays readable after the deadline, until retention ends.
+    assert_eq!(alice.get(&format!("/tool-executions/{id}/result")).await.expect("result").status, 409);
+}

@@ -279,8 +279,10 @@ impl Worker {
         };
         let input = serde_json::from_str(&a.input_json).unwrap_or(serde_json::Value::Null);
         let deadline = millis_to_time(a.deadline_ms);
-        // The deadline also stops the tool, even if the coordinator's stop is lost.
-        let until_deadline = deadline.duration_since(SystemTime::now()).unwrap_or_default();
+        // The deadline also stops the tool, even if the coordinator's stop is lost;
+        // a small margin lets the coordinator's own verdict normally come first.
+        let until_deadline =
+            deadline.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_millis(250);
         let guard = cancel.clone();
         let deadline_timer = tokio::spawn(async move {
             tokio::time::sleep(until_deadline).await;

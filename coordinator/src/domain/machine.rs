@@ -243,7 +243,13 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
             next.owner_loss_detection_at = None;
             match outcome {
                 Outcome::Success => next.phase = Phase::Completed,
-                Outcome::Cancelled => next.phase = Phase::Cancelled,
+                Outcome::Cancelled if state.cancel_requested => next.phase = Phase::Cancelled,
+                // A tool that stopped unasked stopped for its deadline (the worker
+                // enforces it too), or gave up on its own: neither is a cancellation.
+                Outcome::Cancelled if now >= state.deadline => {
+                    next.phase = Phase::Failed { reason: FailureReason::DeadlineExceeded }
+                }
+                Outcome::Cancelled => next.phase = Phase::Failed { reason: FailureReason::ToolError },
                 Outcome::ToolError { retryable: true }
                     if state.attempts < state.max_attempts && !state.cancel_requested =>
                 {

@@ -27,18 +27,29 @@ fn claim_invokes_attempt_one() {
 
 #[test]
 fn table_of_settlements() {
-    let working = run(&pending(), &[claim("w1")], 5);
+    let working = run(&pending(), &[claim("w1"), Event::RequestCancel], 5);
     let cases = [
         (Outcome::Success, Status::Completed),
         (Outcome::Cancelled, Status::Cancelled),
         (Outcome::ToolError { retryable: false }, Status::Failed),
-        (Outcome::ToolError { retryable: true }, Status::Pending),
     ];
     for (outcome, status) in cases {
         let t = apply(&working, &Event::Settle { attempt: 1, outcome }, 10).expect("settle");
         assert_eq!(t.next.status(), status, "{outcome:?}");
         assert_eq!(t.effects.contains(&Effect::Terminal), status.is_terminal());
     }
+}
+
+#[test]
+fn a_stop_nobody_asked_for_is_not_a_cancellation() {
+    let working = run(&pending(), &[claim("w1")], 5);
+    let settle = Event::Settle { attempt: 1, outcome: Outcome::Cancelled };
+    let at_deadline = apply(&working, &settle, DEADLINE).expect("settle").next;
+    assert_eq!(at_deadline.phase, Phase::Failed { reason: FailureReason::DeadlineExceeded });
+    let early = apply(&working, &settle, 10).expect("settle").next;
+    assert_eq!(early.phase, Phase::Failed { reason: FailureReason::ToolError });
+    let retry = Event::Settle { attempt: 1, outcome: Outcome::ToolError { retryable: true } };
+    assert_eq!(apply(&working, &retry, 10).expect("settle").next.status(), Status::Pending);
 }
 
 #[test]
