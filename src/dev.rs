@@ -151,14 +151,18 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         capacity: 64,
     };
 
+    // Shutdown is ordered: the worker drains first (finishing and settling what
+    // runs), then the gateway and coordinator stop.
+    let servers = CancellationToken::new();
+    let worker_stop = CancellationToken::new();
     let coordinator = supervise(
         "coordinator",
-        baton_coordinator::run(coordinator_options, coordinator_listener, shutdown.clone()),
+        baton_coordinator::run(coordinator_options, coordinator_listener, servers.clone()),
         &shutdown,
     );
     let gateway =
-        supervise("gateway", baton_gateway::run(gateway_options, gateway_listener, shutdown.clone()), &shutdown);
-    let worker = supervise("worker", roles::run_worker(worker_options, true, None, shutdown.clone()), &shutdown);
+        supervise("gateway", baton_gateway::run(gateway_options, gateway_listener, servers.clone()), &shutdown);
+    let worker = supervise("worker", roles::run_worker(worker_options, true, None, worker_stop.clone()), &shutdown);
 
     let http_url = format!("http://{http}");
     let dev = json!({
@@ -186,13 +190,18 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     println!("  tokens    {}", data_dir.join("dev.json").display());
 
     shutdown.cancelled().await;
-    match tokio::time::timeout(Duration::from_secs(15), async { tokio::join!(coordinator, gateway, worker) }).await {
-        Ok((Ok(true), Ok(true), Ok(true))) => Ok(()),
-        Ok(_) => anyhow::bail!("a role stopped with an error"),
-        Err(_) => {
+    worker_stop.cancel();
+    let grace = Duration::from_secs(15);
+    let worker_ok = tokio::time::timeout(grace, worker).await;
+    servers.cancel();
+    let servers_ok = tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(coordinator, gateway) }).await;
+    match (worker_ok, servers_ok) {
+        (Ok(Ok(true)), Ok((Ok(true), Ok(true)))) => Ok(()),
+        (Err(_), _) | (_, Err(_)) => {
             tracing::warn!("grace period over; exiting");
             Ok(())
         }
+        _ => anyhow::bail!("a role stopped with an error"),
     }
 }
 

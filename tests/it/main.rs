@@ -3,6 +3,7 @@
 
 mod admission;
 mod config_exit;
+mod dev_mode;
 mod fleet;
 mod harness;
 mod rest_lifecycle;

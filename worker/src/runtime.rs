@@ -48,6 +48,8 @@ struct State {
     /// Settlements sent but not yet acknowledged; resent after every reconnect.
     unacked: HashMap<Key, wpb::Settlement>,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
+    /// Set at shutdown: take no new work, finish and settle what runs.
+    draining_since: Option<tokio::time::Instant>,
 }
 
 pub struct Worker {
@@ -128,11 +130,13 @@ impl Worker {
         }
     }
 
-    /// Runs until `shutdown`; then lets running tools finish within `drain`.
+    /// Runs until `shutdown`, then drains: it reports no free slots, lets running
+    /// tools finish and keeps the session until their settlements are
+    /// acknowledged, for at most `drain`; whatever still runs then is stopped.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken, drain: Duration) -> Result<(), Error> {
         let mut backoff = Duration::from_millis(100);
-        while !shutdown.is_cancelled() {
-            match self.clone().session(&shutdown).await {
+        while !self.drained(drain) {
+            match self.clone().session(&shutdown, drain).await {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(SessionEnd::Refused(why)) => return Err(Error::Refused(why)),
                 Err(SessionEnd::Transport(why)) => {
@@ -140,21 +144,47 @@ impl Worker {
                 }
             }
             self.with_state(|s| s.outbox = None);
+            if self.drained(drain) {
+                break;
+            }
             tokio::select! {
-                _ = shutdown.cancelled() => break,
+                _ = shutdown.cancelled(), if !self.draining() => self.start_draining(),
                 _ = tokio::time::sleep(backoff) => {}
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
         self.tasks.close();
-        if tokio::time::timeout(drain, self.tasks.wait()).await.is_err() {
-            tracing::warn!("drain period over; stopping running tools");
-            self.with_state(|s| s.running.values().for_each(CancellationToken::cancel));
+        let unfinished = self.with_state(|s| {
+            s.running.values().for_each(CancellationToken::cancel);
+            s.running.len() + s.unacked.len()
+        });
+        if unfinished > 0 {
+            tracing::warn!(unfinished, "drain period over; stopped what still ran");
         }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.tasks.wait()).await;
         Ok(())
     }
 
-    async fn session(self: Arc<Self>, shutdown: &CancellationToken) -> Result<(), SessionEnd> {
+    fn draining(&self) -> bool {
+        self.with_state(|s| s.draining_since.is_some())
+    }
+
+    fn start_draining(&self) {
+        self.with_state(|s| {
+            s.draining_since.get_or_insert_with(tokio::time::Instant::now);
+        });
+        tracing::info!("draining: finishing running tools, taking no new work");
+    }
+
+    /// Draining, and either idle (nothing running or unsettled) or out of time.
+    fn drained(&self, drain: Duration) -> bool {
+        self.with_state(|s| match s.draining_since {
+            Some(since) => (s.running.is_empty() && s.unacked.is_empty()) || since.elapsed() >= drain,
+            None => false,
+        })
+    }
+
+    async fn session(self: Arc<Self>, shutdown: &CancellationToken, drain: Duration) -> Result<(), SessionEnd> {
         let mut client = WorkerSessionClient::connect(self.options.coordinator_url.clone())
             .await
             .map_err(|e| SessionEnd::Transport(e.to_string()))?;
@@ -167,9 +197,20 @@ impl Worker {
             Err(status) => return Err(SessionEnd::from_status(status)),
         };
         let mut heartbeat = tokio::time::interval(Duration::from_secs(2));
+        let mut drain_check = tokio::time::interval(Duration::from_millis(50));
         loop {
             let next = tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
+                _ = shutdown.cancelled(), if !self.draining() => {
+                    self.start_draining();
+                    let _ = tx.send(self.heartbeat()).await;
+                    continue;
+                }
+                _ = drain_check.tick(), if self.draining() => {
+                    if self.drained(drain) {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 _ = heartbeat.tick() => {
                     let _ = tx.send(self.heartbeat()).await;
                     continue;
@@ -209,16 +250,16 @@ impl Worker {
     }
 
     fn heartbeat(&self) -> WorkerMessage {
-        let (running, busy) = self.with_state(|s| {
+        let (running, busy, draining) = self.with_state(|s| {
             let running: Vec<_> = s
                 .running
                 .keys()
                 .map(|(id, attempt)| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt })
                 .collect();
             let busy = running.len();
-            (running, busy)
+            (running, busy, s.draining_since.is_some())
         });
-        let free_slots = (self.options.capacity as usize).saturating_sub(busy) as u32;
+        let free_slots = if draining { 0 } else { (self.options.capacity as usize).saturating_sub(busy) as u32 };
         msg(worker_message::Msg::Heartbeat(wpb::Heartbeat { running, free_slots }))
     }
 
