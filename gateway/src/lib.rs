@@ -62,6 +62,11 @@ pub fn router(state: AppState) -> Router {
         .merge(mcp::router())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(state.options.max_body_bytes))
         .layer(axum::middleware::map_response(error::json_framework_errors))
+        // The root span of every request; its context travels to the coordinator.
+        // Paths carry ids, never tokens or payloads.
+        .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+            tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
+        }))
         .with_state(state)
 }
 

@@ -91,6 +91,7 @@ CREATE TABLE executions (
     output_ct                BLOB,
     error_detail_ct          BLOB,
     payload_bytes            BIGINT NOT NULL,
+    traceparent              TEXT,            -- W3C context of the start request: one trace per execution
     version                  BIGINT NOT NULL
 );
 

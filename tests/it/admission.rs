@@ -187,3 +187,41 @@ async fn bounds_hold_again_after_redis_loses_its_keys() {
     .await
     .expect("nothing admitted is lost");
 }
+
+#[tokio::test]
+async fn organization_bound_holds_across_two_coordinators() {
+    let c = two_replicas(Settings { organization_concurrency: 3, ..Settings::default() }).await;
+    let clients = [c.rest(0, &c.id.user_token), c.rest(1, &c.id.admin_key)];
+    let o = race(&c, &clients, "SELECT COUNT(*) FROM executions WHERE status IN ('pending','working','input_required')", 0.2)
+        .await;
+    assert!(o.max_seen <= 3, "saw {} for an organization bound of 3", o.max_seen);
+    assert!(o.accepted >= 3 && o.rejected > 0, "{} accepted, {} rejected", o.accepted, o.rejected);
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_fails_closed_with_503() {
+    // A Redis of this test's own, to stop it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let mut redis = tokio::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redis-server");
+    let url = format!("redis://127.0.0.1:{port}/");
+    eventually(Duration::from_secs(10), "private redis", || {
+        let url = url.clone();
+        async move { Ok(redis::Client::open(url)?.get_multiplexed_async_connection().await.ok().map(|_| ())) }
+    })
+    .await
+    .expect("redis up");
+    let c = Cluster::single(Settings { redis_url: Some(url), ..Settings::default() }).await.expect("cluster");
+    let alice = c.rest(0, &c.id.user_token);
+    assert_eq!(alice.start("Demo.Echo", json!({"text": "x"}), None).await.expect("start").status, 202);
+    let _ = redis.start_kill();
+    let _ = redis.wait().await;
+    let r = alice.start("Demo.Echo", json!({"text": "y"}), None).await.expect("start");
+    assert_eq!(r.status, 503, "{:?}", r.json());
+    assert!(r.headers.get("retry-after").is_some());
+    assert_eq!(c.scalar("SELECT COUNT(*) FROM executions").await.expect("count"), 1, "nothing admitted unbounded");
+}

@@ -102,6 +102,8 @@ pub struct Settings {
     pub backlog: u64,
     pub lease_ms: u64,
     pub owner_loss_grace_ms: u64,
+    /// A Redis of the test's own (to stop it mid-test); the shared one otherwise.
+    pub redis_url: Option<String>,
 }
 
 impl Default for Settings {
@@ -113,6 +115,7 @@ impl Default for Settings {
             backlog: 10_000,
             lease_ms: 1_500,
             owner_loss_grace_ms: 1_500,
+            redis_url: None,
         }
     }
 }
@@ -159,7 +162,7 @@ impl Cluster {
             },
             "security": {"execution_payload_keys": [{"id": "k1", "key": base64::engine::general_purpose::STANDARD.encode(key)}]},
             "database": {"url": database_url, "max_connections": 16},
-            "redis": {"url": redis_url(), "key_prefix": redis_prefix},
+            "redis": {"url": settings.redis_url.clone().unwrap_or_else(redis_url), "key_prefix": redis_prefix},
             "executions": {
                 "lease_ms": settings.lease_ms,
                 "owner_loss_grace_ms": settings.owner_loss_grace_ms,

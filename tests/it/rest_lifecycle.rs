@@ -144,3 +144,49 @@ async fn an_api_key_starts_on_a_users_behalf_and_the_user_sees_it() {
     let listed = alice.get("/tool-executions").await.expect("list").json();
     assert!(listed["items"].as_array().expect("items").iter().any(|e| e["execution_id"] == id.as_str()));
 }
+
+#[tokio::test]
+async fn a_revoked_token_fails_closed_at_once() {
+    let c = Cluster::single(Settings::default()).await.expect("cluster");
+    // A token of its own, so revoking it affects no other test step.
+    let out = tokio::process::Command::new(crate::harness::baton_bin())
+        .args(["admin", "--config"])
+        .arg(&c.config)
+        .args(["create-end-user-token", "--gateway", &c.id.gateway_id, "--user", "alice@example.com"])
+        .output()
+        .await
+        .expect("admin");
+    let issued: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let carol = c.rest(0, issued["token"].as_str().expect("token"));
+    let v = carol.start("Demo.Sleep", json!({"seconds": 30}), None).await.expect("start").json();
+    let id = v["execution_id"].as_str().expect("id").to_owned();
+    let revoke = tokio::process::Command::new(crate::harness::baton_bin())
+        .args(["admin", "--config"])
+        .arg(&c.config)
+        .args(["revoke", "--id", issued["id"].as_str().expect("id")])
+        .output()
+        .await
+        .expect("revoke");
+    assert!(revoke.status.success());
+    assert_eq!(carol.get(&format!("/tool-executions/{id}")).await.expect("get").status, 401);
+    let cancel = carol.post(&format!("/tool-executions/{id}/cancel"), json!({})).await.expect("cancel");
+    assert_eq!(cancel.status, 401, "a revoked credential cannot cancel");
+    // Nothing reached the worker: the execution still runs, and its owner (another token) can see it.
+    let alice = c.rest(0, &c.id.user_token);
+    let v = alice.get(&format!("/tool-executions/{id}")).await.expect("get").json();
+    assert_eq!(v["cancel_state"], "none");
+}
+
+#[tokio::test]
+async fn an_unreachable_coordinator_is_503_with_retry_after() {
+    let mut c = Cluster::single(Settings::default()).await.expect("cluster");
+    c.coordinators[0].kill9();
+    let _ = c.coordinators[0].child.wait().await;
+    let alice = c.rest(0, &c.id.user_token);
+    let r = alice.start("Demo.Echo", json!({"text": "x"}), None).await.expect("start");
+    assert_eq!(r.status, 503);
+    assert!(r.headers.get("retry-after").is_some());
+    assert_eq!(r.json()["error"]["code"], "unavailable");
+    let ready = c.http.get(format!("http://{}/readyz", c.gateways[0].addr)).send().await.expect("readyz");
+    assert_eq!(ready.status().as_u16(), 503);
+}

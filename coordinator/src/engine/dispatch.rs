@@ -76,6 +76,8 @@ impl Engine {
                     }
                 };
                 let span = tracing::info_span!("dispatch", execution_id = %record.id, tool = %record.tool_name, attempt = c.attempt);
+                // One trace per execution: dispatch continues the start request's trace.
+                baton_proto::trace::adopt_traceparent(record.traceparent.as_deref().unwrap_or_default(), &span);
                 let traceparent = {
                     let _enter = span.enter();
                     baton_proto::trace::current_traceparent()

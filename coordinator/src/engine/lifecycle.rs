@@ -145,6 +145,7 @@ impl Engine {
             request_fingerprint: Some(req.request_fingerprint),
             payload_bytes: i64::try_from(input_ct.len()).unwrap_or(i64::MAX),
             input_ct,
+            traceparent: Some(baton_proto::trace::current_traceparent()).filter(|t| !t.is_empty()),
         };
         let ticket = Ticket {
             execution_id: new.id.clone(),

@@ -62,6 +62,7 @@ fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str
         request_fingerprint: Some(fingerprint.into()),
         input_ct: vec![1, 2, 3],
         payload_bytes: 3,
+        traceparent: None,
     }
 }
 

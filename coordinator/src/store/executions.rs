@@ -110,9 +110,9 @@ impl Store {
             "INSERT INTO executions (id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
              user_id, started_by, surface, execution_type, status, not_before, attempts, max_attempts, \
              cancel_requested, created_at, scheduled_at, updated_at, execution_deadline, retention_expires_at, \
-             poll_interval_ms, idempotency_key, request_fingerprint, input_ct, payload_bytes, version) \
+             poll_interval_ms, idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, 0, $13, 0, $14, $15, $14, $16, $17, \
-             $18, $19, $20, $21, $22, 1)",
+             $18, $19, $20, $21, $22, $23, 1)",
         )
         .bind(&new.id)
         .bind(&new.org_id)
@@ -136,6 +136,7 @@ impl Store {
         .bind(&new.request_fingerprint)
         .bind(&new.input_ct)
         .bind(new.payload_bytes)
+        .bind(&new.traceparent)
         .execute(&mut *tx)
         .await?;
         insert_event(&mut tx, &new.id, 1, new.created_at, "created", "pending", Some(execution_type)).await?;

@@ -29,6 +29,7 @@ pub struct NewExecution {
     pub request_fingerprint: Option<String>,
     pub input_ct: Vec<u8>,
     pub payload_bytes: i64,
+    pub traceparent: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +62,7 @@ pub struct ExecutionRecord {
     pub output_ct: Option<Vec<u8>>,
     pub error_detail_ct: Option<Vec<u8>>,
     pub payload_bytes: i64,
+    pub traceparent: Option<String>,
     pub version: i64,
 }
 
@@ -81,7 +83,7 @@ pub const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_na
     user_id, started_by, surface, execution_type, status, failure_reason, error_message, summary, not_before, \
     worker_id, lease_attempt, lease_expires_at, attempts, max_attempts, cancel_requested, owner_loss_detection_at, \
     created_at, scheduled_at, started_at, finished_at, updated_at, execution_deadline, retention_expires_at, \
-    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, version";
+    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, traceparent, version";
 
 fn corrupt(what: &str, id: &str) -> Error {
     Error::Corrupt(format!("{what} of execution {id}"))
@@ -191,6 +193,7 @@ pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         output_ct: row.try_get("output_ct")?,
         error_detail_ct: row.try_get("error_detail_ct")?,
         payload_bytes: row.try_get("payload_bytes")?,
+        traceparent: row.try_get("traceparent")?,
         version: row.try_get("version")?,
         id,
     })
