@@ -91,6 +91,7 @@ pub struct Cluster {
     pub gateways: Vec<Proc>,
     pub workers: Vec<Proc>,
     pub http: reqwest::Client,
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Knobs a test may turn; the rest are fast defaults for tests.
@@ -104,6 +105,8 @@ pub struct Settings {
     pub owner_loss_grace_ms: u64,
     /// A Redis of the test's own (to stop it mid-test); the shared one otherwise.
     pub redis_url: Option<String>,
+    /// Every process exports spans here (OTLP/gRPC).
+    pub otlp_endpoint: Option<String>,
 }
 
 impl Default for Settings {
@@ -116,6 +119,7 @@ impl Default for Settings {
             lease_ms: 1_500,
             owner_loss_grace_ms: 1_500,
             redis_url: None,
+            otlp_endpoint: None,
         }
     }
 }
@@ -215,6 +219,7 @@ impl Cluster {
             gateways: Vec::new(),
             workers: Vec::new(),
             http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
+            otlp_endpoint: settings.otlp_endpoint.clone(),
         })
     }
 
@@ -228,6 +233,9 @@ impl Cluster {
             cmd.env(k, v);
         }
         cmd.env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
+        if let Some(endpoint) = &self.otlp_endpoint {
+            cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint).env("OTEL_BSP_SCHEDULE_DELAY", "100");
+        }
         let mut child = cmd.spawn()?;
         let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
         let (tx, rx) = oneshot::channel();

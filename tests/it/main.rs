@@ -7,3 +7,4 @@ mod dev_mode;
 mod fleet;
 mod harness;
 mod rest_lifecycle;
+mod tracing_export;
