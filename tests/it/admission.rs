@@ -192,8 +192,13 @@ async fn bounds_hold_again_after_redis_loses_its_keys() {
 async fn organization_bound_holds_across_two_coordinators() {
     let c = two_replicas(Settings { organization_concurrency: 3, ..Settings::default() }).await;
     let clients = [c.rest(0, &c.id.user_token), c.rest(1, &c.id.admin_key)];
-    let o = race(&c, &clients, "SELECT COUNT(*) FROM executions WHERE status IN ('pending','working','input_required')", 0.2)
-        .await;
+    let o = race(
+        &c,
+        &clients,
+        "SELECT COUNT(*) FROM executions WHERE status IN ('pending','working','input_required')",
+        0.2,
+    )
+    .await;
     assert!(o.max_seen <= 3, "saw {} for an organization bound of 3", o.max_seen);
     assert!(o.accepted >= 3 && o.rejected > 0, "{} accepted, {} rejected", o.accepted, o.rejected);
 }
