@@ -38,6 +38,7 @@ pub enum Field {
     Input,
     Output,
     ErrorDetail,
+    InputRequest,
     InputResponse,
 }
 
@@ -47,6 +48,7 @@ impl Field {
             Field::Input => "input",
             Field::Output => "output",
             Field::ErrorDetail => "error_detail",
+            Field::InputRequest => "input_request",
             Field::InputResponse => "input_response",
         }
     }

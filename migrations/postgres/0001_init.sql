@@ -49,6 +49,7 @@ CREATE TABLE tools (
     max_attempts     BIGINT NOT NULL,
     max_ttl_ms       BIGINT,
     position         BIGINT NOT NULL,         -- order in the registering worker's list
+    remote           BIGINT NOT NULL,         -- 1: served through a remote MCP server
     updated_at       BIGINT NOT NULL,
     CONSTRAINT tools_pkey PRIMARY KEY (project_id, name)
 );
@@ -92,6 +93,7 @@ CREATE TABLE executions (
     error_detail_ct          BYTEA,
     payload_bytes            BIGINT NOT NULL,
     traceparent              TEXT,            -- W3C context of the start request: one trace per execution
+    remote_task_id           TEXT,            -- the current attempt's remote MCP task, once recorded
     version                  BIGINT NOT NULL
 );
 
@@ -127,6 +129,20 @@ CREATE TABLE attempts (
     output_ct        BYTEA,
     error_detail_ct  BYTEA,
     CONSTRAINT attempts_pkey PRIMARY KEY (execution_id, attempt)
+);
+
+-- Input requests a remote MCP server published, under keys Baton minted.
+CREATE TABLE input_requests (
+    execution_id  TEXT NOT NULL,
+    request_key   TEXT NOT NULL,
+    remote_key    TEXT NOT NULL,
+    attempt       BIGINT NOT NULL,
+    spec_ct       BYTEA NOT NULL,          -- sealed {"message", "requested_schema"}
+    state         TEXT NOT NULL,           -- open | answered | delivered
+    response_ct   BYTEA,                   -- sealed {"action", "content"}
+    created_at    BIGINT NOT NULL,
+    answered_at   BIGINT,
+    CONSTRAINT input_requests_pkey PRIMARY KEY (execution_id, request_key)
 );
 
 -- Live worker sessions, so any coordinator can find the replica holding one.

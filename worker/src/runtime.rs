@@ -114,6 +114,7 @@ impl Worker {
                     task_time_input: s.task_time_input,
                     max_attempts: s.max_attempts,
                     max_ttl_ms: s.max_ttl.map_or(0, |d| d.as_millis() as i64),
+                    remote: false,
                 }
             })
             .collect();
@@ -242,6 +243,8 @@ impl Worker {
                 }
                 Msg::Assignment(a) => self.clone().start(a),
                 Msg::Stop(s) => self.cancel_running(&(s.execution_id, s.attempt)),
+                // Remote MCP relays (issue #7) are handled by the remote driver.
+                Msg::Ack(_) | Msg::InputResponse(_) => {}
                 Msg::SettlementAck(ack) => {
                     self.with_state(|s| s.unacked.remove(&(ack.execution_id, ack.attempt)));
                 }

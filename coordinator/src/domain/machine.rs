@@ -75,6 +75,9 @@ pub struct State {
     pub deadline: Millis,
     pub cancel_requested: bool,
     pub owner_loss_detection_at: Option<Millis>,
+    /// The current attempt started a remote MCP task whose id is recorded: a new
+    /// owner resumes polling it instead of calling the tool.
+    pub remote_task: bool,
 }
 
 impl State {
@@ -86,6 +89,7 @@ impl State {
             deadline,
             cancel_requested: false,
             owner_loss_detection_at: None,
+            remote_task: false,
         }
     }
 
@@ -102,6 +106,8 @@ pub enum Outcome {
     },
     /// The tool stopped because it was asked to.
     Cancelled,
+    /// A remote server asked for an interaction Baton does not support.
+    UnsupportedInteraction,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +140,22 @@ pub enum Event {
         worker_id: String,
         attempt: u32,
     },
+    /// The owner's remote tool call created a remote task, now recorded; a
+    /// shorter remote ttl shortens the deadline.
+    RemoteTaskRecorded {
+        worker_id: String,
+        attempt: u32,
+        deadline: Option<Millis>,
+    },
+    /// The remote server published input requests for the owner.
+    InputRequested {
+        worker_id: String,
+        attempt: u32,
+    },
+    /// The owner answered; `all_answered` when no published request stays open.
+    InputAnswered {
+        all_answered: bool,
+    },
 }
 
 impl Event {
@@ -149,6 +171,9 @@ impl Event {
             Event::DeadlinePassed => "deadline_exceeded",
             Event::Refuse => "refused",
             Event::Undelivered { .. } => "undelivered",
+            Event::RemoteTaskRecorded { .. } => "remote_task_recorded",
+            Event::InputRequested { .. } => "input_requested",
+            Event::InputAnswered { .. } => "input_answered",
         }
     }
 }
@@ -174,6 +199,8 @@ impl StopReason {
 pub enum Effect {
     /// Run the tool: send the assignment for `attempt` to `worker_id`.
     Invoke { worker_id: String, attempt: u32 },
+    /// Resume the recorded remote task of `attempt` on `worker_id`: no tool call.
+    Resume { worker_id: String, attempt: u32 },
     /// Ask the owner worker to stop.
     Stop { worker_id: String, attempt: u32, reason: StopReason },
     /// A retry becomes claimable at this time.
@@ -217,15 +244,24 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
             if now < not_before || now >= state.deadline {
                 return Err(Ignored::NotDue);
             }
-            if state.cancel_requested || state.attempts >= state.max_attempts {
+            if state.cancel_requested || (!state.remote_task && state.attempts >= state.max_attempts) {
                 return Err(Ignored::WrongStatus);
             }
-            next.attempts += 1;
             next.owner_loss_detection_at = None;
+            // With a recorded remote task the attempt lives on remotely: a new
+            // owner only resumes it. Otherwise this is a new attempt: a tool call.
+            if !state.remote_task {
+                next.attempts += 1;
+            }
             next.phase = Phase::Working {
                 lease: Lease { worker_id: worker_id.clone(), attempt: next.attempts, expires_at: *lease_until },
             };
-            effects.push(Effect::Invoke { worker_id: worker_id.clone(), attempt: next.attempts });
+            let (worker_id, attempt) = (worker_id.clone(), next.attempts);
+            effects.push(if state.remote_task {
+                Effect::Resume { worker_id, attempt }
+            } else {
+                Effect::Invoke { worker_id, attempt }
+            });
         }
         Event::Heartbeat { worker_id, attempt, lease_until } => {
             let lease = next.phase.lease_mut().ok_or(Ignored::WrongStatus)?;
@@ -250,10 +286,15 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
                     next.phase = Phase::Failed { reason: FailureReason::DeadlineExceeded }
                 }
                 Outcome::Cancelled => next.phase = Phase::Failed { reason: FailureReason::ToolError },
+                Outcome::UnsupportedInteraction => {
+                    next.phase = Phase::Failed { reason: FailureReason::UnsupportedInteraction }
+                }
                 Outcome::ToolError { retryable: true }
                     if state.attempts < state.max_attempts && !state.cancel_requested =>
                 {
                     let at = now + retry_backoff_ms(state.attempts);
+                    // A new attempt is a new tool call, with no remote task yet.
+                    next.remote_task = false;
                     next.phase = Phase::Pending { not_before: at };
                     effects.push(Effect::RetryAt(at));
                 }
@@ -290,6 +331,12 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
                 Some(at) if now >= at => {}
                 _ => return Err(Ignored::NotDue),
             }
+            if state.remote_task {
+                // The work lives on the remote server: another worker resumes it.
+                next.owner_loss_detection_at = None;
+                next.phase = Phase::Pending { not_before: now };
+                return Ok(Transition { next, effects });
+            }
             effects.push(Effect::Stop {
                 worker_id: lease.worker_id.clone(),
                 attempt: lease.attempt,
@@ -315,9 +362,36 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
             if lease.worker_id != *worker_id || lease.attempt != *attempt {
                 return Err(Ignored::StaleAttempt);
             }
-            next.attempts -= 1;
+            if !state.remote_task {
+                next.attempts -= 1;
+            }
             next.owner_loss_detection_at = None;
             next.phase = Phase::Pending { not_before: now };
+        }
+        Event::RemoteTaskRecorded { worker_id, attempt, deadline } => {
+            let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
+            if lease.worker_id != *worker_id || lease.attempt != *attempt {
+                return Err(Ignored::StaleAttempt);
+            }
+            next.remote_task = true;
+            if let Some(d) = deadline {
+                next.deadline = next.deadline.min(*d);
+            }
+        }
+        Event::InputRequested { worker_id, attempt } => {
+            let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
+            if lease.worker_id != *worker_id || lease.attempt != *attempt {
+                return Err(Ignored::StaleAttempt);
+            }
+            next.phase = Phase::InputRequired { lease: lease.clone() };
+        }
+        Event::InputAnswered { all_answered } => {
+            let Phase::InputRequired { lease } = &state.phase else {
+                return Err(Ignored::WrongStatus);
+            };
+            if *all_answered {
+                next.phase = Phase::Working { lease: lease.clone() };
+            }
         }
         Event::Refuse => {
             if !matches!(state.phase, Phase::Pending { .. }) {

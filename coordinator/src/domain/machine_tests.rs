@@ -142,6 +142,34 @@ fn an_undelivered_attempt_is_claimable_again_without_using_an_attempt() {
 }
 
 #[test]
+fn a_recorded_remote_task_is_resumed_by_a_new_owner_not_called_again() {
+    let s = run(&pending(), &[claim("w1")], 1);
+    let rec = Event::RemoteTaskRecorded { worker_id: "w1".into(), attempt: 1, deadline: Some(500_000) };
+    let s = apply(&s, &rec, 2).expect("recorded").next;
+    assert!(s.remote_task);
+    assert_eq!(s.deadline, 500_000, "a shorter remote ttl shortens the deadline");
+    let s = run(&s, &[Event::LeaseLapsed { detect_at: 20_000 }], 10_000);
+    let t = apply(&s, &Event::OwnerLossDue, 20_000).expect("due");
+    assert_eq!(t.next.phase, Phase::Pending { not_before: 20_000 }, "handed on, not failed");
+    let t = apply(&t.next, &claim("w2"), 20_001).expect("claim");
+    assert_eq!(t.effects, vec![Effect::Resume { worker_id: "w2".into(), attempt: 1 }]);
+    assert_eq!(t.next.attempts, 1);
+}
+
+#[test]
+fn input_requests_pause_and_answers_resume() {
+    let s = run(&pending(), &[claim("w1")], 1);
+    let s = apply(&s, &Event::InputRequested { worker_id: "w1".into(), attempt: 1 }, 2).expect("asked").next;
+    assert_eq!(s.status(), Status::InputRequired);
+    let partial = apply(&s, &Event::InputAnswered { all_answered: false }, 3).expect("partial").next;
+    assert_eq!(partial.status(), Status::InputRequired);
+    let all = apply(&s, &Event::InputAnswered { all_answered: true }, 3).expect("all").next;
+    assert_eq!(all.status(), Status::Working);
+    let t = apply(&all, &Event::Settle { attempt: 1, outcome: Outcome::UnsupportedInteraction }, 4).expect("settle");
+    assert_eq!(t.next.phase, Phase::Failed { reason: FailureReason::UnsupportedInteraction });
+}
+
+#[test]
 fn deadline_fails_and_stops_the_owner() {
     let s = run(&pending(), &[claim("w1")], 1);
     assert_eq!(apply(&s, &Event::DeadlinePassed, DEADLINE - 1), Err(Ignored::NotDue));
@@ -160,6 +188,7 @@ fn any_event() -> impl Strategy<Value = Event> {
     let outcome = prop_oneof![
         Just(Outcome::Success),
         Just(Outcome::Cancelled),
+        Just(Outcome::UnsupportedInteraction),
         any::<bool>().prop_map(|retryable| Outcome::ToolError { retryable }),
     ];
     prop_oneof![
@@ -177,6 +206,11 @@ fn any_event() -> impl Strategy<Value = Event> {
         Just(Event::Refuse),
         (prop_oneof![Just("w1".to_string()), Just("w2".to_string())], 0u32..5)
             .prop_map(|(worker_id, attempt)| Event::Undelivered { worker_id, attempt }),
+        (prop_oneof![Just("w1".to_string()), Just("w2".to_string())], 0u32..5, proptest::option::of(0..DEADLINE))
+            .prop_map(|(worker_id, attempt, deadline)| Event::RemoteTaskRecorded { worker_id, attempt, deadline }),
+        (prop_oneof![Just("w1".to_string()), Just("w2".to_string())], 0u32..5)
+            .prop_map(|(worker_id, attempt)| Event::InputRequested { worker_id, attempt }),
+        any::<bool>().prop_map(|all_answered| Event::InputAnswered { all_answered }),
     ]
 }
 

@@ -6,7 +6,7 @@
 use super::{Engine, now_ms};
 use crate::admission::Ticket;
 use crate::crypto::Field;
-use baton_proto::coordinator::v1::{DeliverCancelRequest, peer_client::PeerClient};
+use baton_proto::coordinator::v1::{DeliverCancelRequest, DeliverInputRequest, peer_client::PeerClient};
 use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +82,14 @@ impl Engine {
                     let _enter = span.enter();
                     baton_proto::trace::current_traceparent()
                 };
+                // A recorded remote task is resumed, never called again; answers the
+                // previous owner had not relayed travel with the assignment.
+                let (resume_remote_task_id, pending_input) = match &record.remote_task_id {
+                    Some(task) if record.state.remote_task => {
+                        (task.clone(), self.pending_answers(&record.id).await.unwrap_or_default())
+                    }
+                    _ => (String::new(), Vec::new()),
+                };
                 let sent = session
                     .send(Msg::Assignment(wpb::Assignment {
                         execution_id: record.id.clone(),
@@ -90,6 +98,8 @@ impl Engine {
                         input_json: input,
                         deadline_ms: record.execution_deadline,
                         traceparent,
+                        resume_remote_task_id,
+                        pending_input,
                     }))
                     .await;
                 if !sent {
@@ -121,6 +131,24 @@ pub(super) async fn deliver_via_peer(
         request.set_timeout(Duration::from_secs(3));
         baton_proto::trace::inject(request.metadata_mut());
         client.deliver_cancel(request).await.ok().map(|r| r.into_inner().delivered)
+    };
+    tokio::time::timeout(Duration::from_secs(5), call).await.ok().flatten().unwrap_or(false)
+}
+
+/// Asks the replica at `url` to relay an owner's answer to a worker session it holds.
+pub(super) async fn deliver_input_via_peer(url: &str, worker_id: &str, m: wpb::InputResponse) -> bool {
+    let call = async {
+        let mut client = PeerClient::connect(url.to_owned()).await.ok()?;
+        let mut request = tonic::Request::new(DeliverInputRequest {
+            worker_id: worker_id.to_owned(),
+            execution_id: m.execution_id,
+            attempt: m.attempt,
+            remote_key: m.remote_key,
+            action: m.action,
+            content_json: m.content_json,
+        });
+        request.set_timeout(Duration::from_secs(3));
+        client.deliver_input(request).await.ok().map(|r| r.into_inner().delivered)
     };
     tokio::time::timeout(Duration::from_secs(5), call).await.ok().flatten().unwrap_or(false)
 }

@@ -91,7 +91,7 @@ impl Engine {
 
     async fn eligible_tool(&self, project_id: &str, name: &str, input: &serde_json::Value) -> Result<ToolRecord> {
         let tool = self.store.get_tool(project_id, name).await?.ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
-        if tool.task_time_input {
+        if tool.task_time_input && !tool.remote {
             return Err(Error::PolicyRefused(format!(
                 "tool {name:?} declares task-time input, which hosted tools cannot use"
             )));
@@ -262,15 +262,6 @@ impl Engine {
             _ => None,
         };
         Ok((record, result))
-    }
-
-    /// Acknowledges an input response. Hosted tools never publish input
-    /// requests, so there is nothing to deliver to; the acknowledgement
-    /// deliberately does not say whether the key was current.
-    pub async fn provide_input(&self, p: &Principal, org_id: &str, project_id: &str, id: &str) -> Result<bool> {
-        let _record = self.owned(p, org_id, project_id, id).await?;
-        p.may_act()?;
-        Ok(true)
     }
 
     pub async fn cancel(

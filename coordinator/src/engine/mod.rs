@@ -4,6 +4,7 @@
 
 mod bus;
 mod dispatch;
+mod input;
 pub mod lifecycle;
 mod sessions;
 mod settlement;
@@ -98,7 +99,7 @@ impl Engine {
                     delivered = Some(self.deliver_stop(worker_id, &record.id, *attempt, *reason).await);
                 }
                 Effect::RetryAt(at) => self.wake_at(*at),
-                Effect::Invoke { .. } => {}
+                Effect::Invoke { .. } | Effect::Resume { .. } => {}
             }
         }
         delivered

@@ -18,7 +18,7 @@ fn tool_record(t: &wpb::ToolRegistration) -> Result<ToolRecord> {
     if t.name.is_empty() || t.name.len() > 128 {
         return Err(Error::Invalid("tool name must be 1 to 128 characters".into()));
     }
-    if t.task_time_input {
+    if t.task_time_input && !t.remote {
         return Err(Error::PolicyRefused(format!(
             "tool {:?} declares task-time input; hosted tools cannot pause for input",
             t.name
@@ -37,9 +37,10 @@ fn tool_record(t: &wpb::ToolRegistration) -> Result<ToolRecord> {
         description: t.description.clone(),
         input_schema: t.input_schema_json.clone(),
         background: t.background.clone(),
-        task_time_input: false,
+        task_time_input: t.task_time_input,
         max_attempts: t.max_attempts.clamp(1, 10),
         max_ttl_ms: (t.max_ttl_ms > 0).then_some(t.max_ttl_ms),
+        remote: t.remote,
     })
 }
 
@@ -89,6 +90,12 @@ impl Engine {
         session.send(Msg::Registered(registered)).await;
         for r in stop_now {
             session.stop(&r.execution_id, r.attempt, "cancelled").await;
+        }
+        // Answers the owner gave while this worker was away.
+        for (execution_id, row) in self.store.undelivered_answers(&reg.worker_id).await? {
+            if let Ok(m) = self.answer_message(&execution_id, &row) {
+                session.send(Msg::InputResponse(m)).await;
+            }
         }
         self.sessions.insert(session.clone());
         tracing::info!(worker_id = %session.worker_id, tools = session.tools.len(), "worker registered");
@@ -152,6 +159,11 @@ impl Engine {
                 (Outcome::ToolError { retryable: e.retryable }, data)
             }
             Some(settlement::Outcome::Cancelled(_)) => (Outcome::Cancelled, EventData::default()),
+            Some(settlement::Outcome::UnsupportedInteraction(what)) => {
+                let what: String = what.chars().take(200).collect();
+                let message = format!("the remote server requested an unsupported interaction: {what}");
+                (Outcome::UnsupportedInteraction, EventData { error_message: Some(message), ..Default::default() })
+            }
             None => return Err(Error::Invalid("settlement without an outcome".into())),
         };
         let event = Event::Settle { attempt: s.attempt, outcome };

@@ -17,6 +17,15 @@ pub struct Api {
 type Reply<T> = Result<Response<T>, Status>;
 
 impl Api {
+    /// The wire view, with the open input requests when the execution waits for input.
+    async fn view(&self, record: &crate::store::ExecutionRecord) -> Result<pb::ExecutionView, Status> {
+        let mut v = view(record);
+        if record.status() == crate::domain::Status::InputRequired {
+            v.input_requests = self.engine.open_requests(&record.id).await.map_err(to_status)?;
+        }
+        Ok(v)
+    }
+
     async fn principal<T>(&self, req: &Request<T>) -> Result<crate::authz::Principal, Status> {
         self.engine.authenticate(authorization(req)).await.map_err(to_status)
     }
@@ -54,7 +63,7 @@ impl Coordinator for Api {
         let p = self.principal(&req).await?;
         let r = req.into_inner();
         let record = self.engine.owned(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
-        Ok(Response::new(view(&record)))
+        Ok(Response::new(self.view(&record).await?))
     }
 
     async fn wait_execution(&self, req: Request<pb::WaitExecutionRequest>) -> Reply<pb::ExecutionView> {
@@ -66,7 +75,7 @@ impl Coordinator for Api {
             .wait(&p, &r.org_id, &r.project_id, &r.execution_id, wait_ms, &r.known_status)
             .await
             .map_err(to_status)?;
-        Ok(Response::new(view(&record)))
+        Ok(Response::new(self.view(&record).await?))
     }
 
     async fn list_executions(&self, req: Request<pb::ListExecutionsRequest>) -> Reply<pb::ListExecutionsResponse> {
@@ -76,10 +85,11 @@ impl Coordinator for Api {
         let limit = if r.limit == 0 { 50 } else { r.limit };
         let (rows, next) =
             self.engine.list(&p, &r.org_id, &r.project_id, gateway, limit, &r.cursor).await.map_err(to_status)?;
-        Ok(Response::new(pb::ListExecutionsResponse {
-            executions: rows.iter().map(view).collect(),
-            next_cursor: next.unwrap_or_default(),
-        }))
+        let mut executions = Vec::with_capacity(rows.len());
+        for r in &rows {
+            executions.push(self.view(r).await?);
+        }
+        Ok(Response::new(pb::ListExecutionsResponse { executions, next_cursor: next.unwrap_or_default() }))
     }
 
     async fn get_result(&self, req: Request<pb::GetResultRequest>) -> Reply<pb::GetResultResponse> {
@@ -87,14 +97,17 @@ impl Coordinator for Api {
         let r = req.into_inner();
         let (record, result) =
             self.engine.result(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
-        Ok(Response::new(pb::GetResultResponse { execution: Some(view(&record)), result_json: result }))
+        Ok(Response::new(pb::GetResultResponse { execution: Some(self.view(&record).await?), result_json: result }))
     }
 
     async fn provide_input(&self, req: Request<pb::ProvideInputRequest>) -> Reply<pb::ProvideInputResponse> {
         let p = self.principal(&req).await?;
         let r = req.into_inner();
-        let acknowledged =
-            self.engine.provide_input(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+        let acknowledged = self
+            .engine
+            .provide_input(&p, (&r.org_id, &r.project_id), &r.execution_id, &r.request_key, r.response)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::ProvideInputResponse { acknowledged }))
     }
 

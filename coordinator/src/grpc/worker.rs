@@ -59,6 +59,9 @@ impl WorkerSession for WorkerService {
                         Ok(())
                     }
                     worker_message::Msg::Register(_) => Ok(()),
+                    worker_message::Msg::RemoteTaskStarted(m) => engine.remote_task_started(&session, m).await,
+                    worker_message::Msg::InputRequested(m) => engine.input_requested(&session, m).await,
+                    worker_message::Msg::InputDelivered(m) => engine.input_delivered(m).await,
                 };
                 if let Err(e) = handled {
                     // Not acknowledged: the worker resends, here or on another replica.

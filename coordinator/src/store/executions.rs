@@ -19,6 +19,10 @@ pub struct EventData {
     pub summary: Option<String>,
     /// Extra bytes this event adds to the execution's retained payload.
     pub payload_bytes: i64,
+    /// With `RemoteTaskRecorded`: the remote task id.
+    pub remote_task_id: Option<String>,
+    /// With `InputRequested`: (published key, remote key, sealed spec) per request.
+    pub new_input_requests: Vec<(String, String, Vec<u8>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -315,7 +319,7 @@ impl Store {
     }
 }
 
-async fn fetch(tx: &mut Transaction<'_, Any>, id: &str, lock: &str) -> Result<Option<ExecutionRecord>> {
+pub(super) async fn fetch(tx: &mut Transaction<'_, Any>, id: &str, lock: &str) -> Result<Option<ExecutionRecord>> {
     let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1{lock}");
     let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&mut **tx).await?;
     row.as_ref().map(execution_from_row).transpose()
@@ -346,6 +350,7 @@ async fn insert_event(
 
 pub(super) async fn delete_execution(tx: &mut Transaction<'_, Any>, id: &str) -> Result<()> {
     for sql in [
+        "DELETE FROM input_requests WHERE execution_id = $1",
         "DELETE FROM execution_events WHERE execution_id = $1",
         "DELETE FROM attempts WHERE execution_id = $1",
         "DELETE FROM executions WHERE id = $1",
@@ -357,7 +362,7 @@ pub(super) async fn delete_execution(tx: &mut Transaction<'_, Any>, id: &str) ->
 
 /// Writes a transition computed by the state machine: the row, the event log
 /// entry and the attempt bookkeeping, guarded by the row version.
-async fn persist(
+pub(super) async fn persist(
     tx: &mut Transaction<'_, Any>,
     before: &ExecutionRecord,
     event: &Event,
@@ -383,7 +388,9 @@ async fn persist(
          started_at = COALESCE(started_at, $10), finished_at = $11, updated_at = $12, \
          error_message = COALESCE($13, error_message), summary = COALESCE($14, summary), \
          output_ct = COALESCE($15, output_ct), error_detail_ct = COALESCE($16, error_detail_ct), \
-         payload_bytes = payload_bytes + $17, version = $18 WHERE id = $19 AND version = $20",
+         payload_bytes = payload_bytes + $17, version = $18, execution_deadline = $21, \
+         remote_task_id = CASE WHEN $22 = 1 THEN COALESCE($23, remote_task_id) ELSE NULL END \
+         WHERE id = $19 AND version = $20",
     )
     .bind(cols.status)
     .bind(cols.failure_reason)
@@ -405,6 +412,9 @@ async fn persist(
     .bind(version)
     .bind(&before.id)
     .bind(before.version)
+    .bind(next.deadline)
+    .bind(i64::from(next.remote_task))
+    .bind(&data.remote_task_id)
     .execute(&mut **tx)
     .await?;
     if updated.rows_affected() != 1 {
@@ -413,6 +423,20 @@ async fn persist(
     // Heartbeats only move the lease; they are not part of the history.
     if !matches!(event, Event::Heartbeat { .. }) {
         insert_event(tx, &before.id, version, now, event.name(), cols.status, None).await?;
+    }
+    for (key, remote_key, spec_ct) in &data.new_input_requests {
+        sqlx::query(
+            "INSERT INTO input_requests (execution_id, request_key, remote_key, attempt, spec_ct, state, created_at) \
+             VALUES ($1, $2, $3, $4, $5, 'open', $6)",
+        )
+        .bind(&before.id)
+        .bind(key)
+        .bind(remote_key)
+        .bind(i64::from(next.attempts))
+        .bind(spec_ct)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
     }
     if let Event::Undelivered { attempt, .. } = event {
         // The tool never ran: this was not an attempt.

@@ -82,11 +82,14 @@ pub struct ToolRecord {
     pub task_time_input: bool,
     pub max_attempts: u32,
     pub max_ttl_ms: Option<i64>,
+    /// Served through a remote MCP server (the only kind that may ask for input).
+    pub remote: bool,
 }
 
 fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
     let task_time_input: i64 = row.try_get("task_time_input")?;
     let max_attempts: i64 = row.try_get("max_attempts")?;
+    let remote: i64 = row.try_get("remote")?;
     Ok(ToolRecord {
         name: row.try_get("name")?,
         toolkit_name: row.try_get("toolkit_name")?,
@@ -97,11 +100,12 @@ fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
         task_time_input: task_time_input != 0,
         max_attempts: u32::try_from(max_attempts).unwrap_or(1),
         max_ttl_ms: row.try_get("max_ttl_ms")?,
+        remote: remote != 0,
     })
 }
 
 const TOOL_COLUMNS: &str = "name, toolkit_name, toolkit_version, description, input_schema, background, \
-    task_time_input, max_attempts, max_ttl_ms";
+    task_time_input, max_attempts, max_ttl_ms, remote";
 
 impl Store {
     pub async fn create_org(&self, id: &str, name: &str, now: Millis) -> Result<()> {
@@ -200,13 +204,13 @@ impl Store {
         for (position, t) in tools.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO tools (project_id, name, toolkit_name, toolkit_version, description, input_schema, \
-                 background, task_time_input, max_attempts, max_ttl_ms, updated_at, position) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                 background, task_time_input, max_attempts, max_ttl_ms, updated_at, position, remote) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
                  ON CONFLICT (project_id, name) DO UPDATE SET toolkit_name = excluded.toolkit_name, \
                  toolkit_version = excluded.toolkit_version, description = excluded.description, \
                  input_schema = excluded.input_schema, background = excluded.background, \
                  task_time_input = excluded.task_time_input, max_attempts = excluded.max_attempts, \
-                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at, position = excluded.position",
+                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at, position = excluded.position, remote = excluded.remote",
             )
             .bind(project_id)
             .bind(&t.name)
@@ -220,6 +224,7 @@ impl Store {
             .bind(t.max_ttl_ms)
             .bind(now)
             .bind(position as i64)
+            .bind(i64::from(t.remote))
             .execute(&mut *tx)
             .await?;
         }

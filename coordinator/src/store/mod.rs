@@ -9,6 +9,7 @@
 
 mod executions;
 mod identity;
+mod input;
 mod records;
 mod sweep;
 
@@ -17,6 +18,7 @@ mod contract_tests;
 
 pub use executions::{Applied, Claimed, Created, EventData, ListFilter};
 pub use identity::{Credential, CredentialKind, NewCredential, ToolRecord};
+pub use input::{Answered, InputRequestRow};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution};
 pub use sweep::SweepReport;
 

@@ -63,6 +63,7 @@ pub struct ExecutionRecord {
     pub error_detail_ct: Option<Vec<u8>>,
     pub payload_bytes: i64,
     pub traceparent: Option<String>,
+    pub remote_task_id: Option<String>,
     pub version: i64,
 }
 
@@ -83,7 +84,7 @@ pub const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_na
     user_id, started_by, surface, execution_type, status, failure_reason, error_message, summary, not_before, \
     worker_id, lease_attempt, lease_expires_at, attempts, max_attempts, cancel_requested, owner_loss_detection_at, \
     created_at, scheduled_at, started_at, finished_at, updated_at, execution_deadline, retention_expires_at, \
-    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, traceparent, version";
+    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, traceparent, remote_task_id, version";
 
 fn corrupt(what: &str, id: &str) -> Error {
     Error::Corrupt(format!("{what} of execution {id}"))
@@ -157,6 +158,7 @@ pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         }
     };
     let cancel_requested: i64 = row.try_get("cancel_requested")?;
+    let remote_task_id: Option<String> = row.try_get("remote_task_id")?;
     let state = State {
         phase,
         attempts: to_u32(row.try_get("attempts")?, "attempts", &id)?,
@@ -164,6 +166,7 @@ pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         deadline: row.try_get("execution_deadline")?,
         cancel_requested: cancel_requested != 0,
         owner_loss_detection_at: row.try_get("owner_loss_detection_at")?,
+        remote_task: remote_task_id.is_some(),
     };
     Ok(ExecutionRecord {
         org_id: row.try_get("org_id")?,
@@ -194,6 +197,7 @@ pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         error_detail_ct: row.try_get("error_detail_ct")?,
         payload_bytes: row.try_get("payload_bytes")?,
         traceparent: row.try_get("traceparent")?,
+        remote_task_id: row.try_get("remote_task_id")?,
         version: row.try_get("version")?,
         id,
     })

@@ -1,0 +1,166 @@
+//! Remote-task correlation and task-time input (remote MCP servers only): the
+//! worker records a remote task before relying on it, publishes input requests
+//! under keys Baton mints, and relays the owners' answers.
+
+use super::sessions::Session;
+use super::{Engine, Error, Result, now_ms};
+use crate::authz::Principal;
+use crate::crypto::Field;
+use crate::domain::Event;
+use crate::store::EventData;
+use baton_proto::coordinator::v1 as pb;
+use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg};
+use serde_json::{Value, json};
+
+fn ack(m_execution: &str, attempt: u32, kind: &str) -> Msg {
+    Msg::Ack(wpb::Ack { execution_id: m_execution.to_owned(), attempt, kind: kind.to_owned() })
+}
+
+impl Engine {
+    /// Records the remote task of the session's lease, then acknowledges: only
+    /// then may the worker rely on it. A shorter remote ttl shortens the deadline.
+    pub async fn remote_task_started(&self, session: &Session, m: wpb::RemoteTaskStarted) -> Result<()> {
+        if m.remote_task_id.is_empty() {
+            return Err(Error::Invalid("remote task id is empty".into()));
+        }
+        let now = now_ms();
+        let deadline = (m.remote_ttl_ms > 0).then(|| now + m.remote_ttl_ms);
+        let event = Event::RemoteTaskRecorded { worker_id: session.worker_id.clone(), attempt: m.attempt, deadline };
+        let data = EventData { remote_task_id: Some(m.remote_task_id), ..Default::default() };
+        match self.store.apply(&m.execution_id, &event, &data, now).await? {
+            Some(Ok(applied)) => {
+                self.after_commit(&applied.record, &applied.effects).await;
+                session.send(ack(&m.execution_id, m.attempt, "remote_task")).await;
+            }
+            _ => {
+                session.stop(&m.execution_id, m.attempt, "owner_lost").await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes the remote server's requests under fresh keys; the execution
+    /// turns input_required.
+    pub async fn input_requested(&self, session: &Session, m: wpb::InputRequested) -> Result<()> {
+        let mut published = Vec::with_capacity(m.requests.len());
+        for r in &m.requests {
+            let key = crate::domain::id::random_id("ir_", 128);
+            let schema: Value = serde_json::from_str(&r.requested_schema_json).unwrap_or(Value::Null);
+            let spec = json!({"message": r.message, "requested_schema": schema}).to_string();
+            let sealed = self.ring.seal(&m.execution_id, Field::InputRequest, spec.as_bytes())?;
+            published.push((key, r.remote_key.clone(), sealed));
+        }
+        let event = Event::InputRequested { worker_id: session.worker_id.clone(), attempt: m.attempt };
+        let data = EventData { new_input_requests: published, ..Default::default() };
+        match self.store.apply(&m.execution_id, &event, &data, now_ms()).await? {
+            Some(Ok(applied)) => {
+                self.after_commit(&applied.record, &applied.effects).await;
+                session.send(ack(&m.execution_id, m.attempt, "input_requested")).await;
+            }
+            _ => {
+                session.stop(&m.execution_id, m.attempt, "owner_lost").await;
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn input_delivered(&self, m: wpb::InputDelivered) -> Result<()> {
+        Ok(self.store.mark_input_delivered(&m.execution_id, &m.remote_key).await?)
+    }
+
+    /// The owner answers a published request. Access and revocation are checked
+    /// now, before anything reaches a worker; the acknowledgement deliberately
+    /// does not say whether the key was current.
+    pub async fn provide_input(
+        &self,
+        p: &Principal,
+        scope: (&str, &str),
+        id: &str,
+        request_key: &str,
+        response: Option<pb::InputResponse>,
+    ) -> Result<bool> {
+        let _record = self.owned(p, scope.0, scope.1, id).await?;
+        p.may_act()?;
+        let response = response.ok_or_else(|| Error::Invalid("`response` is required".into()))?;
+        if !["accept", "decline", "cancel"].contains(&response.action.as_str()) {
+            return Err(Error::Invalid("`response.action` must be accept, decline or cancel".into()));
+        }
+        let content: Value = serde_json::from_str(&response.content_json).unwrap_or(Value::Null);
+        let sealed_body = json!({"action": response.action, "content": content}).to_string();
+        let sealed = self.ring.seal(id, Field::InputResponse, sealed_body.as_bytes())?;
+        let Some(answered) = self.store.answer_input(id, request_key, &sealed, now_ms()).await? else {
+            return Ok(true);
+        };
+        self.after_commit(&answered.applied.record, &answered.applied.effects).await;
+        if let Some(lease) = answered.applied.record.state.phase.lease() {
+            let msg = wpb::InputResponse {
+                execution_id: id.to_owned(),
+                attempt: answered.attempt,
+                remote_key: answered.remote_key,
+                action: response.action,
+                content_json: content.to_string(),
+            };
+            // Not delivered now: the answer is durable and is relayed when the
+            // worker (or a new owner) registers or resumes.
+            let _ = self.deliver_input(&lease.worker_id, msg).await;
+        }
+        Ok(true)
+    }
+
+    /// Sends an answer to the session holding the lease, wherever it lives.
+    pub async fn deliver_input(&self, worker_id: &str, m: wpb::InputResponse) -> bool {
+        if let Some(s) = self.sessions.get(worker_id) {
+            return s.send(Msg::InputResponse(m)).await;
+        }
+        match self.store.worker_coordinator(worker_id).await {
+            Ok(Some((coordinator_id, url))) if coordinator_id != self.options.id => {
+                super::dispatch::deliver_input_via_peer(&url, worker_id, m).await
+            }
+            _ => false,
+        }
+    }
+
+    /// Answers recorded but not yet relayed, as messages for their lease holder.
+    pub async fn pending_answers(&self, execution_id: &str) -> Result<Vec<wpb::InputResponse>> {
+        let rows = self.store.list_input_requests(execution_id).await?;
+        rows.into_iter().filter(|r| r.state == "answered").map(|r| self.answer_message(execution_id, &r)).collect()
+    }
+
+    pub(super) fn answer_message(
+        &self,
+        execution_id: &str,
+        r: &crate::store::InputRequestRow,
+    ) -> Result<wpb::InputResponse> {
+        let body = match &r.response_ct {
+            Some(ct) => serde_json::from_slice::<Value>(&self.ring.open(execution_id, Field::InputResponse, ct)?)
+                .unwrap_or(Value::Null),
+            None => Value::Null,
+        };
+        Ok(wpb::InputResponse {
+            execution_id: execution_id.to_owned(),
+            attempt: r.attempt,
+            remote_key: r.remote_key.clone(),
+            action: body["action"].as_str().unwrap_or("cancel").to_owned(),
+            content_json: body["content"].to_string(),
+        })
+    }
+
+    /// The open requests of an execution, for the owner's view.
+    pub async fn open_requests(&self, execution_id: &str) -> Result<Vec<pb::InputRequest>> {
+        let rows = self.store.list_input_requests(execution_id).await?;
+        rows.into_iter()
+            .filter(|r| r.state == "open")
+            .map(|r| {
+                let spec: Value =
+                    serde_json::from_slice(&self.ring.open(execution_id, Field::InputRequest, &r.spec_ct)?)
+                        .unwrap_or(Value::Null);
+                Ok(pb::InputRequest {
+                    request_key: r.request_key,
+                    message: spec["message"].as_str().unwrap_or_default().to_owned(),
+                    requested_schema_json: spec["requested_schema"].to_string(),
+                    state: "open".into(),
+                })
+            })
+            .collect()
+    }
+}

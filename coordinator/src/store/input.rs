@@ -1,0 +1,122 @@
+//! Input requests published by remote MCP servers, and the owners' answers.
+//! A request is `open` until answered, `answered` until the worker relayed the
+//! answer to the remote server, then `delivered`.
+
+use super::executions::{Applied, EventData, fetch, persist};
+use super::{Result, Store};
+use crate::domain::{self, Event, Millis};
+use sqlx::Row;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputRequestRow {
+    pub request_key: String,
+    pub remote_key: String,
+    pub attempt: u32,
+    pub spec_ct: Vec<u8>,
+    pub state: String,
+    pub response_ct: Option<Vec<u8>>,
+}
+
+/// An answer recorded for an open request, to relay to the lease holder.
+#[derive(Clone, Debug)]
+pub struct Answered {
+    pub applied: Applied,
+    pub remote_key: String,
+    pub attempt: u32,
+}
+
+fn row_to_request(r: &sqlx::any::AnyRow) -> Result<InputRequestRow> {
+    let attempt: i64 = r.try_get("attempt")?;
+    Ok(InputRequestRow {
+        request_key: r.try_get("request_key")?,
+        remote_key: r.try_get("remote_key")?,
+        attempt: u32::try_from(attempt).unwrap_or(0),
+        spec_ct: r.try_get("spec_ct")?,
+        state: r.try_get("state")?,
+        response_ct: r.try_get("response_ct")?,
+    })
+}
+
+impl Store {
+    pub async fn list_input_requests(&self, execution_id: &str) -> Result<Vec<InputRequestRow>> {
+        let rows = sqlx::query(
+            "SELECT request_key, remote_key, attempt, spec_ct, state, response_ct FROM input_requests \
+             WHERE execution_id = $1 ORDER BY created_at, request_key",
+        )
+        .bind(execution_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(row_to_request).collect()
+    }
+
+    /// Records the owner's answer to an open request and moves the execution
+    /// back to working once nothing stays open. `None` when the key is unknown or
+    /// no longer open: the caller still acknowledges (the ack proves nothing).
+    pub async fn answer_input(
+        &self,
+        execution_id: &str,
+        request_key: &str,
+        response_ct: &[u8],
+        now: Millis,
+    ) -> Result<Option<Answered>> {
+        let mut tx = self.pool.begin().await?;
+        let Some(record) = fetch(&mut tx, execution_id, self.dialect.for_update()).await? else {
+            return Ok(None);
+        };
+        let answered = sqlx::query(
+            "UPDATE input_requests SET state = 'answered', response_ct = $1, answered_at = $2 \
+             WHERE execution_id = $3 AND request_key = $4 AND state = 'open' RETURNING remote_key, attempt",
+        )
+        .bind(response_ct)
+        .bind(now)
+        .bind(execution_id)
+        .bind(request_key)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(answered) = answered else { return Ok(None) };
+        let remote_key: String = answered.try_get("remote_key")?;
+        let attempt: i64 = answered.try_get("attempt")?;
+        let open: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM input_requests WHERE execution_id = $1 AND state = 'open'")
+                .bind(execution_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let event = Event::InputAnswered { all_answered: open == 0 };
+        let Ok(t) = domain::apply(&record.state, &event, now) else {
+            // Terminal or no longer waiting: nothing to relay.
+            return Ok(None);
+        };
+        let record = persist(&mut tx, &record, &event, &t, &EventData::default(), now).await?;
+        tx.commit().await?;
+        Ok(Some(Answered {
+            applied: Applied { record, effects: t.effects },
+            remote_key,
+            attempt: u32::try_from(attempt).unwrap_or(0),
+        }))
+    }
+
+    pub async fn mark_input_delivered(&self, execution_id: &str, remote_key: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE input_requests SET state = 'delivered' WHERE execution_id = $1 AND remote_key = $2 \
+             AND state = 'answered'",
+        )
+        .bind(execution_id)
+        .bind(remote_key)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Answers not yet relayed for the open executions leased to `worker_id`.
+    pub async fn undelivered_answers(&self, worker_id: &str) -> Result<Vec<(String, InputRequestRow)>> {
+        let rows = sqlx::query(
+            "SELECT i.execution_id, i.request_key, i.remote_key, i.attempt, i.spec_ct, i.state, i.response_ct \
+             FROM input_requests i JOIN executions e ON e.id = i.execution_id \
+             WHERE e.worker_id = $1 AND e.status IN ('working', 'input_required') AND i.state = 'answered'",
+        )
+        .bind(worker_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok((r.try_get("execution_id")?, row_to_request(r)?))).collect()
+    }
+}
