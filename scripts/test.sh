@@ -14,9 +14,13 @@ export BATON_TOOLS_DIR="${BATON_TOOLS_DIR:-$HOME/.cache/baton-tools}"
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "dropping databases left by earlier runs"
-psql "$TEST_POSTGRES_URL" -Atqc "SELECT datname FROM pg_database WHERE datname LIKE 'bt\_it\_%' OR datname LIKE 'baton\_t\_%'" |
-  while read -r db; do psql "$TEST_POSTGRES_URL" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || true; done
+step "dropping test databases older than an hour (names carry their creation time)"
+cutoff=$(( $(date +%s) - 3600 ))
+psql "$TEST_POSTGRES_URL" -Atqc "SELECT datname FROM pg_database WHERE datname ~ '^(bt_it|baton_t)_[0-9]+_'" |
+  while read -r db; do
+    created=$(printf '%s' "$db" | sed -E 's/^(bt_it|baton_t)_([0-9]+)_.*/\2/')
+    if [ "$created" -lt "$cutoff" ]; then psql "$TEST_POSTGRES_URL" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || true; fi
+  done
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

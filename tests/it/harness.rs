@@ -142,7 +142,10 @@ impl Cluster {
         let suffix = random_suffix();
         let dir = std::env::temp_dir().join(format!("baton-it-{suffix}"));
         std::fs::create_dir_all(&dir)?;
-        let db = format!("bt_it_{suffix}");
+        // The creation time in the name lets the test script drop leftovers of
+        // crashed runs without touching databases of runs still going.
+        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+        let db = format!("bt_it_{created}_{suffix}");
         {
             use sqlx::Connection as _;
             let mut admin = sqlx::PgConnection::connect(&postgres_url()).await.context("postgres reachable")?;

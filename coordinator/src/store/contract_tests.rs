@@ -27,7 +27,8 @@ async fn sqlite() -> Backend {
 async fn postgres() -> Backend {
     let base = std::env::var(PG_URL_ENV).unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let admin = Store::connect(&base, 2).await.expect("postgres reachable (set TEST_POSTGRES_URL)");
-    let db = unique("baton_t_");
+    let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
+    let db = unique(&format!("baton_t_{created}_"));
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin.pool).await.expect("create db");
     admin.close().await;
     let (prefix, _) = base.rsplit_once('/').expect("url has a database");
