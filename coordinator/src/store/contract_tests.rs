@@ -192,6 +192,8 @@ async fn settlement_completes_once_and_duplicates_are_ignored() {
         let event = Event::Settle { attempt: 1, outcome: Outcome::Success };
         let done = b.store.apply(&new.id, &event, &data, 1_500).await.expect("apply").expect("found").expect("applied");
         assert_eq!(done.record.status(), Status::Completed, "{}", b.name);
+        let stored = b.store.get_execution(&new.id).await.expect("get").expect("exists");
+        assert_eq!(done.record, stored, "{}: the returned record is what was written", b.name);
         assert_eq!(done.record.finished_at, Some(1_500));
         assert_eq!(done.record.payload_bytes, 7);
         assert!(done.effects.contains(&crate::domain::Effect::Terminal));
@@ -216,6 +218,8 @@ async fn retryable_failures_make_new_attempts_with_backoff() {
         assert!(b.store.claim("p1", &tools(), "w", 1, 1_200, 9_000).await.expect("claim").is_empty());
         let again = b.store.claim("p1", &tools(), "w", 1, 1_300, 9_000).await.expect("claim");
         assert_eq!(again[0].attempt, 2);
+        let stored = b.store.get_execution(&new.id).await.expect("get").expect("exists");
+        assert_eq!(again[0].record, stored, "{}: the claimed record is what was written", b.name);
         let rec = settle(&b.store, &new.id, 2, Outcome::Success, 1_400).await;
         assert_eq!(rec.status(), Status::Completed);
         let attempts = b.store.list_attempts(&new.id).await.expect("attempts");

@@ -382,6 +382,7 @@ pub(super) async fn persist(
         _ => None,
     });
     let version = before.version + 1;
+    let started_now = invoked.is_some();
     let updated = sqlx::query(
         "UPDATE executions SET status = $1, failure_reason = $2, not_before = $3, worker_id = $4, lease_attempt = $5, \
          lease_expires_at = $6, attempts = $7, cancel_requested = $8, owner_loss_detection_at = $9, \
@@ -476,5 +477,21 @@ pub(super) async fn persist(
         .execute(&mut **tx)
         .await?;
     }
-    fetch(tx, &before.id, "").await?.ok_or_else(|| Error::Corrupt(before.id.clone()))
+    // The row as just written, without reading it back.
+    let mut after = before.clone();
+    after.state = next.clone();
+    after.execution_deadline = next.deadline;
+    if started_now && after.started_at.is_none() {
+        after.started_at = Some(now);
+    }
+    after.finished_at = terminal.then_some(now);
+    after.updated_at = now;
+    after.error_message = error_message.or(after.error_message);
+    after.summary = data.summary.clone().or(after.summary);
+    after.output_ct = data.output_ct.clone().or(after.output_ct);
+    after.error_detail_ct = data.error_detail_ct.clone().or(after.error_detail_ct);
+    after.payload_bytes += data.payload_bytes;
+    after.remote_task_id = if next.remote_task { data.remote_task_id.clone().or(after.remote_task_id) } else { None };
+    after.version = version;
+    Ok(after)
 }
