@@ -128,6 +128,9 @@ pub struct WorkerSection {
     pub capacity: u32,
     /// Serve `/metrics` here.
     pub metrics_listen: Option<SocketAddr>,
+    /// Remote MCP servers whose tools this worker serves (issue #7). Their
+    /// credentials are secrets: never logged, redacted in `Debug`.
+    pub remote_servers: Vec<baton_worker::remote::RemoteServer>,
 }
 
 impl Default for WorkerSection {
@@ -138,6 +141,7 @@ impl Default for WorkerSection {
             id: None,
             capacity: 64,
             metrics_listen: None,
+            remote_servers: Vec::new(),
         }
     }
 }
@@ -352,5 +356,19 @@ mod tests {
         assert_eq!(c.database.url.as_deref(), Some("sqlite://x.db"));
         let err = load(ON, &[("BATON_FEATURES__MCP_TASKS_BACKLOG", "-1")]).expect_err("negative");
         assert!(err.to_string().contains("mcp_tasks_backlog"));
+    }
+
+    #[test]
+    fn worker_remote_servers_from_the_environment_keep_their_secrets() {
+        let servers =
+            r#"[{url: "http://127.0.0.1:9/mcp", bearer_token: s3cret, headers: {X-Api-Key: k3y}, tools: [a]}]"#;
+        let c = load(ON, &[("BATON_WORKER__REMOTE_SERVERS", servers)]).expect("valid");
+        let s = &c.worker.remote_servers[0];
+        assert_eq!((s.url.as_str(), s.tools.as_slice()), ("http://127.0.0.1:9/mcp", ["a".to_owned()].as_slice()));
+        assert_eq!(s.bearer_token.as_ref().map(|t| t.expose()), Some("s3cret"));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret") && !shown.contains("k3y"), "{shown}");
+        let err = load(ON, &[("BATON_WORKER__REMOTE_SERVERS", "[{url: x, token: y}]")]).expect_err("unknown field");
+        assert!(err.to_string().contains("token"), "{err}");
     }
 }

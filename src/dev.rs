@@ -142,19 +142,28 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     let mut gateway_options = roles::gateway_options(&config, http)?;
     gateway_options.coordinator_url = format!("http://{coordinator_addr}");
     if args.conformance_fixtures {
-        gateway_options.anonymous_mcp_token = Some(seed.end_user.1.clone());
+        conformance_gateway(&mut gateway_options, &seed);
     }
-    let worker_options = baton_worker::Options {
+    let mut worker_options = baton_worker::Options {
         coordinator_url: format!("http://{coordinator_addr}"),
         token: secrets.worker_token.clone().unwrap_or_default(),
         worker_id: "wk_dev".into(),
         capacity: 64,
+        remote_servers: Vec::new(),
     };
 
     // Shutdown is ordered: the worker drains first (finishing and settling what
     // runs), then the gateway and coordinator stop.
     let servers = CancellationToken::new();
     let worker_stop = CancellationToken::new();
+    // The example remote MCP server (issue #7): on loopback, its tools served
+    // through the worker (`confirm_delete`, `multi_input`, `review_then_approve`).
+    let example = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let mut example_server = baton_worker::remote::RemoteServer::new(format!("http://{}/mcp", example.local_addr()?));
+    example_server.toolkit_name = Some("Example".into());
+    example_server.toolkit_version = Some("1.0.0".into());
+    worker_options.remote_servers.push(example_server);
+    tokio::spawn(baton_worker::remote::example_server::serve(example, servers.clone()));
     let coordinator = supervise(
         "coordinator",
         baton_coordinator::run(coordinator_options, coordinator_listener, servers.clone()),
@@ -162,7 +171,15 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     );
     let gateway =
         supervise("gateway", baton_gateway::run(gateway_options, gateway_listener, servers.clone()), &shutdown);
-    let worker = supervise("worker", roles::run_worker(worker_options, true, None, worker_stop.clone()), &shutdown);
+    let worker = if args.conformance_fixtures {
+        // The suite's fixtures first, then the example tools.
+        let mut tools = baton_worker::conformance::all();
+        tools.extend(baton_worker::examples::all());
+        let worker = baton_worker::Worker::new(worker_options, tools);
+        supervise("worker", worker.run(worker_stop.clone(), Duration::from_secs(10)), &shutdown)
+    } else {
+        supervise("worker", roles::run_worker(worker_options, true, None, worker_stop.clone()), &shutdown)
+    };
 
     let http_url = format!("http://{http}");
     let dev = json!({
@@ -188,6 +205,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     println!("  MCP       {}", dev["mcp_url"].as_str().unwrap_or_default());
     println!("  dashboard {}", dev["dashboard_url"].as_str().unwrap_or_default());
     println!("  tokens    {}", data_dir.join("dev.json").display());
+    if args.conformance_fixtures {
+        println!("  mode      conformance fixtures (anonymous MCP as the dev user, no compatibility tools)");
+    }
 
     shutdown.cancelled().await;
     worker_stop.cancel();
@@ -204,6 +224,20 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         _ => anyhow::bail!("a role stopped with an error"),
     }
 }
+
+/// `--conformance-fixtures`: the suite sends no credentials, so an anonymous MCP
+/// request acts as the dev end user; a short foreground budget lets
+/// `slow_compute` become a task within the suite's timings; and the
+/// compatibility surface is off, because the suite expects a task-required tool
+/// called without the tasks extension to be refused with -32021, not answered
+/// with a compatibility handle.
+fn conformance_gateway(options: &mut baton_gateway::Options, seed: &Seed) {
+    options.anonymous_mcp_token = Some(seed.end_user.1.clone());
+    options.foreground_budget = CONFORMANCE_FOREGROUND_BUDGET;
+    options.mcp_tasks_compatibility = false;
+}
+
+const CONFORMANCE_FOREGROUND_BUDGET: Duration = Duration::from_millis(250);
 
 /// Runs a role; an error stops the others (through `shutdown`) and is reported.
 fn supervise<E: std::fmt::Display>(

@@ -3,6 +3,7 @@
 //! message naming the field.
 
 mod admin_cli;
+mod bench;
 mod config;
 mod dev;
 mod roles;
@@ -71,6 +72,8 @@ enum Command {
         #[command(subcommand)]
         action: admin_cli::Action,
     },
+    /// Drives a running deployment over REST and MCP and prints throughput and latency tables.
+    Bench(bench::Args),
 }
 
 fn shutdown_on_signal() -> CancellationToken {
@@ -208,6 +211,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             admin_cli::run(&url, action).await?;
         }
+        Command::Bench(args) => return bench::run(args).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -72,7 +72,16 @@ pub fn worker_options(c: &Config) -> Result<baton_worker::Options, config::Error
             .ok_or(config::Error::Field { field: "worker.token", problem: "is required".into() })?,
         worker_id: c.worker.id.clone().unwrap_or_else(|| baton_coordinator::domain::id::random_id("wk_", 64)),
         capacity: c.worker.capacity,
+        remote_servers: remote_servers(c)?,
     })
+}
+
+/// `worker.remote_servers`, checked as far as possible without contacting them.
+fn remote_servers(c: &Config) -> Result<Vec<baton_worker::remote::RemoteServer>, config::Error> {
+    for s in &c.worker.remote_servers {
+        s.validate().map_err(|problem| config::Error::Field { field: "worker.remote_servers", problem })?;
+    }
+    Ok(c.worker.remote_servers.clone())
 }
 
 pub async fn run_worker(
@@ -82,8 +91,8 @@ pub async fn run_worker(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let tools = if examples { baton_worker::examples::all() } else { Vec::new() };
-    if tools.is_empty() {
-        anyhow::bail!("this worker has no tools to serve (use --examples)");
+    if tools.is_empty() && options.remote_servers.is_empty() {
+        anyhow::bail!("this worker has no tools to serve (use --examples or worker.remote_servers)");
     }
     let worker = baton_worker::Worker::new(options, tools);
     if let Some(addr) = metrics_listen {

@@ -148,7 +148,7 @@ async fn a_retry_with_the_same_key_after_capacity_frees_creates_one_execution() 
 async fn bounds_hold_again_after_redis_loses_its_keys() {
     let c = two_replicas(Settings { principal_concurrency: 5, ..Settings::default() }).await;
     let clients = [c.rest(0, &c.id.user_token), c.rest(1, &c.id.user_token)];
-    let first: Vec<u16> = join_all((0..20).map(|i| clients[i % 2].start("Demo.Sleep", json!({"seconds": 3}), None)))
+    let first: Vec<u16> = join_all((0..20).map(|i| clients[i % 2].start("Demo.Sleep", json!({"seconds": 8}), None)))
         .await
         .into_iter()
         .map(|r| r.expect("start").status)
@@ -180,7 +180,7 @@ async fn bounds_hold_again_after_redis_loses_its_keys() {
         0,
         "the five admitted before the flush still hold the bound"
     );
-    eventually(Duration::from_secs(30), "admitted work to complete", || async {
+    eventually(Duration::from_secs(60), "admitted work to complete", || async {
         let done = c.scalar("SELECT COUNT(*) FROM executions WHERE status = 'completed'").await?;
         Ok((done == 5).then_some(()))
     })

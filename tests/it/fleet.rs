@@ -43,7 +43,8 @@ async fn five_hundred_echoes_over_two_coordinators_run_exactly_once() {
 
 #[tokio::test]
 async fn a_killed_worker_fails_its_execution_owner_lost_without_rerunning() {
-    let mut c = Cluster::single(Settings::default()).await.expect("cluster");
+    let short = Settings { lease_ms: 1_500, owner_loss_grace_ms: 1_500, ..Settings::default() };
+    let mut c = Cluster::single(short).await.expect("cluster");
     let alice = c.rest(0, &c.id.user_token);
     let id = alice.start("Demo.Sleep", json!({"seconds": 30}), None).await.expect("start").json()["execution_id"]
         .as_str()
@@ -226,6 +227,7 @@ async fn a_hosted_tool_declaring_task_time_input_is_refused_at_registration() {
         token: c.id.worker_token.clone(),
         worker_id: "wk_ask".into(),
         capacity: 1,
+        remote_servers: Vec::new(),
     };
     let worker = baton_worker::Worker::new(options, vec![std::sync::Arc::new(AsksForInput)]);
     let run = worker.run(Default::default(), Duration::from_secs(1));

@@ -116,8 +116,10 @@ impl Default for Settings {
             project_concurrency: 10_000,
             organization_concurrency: 10_000,
             backlog: 10_000,
-            lease_ms: 1_500,
-            owner_loss_grace_ms: 1_500,
+            // Generous enough that a loaded CI machine never misses a heartbeat;
+            // tests about owner loss shorten them.
+            lease_ms: 5_000,
+            owner_loss_grace_ms: 5_000,
             redis_url: None,
             otlp_endpoint: None,
         }
@@ -290,11 +292,24 @@ impl Cluster {
     }
 
     pub async fn start_worker(&mut self, coordinator: usize) -> Result<usize> {
-        let env = [
+        self.start_worker_with(coordinator, &[]).await
+    }
+
+    /// A worker that also serves remote MCP servers: `remote_servers` is the
+    /// YAML flow sequence of `worker.remote_servers`, e.g.
+    /// `[{url: "http://127.0.0.1:8000/mcp"}]` (`BATON_WORKER__REMOTE_SERVERS`).
+    pub async fn start_worker_remote(&mut self, coordinator: usize, remote_servers: &str) -> Result<usize> {
+        self.start_worker_with(coordinator, &[("BATON_WORKER__REMOTE_SERVERS", remote_servers.to_owned())]).await
+    }
+
+    /// A worker with extra environment (configuration overrides).
+    pub async fn start_worker_with(&mut self, coordinator: usize, extra: &[(&str, String)]) -> Result<usize> {
+        let mut env = vec![
             ("BATON_WORKER__COORDINATOR_URL", format!("http://{}", self.coordinators[coordinator].addr)),
             ("BATON_WORKER__TOKEN", self.id.worker_token.clone()),
             ("BATON_WORKER__METRICS_LISTEN", "127.0.0.1:0".to_owned()),
         ];
+        env.extend(extra.iter().cloned());
         let p = self.spawn("worker", &["--examples"], &env, "worker metrics listening").await?;
         self.workers.push(p);
         let i = self.workers.len() - 1;

@@ -6,5 +6,7 @@ mod config_exit;
 mod dev_mode;
 mod fleet;
 mod harness;
+mod mcp_rmcp;
+mod remote_mcp;
 mod rest_lifecycle;
 mod tracing_export;

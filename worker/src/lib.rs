@@ -2,8 +2,10 @@
 //! coordinator, and the example tools. Stateless: anything that must outlive the
 //! process is sent to the coordinator before it is relied on.
 
+pub mod conformance;
 pub mod examples;
 pub mod metrics;
+pub mod remote;
 pub mod runtime;
 pub mod sdk;
 

@@ -4,6 +4,8 @@
 //! (bad credential, refused tool) ends the worker with that error.
 
 use crate::metrics::Metrics;
+use crate::remote::link::{Relay, Uplink};
+use crate::remote::{RemoteServer, RemoteTool};
 use crate::sdk::{Context, Failure, Tool};
 use baton_proto::worker::v1::{
     self as wpb, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
@@ -24,6 +26,8 @@ pub struct Options {
     pub token: String,
     pub worker_id: String,
     pub capacity: u32,
+    /// Remote MCP servers whose tools this worker serves (discovered at start).
+    pub remote_servers: Vec<RemoteServer>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -45,6 +49,8 @@ type Key = (String, u32);
 #[derive(Default)]
 struct State {
     running: HashMap<Key, CancellationToken>,
+    /// Drivers of running remote-tool attempts: acks, answers and stops go there.
+    relays: HashMap<Key, mpsc::UnboundedSender<Relay>>,
     /// Settlements sent but not yet acknowledged; resent after every reconnect.
     unacked: HashMap<Key, wpb::Settlement>,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
@@ -56,6 +62,8 @@ pub struct Worker {
     options: Options,
     /// In registration order: clients list tools in the order the author gave.
     tools: Vec<(String, Arc<dyn Tool>)>,
+    /// Tools of remote MCP servers, set once discovery at start succeeded.
+    remote: std::sync::OnceLock<Vec<RemoteTool>>,
     state: Mutex<State>,
     pub metrics: Metrics,
     tasks: TaskTracker,
@@ -86,6 +94,7 @@ impl Worker {
         Arc::new(Worker {
             options,
             tools,
+            remote: std::sync::OnceLock::new(),
             state: Mutex::new(State::default()),
             metrics: Metrics::default(),
             tasks: TaskTracker::new(),
@@ -117,6 +126,21 @@ impl Worker {
                     remote: false,
                 }
             })
+            .chain(self.remote_tools().iter().map(|t| {
+                let s = &t.spec;
+                wpb::ToolRegistration {
+                    name: s.name.clone(),
+                    toolkit_name: s.toolkit_name.clone(),
+                    toolkit_version: s.toolkit_version.clone(),
+                    description: s.description.clone(),
+                    input_schema_json: s.input_schema.to_string(),
+                    background: s.background.as_str().to_owned(),
+                    task_time_input: s.task_time_input,
+                    max_attempts: 1,
+                    max_ttl_ms: 0,
+                    remote: true,
+                }
+            }))
             .collect();
         let attempt = |(id, attempt): &Key| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt };
         let (running, settling) =
@@ -135,6 +159,24 @@ impl Worker {
     /// tools finish and keeps the session until their settlements are
     /// acknowledged, for at most `drain`; whatever still runs then is stopped.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken, drain: Duration) -> Result<(), Error> {
+        if !self.options.remote_servers.is_empty() && self.remote.get().is_none() {
+            let Some(found) = crate::remote::discover_all(&self.options.remote_servers, &shutdown).await else {
+                return Ok(());
+            };
+            let hosted: std::collections::HashSet<&str> = self.tools.iter().map(|(n, _)| n.as_str()).collect();
+            let mut seen = std::collections::HashSet::new();
+            let found = found
+                .into_iter()
+                .filter(|t| {
+                    let fresh = !hosted.contains(t.spec.name.as_str()) && seen.insert(t.spec.name.clone());
+                    if !fresh {
+                        tracing::warn!(tool = %t.spec.name, "a remote tool of this name is already served; skipped");
+                    }
+                    fresh
+                })
+                .collect();
+            let _ = self.remote.set(found);
+        }
         let mut backoff = Duration::from_millis(100);
         while !self.drained(drain) {
             match self.clone().session(&shutdown, drain).await {
@@ -231,7 +273,7 @@ impl Worker {
                         u64::try_from(r.heartbeat_interval_ms).unwrap_or(2_000).max(100),
                     ));
                     for s in r.stop {
-                        self.cancel_running(&(s.execution_id, s.attempt));
+                        self.stop(&(s.execution_id, s.attempt), "owner_lost");
                     }
                     let pending: Vec<_> = self.with_state(|s| {
                         s.outbox = Some(tx.clone());
@@ -242,9 +284,9 @@ impl Worker {
                     }
                 }
                 Msg::Assignment(a) => self.clone().start(a),
-                Msg::Stop(s) => self.cancel_running(&(s.execution_id, s.attempt)),
-                // Remote MCP relays (issue #7) are handled by the remote driver.
-                Msg::Ack(_) | Msg::InputResponse(_) => {}
+                Msg::Stop(s) => self.stop(&(s.execution_id, s.attempt), &s.reason),
+                Msg::Ack(a) => self.relay(&(a.execution_id, a.attempt), Relay::Ack(a.kind)),
+                Msg::InputResponse(r) => self.relay(&(r.execution_id.clone(), r.attempt), Relay::Input(r)),
                 Msg::SettlementAck(ack) => {
                     self.with_state(|s| s.unacked.remove(&(ack.execution_id, ack.attempt)));
                 }
@@ -266,10 +308,27 @@ impl Worker {
         msg(worker_message::Msg::Heartbeat(wpb::Heartbeat { running, free_slots }))
     }
 
-    fn cancel_running(&self, key: &Key) {
+    fn remote_tools(&self) -> &[RemoteTool] {
+        self.remote.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// The coordinator's stop: a remote driver decides what it means for its
+    /// remote task; a hosted tool is cancelled.
+    fn stop(&self, key: &Key, reason: &str) {
         self.with_state(|s| {
-            if let Some(token) = s.running.get(key) {
+            if let Some(relay) = s.relays.get(key) {
+                let _ = relay.send(Relay::Stop(reason.to_owned()));
+            } else if let Some(token) = s.running.get(key) {
                 token.cancel();
+            }
+        });
+    }
+
+    /// Routes an acknowledgement or an answer to the driver of `key`, if it runs here.
+    fn relay(&self, key: &Key, r: Relay) {
+        self.with_state(|s| {
+            if let Some(relay) = s.relays.get(key) {
+                let _ = relay.send(r);
             }
         });
     }
@@ -292,9 +351,32 @@ impl Worker {
             tracing::info_span!("tool", execution_id = %a.execution_id, tool = %a.tool_name, attempt = a.attempt);
         baton_proto::trace::adopt_traceparent(&a.traceparent, &span);
         let worker = self.clone();
+        let remote = self.remote_tools().iter().find(|t| t.spec.name == a.tool_name).cloned();
+        let relay = remote.as_ref().map(|_| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.with_state(|s| s.relays.insert(key.clone(), tx));
+            rx
+        });
         self.tasks.spawn(
             async move {
-                let outcome = worker.invoke(&a, cancel).await;
+                let outcome = match (remote, relay) {
+                    (Some(tool), Some(mut relay)) => {
+                        if a.resume_remote_task_id.is_empty() {
+                            worker.metrics.invoked(&a.tool_name);
+                        }
+                        let up = WorkerUplink(worker.clone());
+                        crate::remote::driver::Driver::new(&tool, &a, &up, &mut relay, cancel).run().await
+                    }
+                    _ => Some(worker.invoke(&a, cancel).await),
+                };
+                let Some(outcome) = outcome else {
+                    // Abandoned: the recorded remote task is left to its next owner.
+                    worker.with_state(|s| {
+                        s.running.remove(&key);
+                        s.relays.remove(&key);
+                    });
+                    return;
+                };
                 let settlement = wpb::Settlement {
                     execution_id: a.execution_id.clone(),
                     attempt: a.attempt,
@@ -302,6 +384,7 @@ impl Worker {
                 };
                 let outbox = worker.with_state(|s| {
                     s.running.remove(&key);
+                    s.relays.remove(&key);
                     s.unacked.insert(key.clone(), settlement.clone());
                     s.outbox.clone()
                 });
@@ -356,6 +439,20 @@ impl Worker {
                 retryable,
                 detail_json: if detail.is_null() { String::new() } else { detail.to_string() },
             }),
+        }
+    }
+}
+
+/// A remote driver's line to the coordinator: the worker's current session.
+struct WorkerUplink(Arc<Worker>);
+
+#[tonic::async_trait]
+impl Uplink for WorkerUplink {
+    async fn send(&self, m: worker_message::Msg) -> bool {
+        let outbox = self.0.with_state(|s| s.outbox.clone());
+        match outbox {
+            Some(tx) => tx.send(msg(m)).await.is_ok(),
+            None => false,
         }
     }
 }

@@ -88,16 +88,25 @@ impl ToolSpec {
     }
 }
 
-/// A successful result: MCP `content` blocks and optional `structuredContent`.
+/// A result the tool produced: MCP `content` blocks and optional
+/// `structuredContent`. `is_error` marks a tool-level error the model should
+/// see (`isError: true`): the tool ran and reported a problem, unlike a
+/// `Failure`, which ends the execution `failed`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Output {
     pub content: Vec<Value>,
     pub structured: Option<Value>,
+    pub is_error: bool,
 }
 
 impl Output {
     pub fn text(text: impl Into<String>) -> Self {
-        Output { content: vec![json!({"type": "text", "text": text.into()})], structured: None }
+        Output { content: vec![json!({"type": "text", "text": text.into()})], structured: None, is_error: false }
+    }
+
+    /// A tool-level error result (`isError: true`) with one text block.
+    pub fn tool_error(text: impl Into<String>) -> Self {
+        Output { is_error: true, ..Output::text(text) }
     }
 
     pub fn with_structured(mut self, v: Value) -> Self {
@@ -109,6 +118,9 @@ impl Output {
         let mut v = json!({"content": self.content});
         if let Some(s) = &self.structured {
             v["structuredContent"] = s.clone();
+        }
+        if self.is_error {
+            v["isError"] = true.into();
         }
         v
     }

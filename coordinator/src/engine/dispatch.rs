@@ -60,12 +60,17 @@ impl Engine {
                 }
             };
             session.return_slots(slots - claimed.len() as i64);
-            for c in claimed {
-                assigned = true;
-                let record = &c.record;
-                if let Err(e) = self.admission.started(&Ticket::from_record(record), now).await {
+            // Leaving the backlog and waking waiters are independent of the
+            // assignments: do them for the whole batch at once.
+            let bookkeeping = futures_util::future::join_all(claimed.iter().map(|c| async move {
+                if let Err(e) = self.admission.started(&Ticket::from_record(&c.record), now).await {
                     tracing::warn!(error = %e, "admission backlog release failed");
                 }
+                self.changed(&c.record.id).await;
+            }));
+            for c in &claimed {
+                assigned = true;
+                let record = &c.record;
                 let input = match record.input_ct.as_deref().map(|ct| self.ring.open(&record.id, Field::Input, ct)) {
                     Some(Ok(bytes)) => String::from_utf8(bytes).unwrap_or_default(),
                     None => "{}".to_owned(),
@@ -105,8 +110,8 @@ impl Engine {
                 if !sent {
                     tracing::warn!(execution_id = %record.id, "worker session closed before assignment; lease will lapse");
                 }
-                self.changed(&record.id).await;
             }
+            bookkeeping.await;
         }
         assigned
     }

@@ -42,8 +42,25 @@ impl Engine {
     /// Publishes the remote server's requests under fresh keys; the execution
     /// turns input_required.
     pub async fn input_requested(&self, session: &Session, m: wpb::InputRequested) -> Result<()> {
-        let mut published = Vec::with_capacity(m.requests.len());
-        for r in &m.requests {
+        // A request already published for this attempt (a resent message, or a
+        // new owner that sees the same remote request again) keeps its key.
+        let known: std::collections::HashMap<String, String> = self
+            .store
+            .list_input_requests(&m.execution_id)
+            .await?
+            .into_iter()
+            .filter(|r| r.attempt == m.attempt)
+            .map(|r| (r.remote_key, r.state))
+            .collect();
+        let still_open = m.requests.iter().any(|r| known.get(&r.remote_key).is_some_and(|s| s == "open"));
+        let fresh: Vec<&wpb::InputRequestSpec> =
+            m.requests.iter().filter(|r| !known.contains_key(&r.remote_key)).collect();
+        if fresh.is_empty() && !still_open {
+            session.send(ack(&m.execution_id, m.attempt, "input_requested")).await;
+            return Ok(());
+        }
+        let mut published = Vec::with_capacity(fresh.len());
+        for r in fresh {
             let key = crate::domain::id::random_id("ir_", 128);
             let schema: Value = serde_json::from_str(&r.requested_schema_json).unwrap_or(Value::Null);
             let spec = json!({"message": r.message, "requested_schema": schema}).to_string();

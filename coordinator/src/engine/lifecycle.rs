@@ -173,7 +173,7 @@ impl Engine {
             Some(at) if at > now => self.wake_at(at),
             _ => self.wake_dispatch().await,
         }
-        tracing::info!(execution_id = %created.record.id, tool = %created.record.tool_name, "execution created");
+        tracing::debug!(execution_id = %created.record.id, tool = %created.record.tool_name, "execution created");
         Ok((created.record, false))
     }
 

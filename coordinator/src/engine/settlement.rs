@@ -141,9 +141,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Records a settlement durably; the caller acknowledges only after `Ok`.
-    pub async fn settle(&self, session: &Session, s: wpb::Settlement) -> Result<()> {
-        let id = s.execution_id.clone();
+    /// The event and sealed data a settlement stands for.
+    fn settlement_event(&self, s: wpb::Settlement) -> Result<(String, Event, EventData)> {
+        let id = s.execution_id;
         let (outcome, data) = match s.outcome {
             Some(settlement::Outcome::ResultJson(json)) => {
                 let ct = self.ring.seal(&id, Field::Output, json.as_bytes())?;
@@ -166,18 +166,60 @@ impl Engine {
             }
             None => return Err(Error::Invalid("settlement without an outcome".into())),
         };
-        let event = Event::Settle { attempt: s.attempt, outcome };
-        match self.store.apply(&id, &event, &data, now_ms()).await? {
-            Some(Ok(applied)) => {
-                tracing::info!(execution_id = %id, status = %applied.record.status(), "settled");
-                self.after_commit(&applied.record, &applied.effects).await;
+        Ok((id, Event::Settle { attempt: s.attempt, outcome }, data))
+    }
+
+    /// Records settlements durably, all in one transaction when they can be;
+    /// each answer says whether its settlement may be acknowledged. Duplicates
+    /// and settlements of executions past retention are acknowledged too.
+    pub async fn settle_batch(
+        &self,
+        session: &Session,
+        settlements: Vec<wpb::Settlement>,
+    ) -> Vec<(wpb::SettlementAck, Result<()>)> {
+        let mut out = Vec::with_capacity(settlements.len());
+        let mut items = Vec::with_capacity(settlements.len());
+        for s in settlements {
+            let ack = wpb::SettlementAck { execution_id: s.execution_id.clone(), attempt: s.attempt };
+            match self.settlement_event(s) {
+                Ok(item) => items.push((ack, item)),
+                Err(e) => out.push((ack, Err(e))),
             }
-            Some(Err((ignored, _))) => tracing::debug!(execution_id = %id, %ignored, "duplicate or stale settlement"),
-            None => tracing::debug!(execution_id = %id, "settlement for an execution past retention"),
         }
-        session.return_slots(1);
+        let now = now_ms();
+        let events: Vec<_> = items.iter().map(|(_, item)| item.clone()).collect();
+        let results = match self.store.apply_batch(&events, now).await {
+            Ok(r) => r.into_iter().map(Ok).collect::<Vec<_>>(),
+            // A conflict in the shared transaction (a deadlock with another
+            // writer, say): apply one by one instead.
+            Err(_) => {
+                let mut one_by_one = Vec::with_capacity(events.len());
+                for (id, event, data) in &events {
+                    one_by_one.push(self.store.apply(id, event, data, now).await.map_err(Error::from));
+                }
+                one_by_one
+            }
+        };
+        let mut committed = Vec::new();
+        for ((ack, (id, _, _)), result) in items.into_iter().zip(results) {
+            match result {
+                Ok(Some(Ok(applied))) => {
+                    tracing::debug!(execution_id = %id, status = %applied.record.status(), "settled");
+                    committed.push(applied);
+                    out.push((ack, Ok(())));
+                }
+                Ok(Some(Err((ignored, _)))) => {
+                    tracing::debug!(execution_id = %id, %ignored, "duplicate or stale settlement");
+                    out.push((ack, Ok(())));
+                }
+                Ok(None) => out.push((ack, Ok(()))),
+                Err(e) => out.push((ack, Err(e))),
+            }
+        }
+        futures_util::future::join_all(committed.iter().map(|a| self.after_commit(&a.record, &a.effects))).await;
+        session.return_slots(out.len() as i64);
         self.dispatch_wake.notify_one();
-        Ok(())
+        out
     }
 
     pub async fn disconnect(&self, session: &Session) {

@@ -2,11 +2,11 @@
 //! Settlements are acknowledged only after they are durable.
 
 use super::status::to_status;
-use crate::engine::Engine;
+use crate::engine::{Engine, Session};
 use baton_proto::worker::v1::{
-    self as wpb, CoordinatorMessage, WorkerMessage, coordinator_message::Msg, worker_message,
-    worker_session_server::WorkerSession,
+    CoordinatorMessage, WorkerMessage, coordinator_message::Msg, worker_message, worker_session_server::WorkerSession,
 };
+use futures_util::FutureExt as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -17,6 +17,9 @@ use tonic::{Request, Response, Status, Streaming};
 pub struct WorkerService {
     pub engine: Arc<Engine>,
 }
+
+/// Most worker messages applied together.
+const MAX_BATCH: usize = 256;
 
 type Outgoing = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
 
@@ -39,37 +42,70 @@ impl WorkerSession for WorkerService {
                     _ = engine.shutdown.cancelled() => break,
                     m = incoming.message() => m,
                 };
-                let msg = match next {
+                let first = match next {
                     Ok(Some(WorkerMessage { msg: Some(m) })) => m,
                     Ok(Some(_)) => continue,
                     Ok(None) | Err(_) => break,
                 };
-                let handled = match msg {
-                    worker_message::Msg::Heartbeat(hb) => engine.heartbeat(&session, hb).await,
-                    worker_message::Msg::Settlement(s) => {
-                        let ack = wpb::SettlementAck { execution_id: s.execution_id.clone(), attempt: s.attempt };
-                        let settled = engine.settle(&session, s).await;
-                        if settled.is_ok() {
-                            session.send(Msg::SettlementAck(ack)).await;
+                // Take whatever else is already waiting, so settlements that
+                // arrive together share one transaction (one commit).
+                let mut batch = vec![first];
+                let mut closed = false;
+                while batch.len() < MAX_BATCH {
+                    match incoming.message().now_or_never() {
+                        Some(Ok(Some(WorkerMessage { msg: Some(m) }))) => batch.push(m),
+                        Some(Ok(Some(_))) => {}
+                        Some(Ok(None) | Err(_)) => {
+                            closed = true;
+                            break;
                         }
-                        settled
+                        None => break,
                     }
-                    worker_message::Msg::Progress(p) => {
-                        tracing::debug!(execution_id = %p.execution_id, "progress");
-                        Ok(())
-                    }
-                    worker_message::Msg::Register(_) => Ok(()),
-                    worker_message::Msg::RemoteTaskStarted(m) => engine.remote_task_started(&session, m).await,
-                    worker_message::Msg::InputRequested(m) => engine.input_requested(&session, m).await,
-                    worker_message::Msg::InputDelivered(m) => engine.input_delivered(m).await,
-                };
-                if let Err(e) = handled {
-                    // Not acknowledged: the worker resends, here or on another replica.
-                    tracing::warn!(error = %e, worker_id = %session.worker_id, "worker message not applied");
+                }
+                handle_batch(&engine, &session, batch).await;
+                if closed {
+                    break;
                 }
             }
             engine.disconnect(&session).await;
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+async fn handle_batch(engine: &Engine, session: &Session, batch: Vec<worker_message::Msg>) {
+    let mut settlements = Vec::new();
+    for msg in batch {
+        let handled = match msg {
+            worker_message::Msg::Settlement(s) => {
+                settlements.push(s);
+                Ok(())
+            }
+            worker_message::Msg::Heartbeat(hb) => engine.heartbeat(session, hb).await,
+            worker_message::Msg::Progress(p) => {
+                tracing::debug!(execution_id = %p.execution_id, "progress");
+                Ok(())
+            }
+            worker_message::Msg::Register(_) => Ok(()),
+            worker_message::Msg::RemoteTaskStarted(m) => engine.remote_task_started(session, m).await,
+            worker_message::Msg::InputRequested(m) => engine.input_requested(session, m).await,
+            worker_message::Msg::InputDelivered(m) => engine.input_delivered(m).await,
+        };
+        if let Err(e) = handled {
+            tracing::warn!(error = %e, worker_id = %session.worker_id, "worker message not applied");
+        }
+    }
+    if settlements.is_empty() {
+        return;
+    }
+    // Acknowledged only once durable; what failed is resent by the worker,
+    // here or on another replica.
+    for (ack, settled) in engine.settle_batch(session, settlements).await {
+        match settled {
+            Ok(()) => {
+                session.send(Msg::SettlementAck(ack)).await;
+            }
+            Err(e) => tracing::warn!(error = %e, worker_id = %session.worker_id, "settlement not applied"),
+        }
     }
 }

@@ -3,10 +3,10 @@
 
 use super::records::{
     AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, NewExecution, attempt_from_row, execution_from_row,
-    phase_columns,
 };
+use super::write::{Pending, persist_many};
 use super::{Error, Result, Store};
-use crate::domain::{self, Effect, Event, FailureReason, Millis, Outcome, Phase, State, Transition};
+use crate::domain::{self, Effect, Event, Millis, State, Transition};
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
 
@@ -49,16 +49,6 @@ pub struct Claimed {
 pub enum ListFilter {
     User { project_id: String, user_id: String, gateway_id: Option<String> },
     StartedBy { project_id: String, credential_id: String },
-}
-
-fn default_message(reason: FailureReason) -> &'static str {
-    match reason {
-        FailureReason::ToolError => "the tool reported an error",
-        FailureReason::DeadlineExceeded => "the execution deadline passed before the tool finished",
-        FailureReason::OwnerLost => "the worker running this execution stopped responding",
-        FailureReason::UnsupportedInteraction => "the tool requested an interaction Baton does not support",
-        FailureReason::InvocationRefused => "the tool's execution policy refused this invocation",
-    }
 }
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
@@ -281,17 +271,63 @@ impl Store {
             query = query.bind(tool);
         }
         let rows = query.fetch_all(&mut *tx).await?;
-        let mut claimed = Vec::with_capacity(rows.len());
+        let event = Event::Claim { worker_id: worker_id.to_owned(), lease_until };
+        let no_data = EventData::default();
+        let mut decided = Vec::with_capacity(rows.len());
         for row in &rows {
             let record = execution_from_row(row)?;
-            let event = Event::Claim { worker_id: worker_id.to_owned(), lease_until };
-            let Ok(t) = domain::apply(&record.state, &event, now) else { continue };
-            let attempt = t.next.attempts;
-            let record = persist(&mut tx, &record, &event, &t, &EventData::default(), now).await?;
-            claimed.push(Claimed { record, attempt });
+            if let Ok(t) = domain::apply(&record.state, &event, now) {
+                decided.push((record, t));
+            }
         }
+        let pending: Vec<Pending> = decided
+            .iter()
+            .map(|(before, t)| Pending { before, event: &event, transition: t, data: &no_data })
+            .collect();
+        let written = persist_many(&mut tx, &pending, now).await?;
         tx.commit().await?;
-        Ok(claimed)
+        Ok(written.into_iter().map(|record| Claimed { attempt: record.state.attempts, record }).collect())
+    }
+
+    /// Applies many events in one transaction (one commit), rows locked in id
+    /// order. Each answer is as `apply`'s. An error fails the whole batch.
+    pub async fn apply_batch(
+        &self,
+        items: &[(String, Event, EventData)],
+        now: Millis,
+    ) -> Result<Vec<Option<Result<Applied, (domain::Ignored, ExecutionRecord)>>>> {
+        type Answer = Option<Result<Applied, (domain::Ignored, ExecutionRecord)>>;
+        let mut out: Vec<Answer> = vec![None; items.len()];
+        // One transition per execution per batch; a second event for the same
+        // execution waits for the next transaction.
+        let mut seen = std::collections::HashSet::new();
+        let (first, later): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|i| seen.insert(&items[*i].0));
+        let mut tx = self.pool.begin().await?;
+        let ids: Vec<&str> = first.iter().map(|i| items[*i].0.as_str()).collect();
+        let mut records = fetch_many(&mut tx, &ids, self.dialect.for_update()).await?;
+        let mut decided = Vec::new();
+        for i in first {
+            let (id, event, _) = &items[i];
+            let Some(record) = records.remove(id.as_str()) else { continue };
+            match domain::apply(&record.state, event, now) {
+                Ok(t) => decided.push((i, record, t)),
+                Err(ignored) => out[i] = Some(Err((ignored, record))),
+            }
+        }
+        let pending: Vec<Pending> = decided
+            .iter()
+            .map(|(i, before, t)| Pending { before, event: &items[*i].1, transition: t, data: &items[*i].2 })
+            .collect();
+        let written = persist_many(&mut tx, &pending, now).await?;
+        tx.commit().await?;
+        for ((i, _, t), record) in decided.into_iter().zip(written) {
+            out[i] = Some(Ok(Applied { record, effects: t.effects }));
+        }
+        for i in later {
+            let (id, event, data) = &items[i];
+            out[i] = self.apply(id, event, data, now).await?;
+        }
+        Ok(out)
     }
 
     /// Applies `event` to one execution: load under a row lock, run the state
@@ -317,6 +353,28 @@ impl Store {
         tx.commit().await?;
         Ok(Some(Ok(Applied { record, effects: t.effects })))
     }
+}
+
+/// Several executions, locked in id order (so concurrent batches cannot deadlock).
+async fn fetch_many(
+    tx: &mut Transaction<'_, Any>,
+    ids: &[&str],
+    lock: &str,
+) -> Result<std::collections::HashMap<String, ExecutionRecord>> {
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+    let sql = format!(
+        "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id IN ({}) ORDER BY id{lock}",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for id in ids {
+        query = query.bind(*id);
+    }
+    let rows = query.fetch_all(&mut **tx).await?;
+    rows.iter().map(|r| execution_from_row(r).map(|rec| (rec.id.clone(), rec))).collect()
 }
 
 pub(super) async fn fetch(tx: &mut Transaction<'_, Any>, id: &str, lock: &str) -> Result<Option<ExecutionRecord>> {
@@ -360,8 +418,7 @@ pub(super) async fn delete_execution(tx: &mut Transaction<'_, Any>, id: &str) ->
     Ok(())
 }
 
-/// Writes a transition computed by the state machine: the row, the event log
-/// entry and the attempt bookkeeping, guarded by the row version.
+/// Writes one transition computed by the state machine (see `write`).
 pub(super) async fn persist(
     tx: &mut Transaction<'_, Any>,
     before: &ExecutionRecord,
@@ -370,128 +427,6 @@ pub(super) async fn persist(
     data: &EventData,
     now: Millis,
 ) -> Result<ExecutionRecord> {
-    let next = &t.next;
-    let cols = phase_columns(&next.phase);
-    let terminal = next.status().is_terminal();
-    let invoked = t.effects.iter().find_map(|e| match e {
-        Effect::Invoke { worker_id, attempt } => Some((worker_id.clone(), *attempt)),
-        _ => None,
-    });
-    let error_message = data.error_message.clone().or_else(|| match next.phase {
-        Phase::Failed { reason } if reason != FailureReason::ToolError => Some(default_message(reason).to_owned()),
-        _ => None,
-    });
-    let version = before.version + 1;
-    let started_now = invoked.is_some();
-    let updated = sqlx::query(
-        "UPDATE executions SET status = $1, failure_reason = $2, not_before = $3, worker_id = $4, lease_attempt = $5, \
-         lease_expires_at = $6, attempts = $7, cancel_requested = $8, owner_loss_detection_at = $9, \
-         started_at = COALESCE(started_at, $10), finished_at = $11, updated_at = $12, \
-         error_message = COALESCE($13, error_message), summary = COALESCE($14, summary), \
-         output_ct = COALESCE($15, output_ct), error_detail_ct = COALESCE($16, error_detail_ct), \
-         payload_bytes = payload_bytes + $17, version = $18, execution_deadline = $21, \
-         remote_task_id = CASE WHEN $22 = 1 THEN COALESCE($23, remote_task_id) ELSE NULL END \
-         WHERE id = $19 AND version = $20",
-    )
-    .bind(cols.status)
-    .bind(cols.failure_reason)
-    .bind(cols.not_before)
-    .bind(cols.worker_id)
-    .bind(cols.lease_attempt)
-    .bind(cols.lease_expires_at)
-    .bind(i64::from(next.attempts))
-    .bind(i64::from(next.cancel_requested))
-    .bind(next.owner_loss_detection_at)
-    .bind(invoked.as_ref().map(|_| now))
-    .bind(terminal.then_some(now))
-    .bind(now)
-    .bind(&error_message)
-    .bind(&data.summary)
-    .bind(&data.output_ct)
-    .bind(&data.error_detail_ct)
-    .bind(data.payload_bytes)
-    .bind(version)
-    .bind(&before.id)
-    .bind(before.version)
-    .bind(next.deadline)
-    .bind(i64::from(next.remote_task))
-    .bind(&data.remote_task_id)
-    .execute(&mut **tx)
-    .await?;
-    if updated.rows_affected() != 1 {
-        return Err(Error::Corrupt(format!("concurrent write to execution {}", before.id)));
-    }
-    // Heartbeats only move the lease; they are not part of the history.
-    if !matches!(event, Event::Heartbeat { .. }) {
-        insert_event(tx, &before.id, version, now, event.name(), cols.status, None).await?;
-    }
-    for (key, remote_key, spec_ct) in &data.new_input_requests {
-        sqlx::query(
-            "INSERT INTO input_requests (execution_id, request_key, remote_key, attempt, spec_ct, state, created_at) \
-             VALUES ($1, $2, $3, $4, $5, 'open', $6)",
-        )
-        .bind(&before.id)
-        .bind(key)
-        .bind(remote_key)
-        .bind(i64::from(next.attempts))
-        .bind(spec_ct)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    }
-    if let Event::Undelivered { attempt, .. } = event {
-        // The tool never ran: this was not an attempt.
-        sqlx::query("DELETE FROM attempts WHERE execution_id = $1 AND attempt = $2")
-            .bind(&before.id)
-            .bind(i64::from(*attempt))
-            .execute(&mut **tx)
-            .await?;
-    }
-    if let Some((worker_id, attempt)) = invoked {
-        sqlx::query("INSERT INTO attempts (execution_id, attempt, worker_id, started_at) VALUES ($1, $2, $3, $4)")
-            .bind(&before.id)
-            .bind(i64::from(attempt))
-            .bind(worker_id)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-    }
-    let finished_attempt = match (event, before.state.phase.lease()) {
-        (Event::Undelivered { .. }, _) => None,
-        (Event::Settle { attempt, outcome }, _) => Some((*attempt, matches!(outcome, Outcome::Success))),
-        (_, Some(lease)) if next.phase.lease().is_none() => Some((lease.attempt, false)),
-        _ => None,
-    };
-    if let Some((attempt, success)) = finished_attempt {
-        sqlx::query(
-            "UPDATE attempts SET finished_at = $1, success = $2, error_message = $3, output_ct = $4, \
-             error_detail_ct = $5 WHERE execution_id = $6 AND attempt = $7 AND finished_at IS NULL",
-        )
-        .bind(now)
-        .bind(i64::from(success))
-        .bind(&error_message)
-        .bind(&data.output_ct)
-        .bind(&data.error_detail_ct)
-        .bind(&before.id)
-        .bind(i64::from(attempt))
-        .execute(&mut **tx)
-        .await?;
-    }
-    // The row as just written, without reading it back.
-    let mut after = before.clone();
-    after.state = next.clone();
-    after.execution_deadline = next.deadline;
-    if started_now && after.started_at.is_none() {
-        after.started_at = Some(now);
-    }
-    after.finished_at = terminal.then_some(now);
-    after.updated_at = now;
-    after.error_message = error_message.or(after.error_message);
-    after.summary = data.summary.clone().or(after.summary);
-    after.output_ct = data.output_ct.clone().or(after.output_ct);
-    after.error_detail_ct = data.error_detail_ct.clone().or(after.error_detail_ct);
-    after.payload_bytes += data.payload_bytes;
-    after.remote_task_id = if next.remote_task { data.remote_task_id.clone().or(after.remote_task_id) } else { None };
-    after.version = version;
-    Ok(after)
+    let pending = [Pending { before, event, transition: t, data }];
+    persist_many(tx, &pending, now).await?.pop().ok_or_else(|| Error::Corrupt(before.id.clone()))
 }

@@ -12,6 +12,7 @@ mod identity;
 mod input;
 mod records;
 mod sweep;
+mod write;
 
 #[cfg(test)]
 mod contract_tests;

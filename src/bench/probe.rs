@@ -1,0 +1,177 @@
+//! Readings around each scenario: Postgres `pg_stat_database.xact_commit` of the
+//! deployment's database, the WAL position (`pg_current_wal_lsn`) and WAL
+//! fsyncs (`pg_stat_wal`), and per-process CPU time and resident memory from
+//! /proc. Only reads; a reading that fails is reported as missing, never fatal
+//! once the benchmark runs.
+
+use super::report::{Table, num};
+use sqlx::Connection as _;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Linux reports /proc CPU times in USER_HZ, which is 100 on every
+/// mainstream architecture.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+#[derive(Clone, Copy, Debug)]
+struct Db {
+    commits: i64,
+    wal_bytes: i64,
+    wal_syncs: Option<i64>,
+}
+
+pub struct Before {
+    db: Option<Db>,
+    cpu: Vec<Option<u64>>,
+    at: Instant,
+}
+
+pub struct Probe {
+    db: Option<sqlx::PgConnection>,
+    pids: Vec<(String, u32)>,
+    settle: Duration,
+    settled: bool,
+}
+
+impl Probe {
+    pub async fn new(database_url: Option<&str>, pids: Vec<(String, u32)>, settle: Duration) -> anyhow::Result<Probe> {
+        let db = match database_url {
+            Some(url) => Some(sqlx::PgConnection::connect(url).await?),
+            None => None,
+        };
+        Ok(Probe { db, pids, settle, settled: false })
+    }
+
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.pids.iter().find(|(n, _)| n == name).map(|(_, p)| *p)
+    }
+
+    pub async fn synchronous_commit(&mut self) -> Option<String> {
+        let db = self.db.as_mut()?;
+        sqlx::query_scalar::<_, String>("SHOW synchronous_commit").fetch_one(db).await.ok()
+    }
+
+    async fn read_db(&mut self) -> Option<Db> {
+        let db = self.db.as_mut()?;
+        let row = sqlx::query_as::<_, (i64, i64)>(
+            "SELECT xact_commit, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint \
+             FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(&mut *db)
+        .await;
+        let (commits, wal_bytes) = match row {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("baton bench: reading pg_stat_database failed: {e}");
+                return None;
+            }
+        };
+        let wal_syncs = sqlx::query_scalar::<_, i64>("SELECT wal_sync FROM pg_stat_wal").fetch_one(db).await.ok();
+        Some(Db { commits, wal_bytes, wal_syncs })
+    }
+
+    /// Statistics reach `pg_stat_database` only when a backend flushes them,
+    /// which an idle backend does up to 10 s later: wait that out.
+    async fn settle(&self) {
+        if self.db.is_some() {
+            tokio::time::sleep(self.settle).await;
+        }
+    }
+
+    pub async fn before(&mut self) -> Before {
+        if !self.settled {
+            self.settle().await;
+            self.settled = true;
+        }
+        let db = self.read_db().await;
+        Before { db, cpu: self.pids.iter().map(|(_, p)| cpu_ticks(*p)).collect(), at: Instant::now() }
+    }
+
+    /// Adds the per-execution figures since `before` to `table`.
+    pub async fn after(&mut self, before: Before, executions: usize, table: &mut Table) {
+        let wall = before.at.elapsed().as_secs_f64();
+        let cpu: Vec<Option<u64>> = self.pids.iter().map(|(_, p)| cpu_ticks(*p)).collect();
+        let per_exec = |delta: i64| {
+            if executions == 0 { "n/a".to_owned() } else { num(delta as f64 / executions as f64) }
+        };
+        if self.db.is_some() {
+            self.settle().await;
+            match (before.db, self.read_db().await) {
+                (Some(a), Some(b)) => {
+                    table.value("postgres commits / execution (xact_commit)", per_exec(b.commits - a.commits));
+                    table.value("WAL bytes / execution (whole cluster)", per_exec(b.wal_bytes - a.wal_bytes));
+                    if let (Some(x), Some(y)) = (a.wal_syncs, b.wal_syncs) {
+                        table.value("WAL fsyncs / execution (whole cluster)", per_exec(y - x));
+                    }
+                }
+                _ => table.value("postgres figures", "unavailable"),
+            }
+        }
+        for (((name, pid), a), b) in self.pids.iter().zip(&before.cpu).zip(&cpu) {
+            let label = format!("cpu s / 1,000 executions: {name}");
+            match (a, b) {
+                (Some(a), Some(b)) if executions > 0 => {
+                    let secs = b.saturating_sub(*a) as f64 / TICKS_PER_SECOND;
+                    let cores = if wall > 0.0 { secs / wall } else { 0.0 };
+                    table.value(
+                        label,
+                        format!("{}  ({} cores busy)", num(secs * 1000.0 / executions as f64), num(cores)),
+                    );
+                }
+                _ => table.value(label, format!("n/a (pid {pid})")),
+            }
+        }
+    }
+}
+
+/// utime + stime of a process, in ticks.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_cpu_ticks(&stat)
+}
+
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    // The command name may contain spaces and parentheses; fields resume after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Field 3 (state) is fields[0]; utime is field 14, stime field 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_rss_kib(&status)
+}
+
+fn parse_rss_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_read_after_the_command_name() {
+        let stat = "12357 (a (b) c) R 12355 12355 1539 0 -1 4194304 124 0 0 0 250 31 0 0 20 0 1 0 270763";
+        assert_eq!(parse_cpu_ticks(stat), Some(281));
+        assert_eq!(parse_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn rss_is_read_from_the_status_file() {
+        assert_eq!(parse_rss_kib("Name:\tx\nVmRSS:\t    1964 kB\nThreads:\t1\n"), Some(1964));
+        assert_eq!(parse_rss_kib("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn this_process_can_be_measured() {
+        let me = std::process::id();
+        assert!(cpu_ticks(me).is_some());
+        assert!(rss_kib(me).is_some_and(|kib| kib > 0));
+    }
+}
