@@ -72,7 +72,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let elapsed = started.elapsed();
     latencies.sort();
     let decisions = latencies.len();
-    println!("admission (Redis, cluster mode): {decisions} admits + {decisions} releases, concurrency {}", args.concurrency);
+    println!(
+        "admission (Redis, cluster mode): {decisions} admits + {decisions} releases, concurrency {}",
+        args.concurrency
+    );
     println!("  decisions/s (admit+release pairs) {:>10.0}", decisions as f64 / elapsed.as_secs_f64());
     println!("  admit latency p50                 {:>10.3} ms", percentile(&latencies, 50.0).as_secs_f64() * 1e3);
     println!("  admit latency p99                 {:>10.3} ms", percentile(&latencies, 99.0).as_secs_f64() * 1e3);

@@ -4,6 +4,7 @@
 
 mod admin_cli;
 mod bench;
+mod bench_admission;
 mod config;
 mod dev;
 mod roles;
@@ -74,6 +75,15 @@ enum Command {
     },
     /// Drives a running deployment over REST and MCP and prints throughput and latency tables.
     Bench(bench::Args),
+    /// Measures cluster admission alone against Redis: decisions/s and added latency.
+    BenchAdmission {
+        #[arg(long, default_value = "redis://127.0.0.1:6379/")]
+        redis_url: String,
+        #[arg(short = 'n', long, default_value_t = 50_000)]
+        decisions: usize,
+        #[arg(short = 'c', long, default_value_t = 64)]
+        concurrency: usize,
+    },
 }
 
 fn shutdown_on_signal() -> CancellationToken {
@@ -212,6 +222,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             admin_cli::run(&url, action).await?;
         }
         Command::Bench(args) => return bench::run(args).await,
+        Command::BenchAdmission { redis_url, decisions, concurrency } => {
+            bench_admission::run(bench_admission::Args { redis_url, decisions, concurrency }).await?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
