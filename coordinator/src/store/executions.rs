@@ -373,7 +373,7 @@ async fn fetch_many(
     for id in ids {
         query = query.bind(*id);
     }
-    let rows = query.fetch_all(&mut **tx).await?;
+    let rows = query.persistent(false).fetch_all(&mut **tx).await?;
     rows.iter().map(|r| execution_from_row(r).map(|rec| (rec.id.clone(), rec))).collect()
 }
 

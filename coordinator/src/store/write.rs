@@ -2,7 +2,9 @@
 //! fixed number of statements (one row update, one event insert, one attempt
 //! insert, one attempt update), whatever the batch size: a batch of claims or
 //! settlements costs a handful of round trips and one commit, not several per
-//! execution. Rows are guarded by their version.
+//! execution. Rows are guarded by their version. The statements' text varies
+//! with the batch size, so they are not kept as prepared statements (that would
+//! churn every connection's statement cache).
 
 use super::executions::EventData;
 use super::records::{ExecutionRecord, phase_columns};
@@ -156,7 +158,7 @@ pub async fn persist_many(
          FROM v WHERE executions.id = v.id AND executions.version = v.old_version",
         placeholders(items.len(), ROW_WIDTH)
     );
-    let updated = sqlx::query_with(AssertSqlSafe(sql), rows).execute(&mut **tx).await?;
+    let updated = sqlx::query_with(AssertSqlSafe(sql), rows).persistent(false).execute(&mut **tx).await?;
     if updated.rows_affected() != items.len() as u64 {
         return Err(Error::Corrupt("concurrent write to an execution in a batch".into()));
     }
@@ -165,14 +167,14 @@ pub async fn persist_many(
             "INSERT INTO execution_events (execution_id, seq, at, kind, status) VALUES {}",
             placeholders(event_rows, 5)
         );
-        sqlx::query_with(AssertSqlSafe(sql), events).execute(&mut **tx).await?;
+        sqlx::query_with(AssertSqlSafe(sql), events).persistent(false).execute(&mut **tx).await?;
     }
     if started_rows > 0 {
         let sql = format!(
             "INSERT INTO attempts (execution_id, attempt, worker_id, started_at) VALUES {}",
             placeholders(started_rows, 4)
         );
-        sqlx::query_with(AssertSqlSafe(sql), started).execute(&mut **tx).await?;
+        sqlx::query_with(AssertSqlSafe(sql), started).persistent(false).execute(&mut **tx).await?;
     }
     if finished_rows > 0 {
         let mut sql = format!(
@@ -185,7 +187,7 @@ pub async fn persist_many(
         );
         sql = sql.replace("$FINISHED", &format!("${}", finished_rows * 6 + 1));
         add(&mut finished, now)?;
-        sqlx::query_with(AssertSqlSafe(sql), finished).execute(&mut **tx).await?;
+        sqlx::query_with(AssertSqlSafe(sql), finished).persistent(false).execute(&mut **tx).await?;
     }
     for p in items {
         extras(tx, p, now).await?;
