@@ -145,6 +145,13 @@ CREATE TABLE input_requests (
     CONSTRAINT input_requests_pkey PRIMARY KEY (execution_id, request_key)
 );
 
+-- Legacy MCP sessions ended by DELETE (the session id inside the sealed token).
+CREATE TABLE mcp_sessions_ended (
+    session_id     TEXT PRIMARY KEY,
+    credential_id  TEXT NOT NULL,
+    ended_at       BIGINT NOT NULL
+);
+
 -- Live worker sessions, so any coordinator can find the replica holding one.
 CREATE TABLE workers (
     id              TEXT PRIMARY KEY,

@@ -28,7 +28,7 @@ sed 's/\x1b\[[0-9;]*m//g' "$work/out.log" | grep -E "Passed:|FAILURE|Error" || c
 if [ "$rc" -ne 0 ]; then
   echo "baton dev log:"
   tail -n 40 "$work/dev.log"
-  echo "remote mcp conformance: 0 passed, 1 failed"
+  echo "remote-mcp-conformance: 0 passed, 1 failed"
   exit 1
 fi
-echo "remote mcp conformance: 1 passed, 0 failed"
+echo "remote-mcp-conformance: 1 passed, 0 failed"

@@ -137,9 +137,13 @@ impl Coordinator for Api {
     async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> Reply<pb::WhoAmIResponse> {
         use crate::authz::Principal;
         let p = self.principal(&req).await?;
+        let session = req.into_inner().mcp_session_id;
+        let ended = !session.is_empty()
+            && self.engine.store.mcp_session_ended(&session).await.map_err(|e| to_status(e.into()))?;
         let mut out = pb::WhoAmIResponse {
             org_id: p.org_id().to_owned(),
             project_id: p.project_id().to_owned(),
+            mcp_session_ended: ended,
             ..Default::default()
         };
         match p {
@@ -155,5 +159,16 @@ impl Coordinator for Api {
             Principal::Worker { .. } => out.kind = "worker".into(),
         }
         Ok(Response::new(out))
+    }
+
+    async fn end_mcp_session(&self, req: Request<pb::EndMcpSessionRequest>) -> Reply<pb::EndMcpSessionResponse> {
+        let p = self.principal(&req).await?;
+        let session = req.into_inner().mcp_session_id;
+        if session.is_empty() || session.len() > 256 {
+            return Err(to_status(crate::engine::Error::Invalid("mcp_session_id must be 1 to 256 characters".into())));
+        }
+        let now = crate::engine::now_ms();
+        self.engine.store.end_mcp_session(&session, p.credential_id(), now).await.map_err(|e| to_status(e.into()))?;
+        Ok(Response::new(pb::EndMcpSessionResponse {}))
     }
 }

@@ -363,3 +363,14 @@ async fn a_payload_canary_never_reaches_the_database_in_clear() {
         }
     }
 }
+
+#[tokio::test]
+async fn ended_mcp_sessions_are_remembered_once() {
+    for b in backends().await {
+        assert!(!b.store.mcp_session_ended("sid-1").await.expect("read"), "{}", b.name);
+        b.store.end_mcp_session("sid-1", "cred_1", 10).await.expect("end");
+        b.store.end_mcp_session("sid-1", "cred_1", 11).await.expect("ending twice is a no-op");
+        assert!(b.store.mcp_session_ended("sid-1").await.expect("read"), "{}", b.name);
+        assert!(!b.store.mcp_session_ended("sid-2").await.expect("read"));
+    }
+}

@@ -298,4 +298,26 @@ impl Store {
         .await?;
         Ok(())
     }
+
+    /// Records that a legacy MCP session ended; ending it again is a no-op.
+    pub async fn end_mcp_session(&self, session_id: &str, credential_id: &str, now: Millis) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO mcp_sessions_ended (session_id, credential_id, ended_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (session_id) DO NOTHING",
+        )
+        .bind(session_id)
+        .bind(credential_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn mcp_session_ended(&self, session_id: &str) -> Result<bool> {
+        let row = sqlx::query("SELECT 1 AS ended FROM mcp_sessions_ended WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.is_some())
+    }
 }

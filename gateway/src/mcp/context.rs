@@ -39,11 +39,23 @@ pub fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Bearer, RpcError>
 
 impl Caller {
     pub async fn authenticate(state: &AppState, headers: &HeaderMap, gateway_id: &str) -> Result<Caller, RpcError> {
+        Self::authenticate_in_session(state, headers, gateway_id, None).await
+    }
+
+    /// As `authenticate`; with a legacy session id, an ended session (on any
+    /// replica) reads as an unknown one.
+    pub async fn authenticate_in_session(
+        state: &AppState,
+        headers: &HeaderMap,
+        gateway_id: &str,
+        session_id: Option<&str>,
+    ) -> Result<Caller, RpcError> {
         let bearer = bearer(state, headers)?;
-        let who = state
-            .coordinator
-            .call(&bearer, pb::WhoAmIRequest {}, None, |mut c, r| async move { c.who_am_i(r).await })
-            .await?;
+        let request = pb::WhoAmIRequest { mcp_session_id: session_id.unwrap_or_default().to_owned() };
+        let who = state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.who_am_i(r).await }).await?;
+        if who.mcp_session_ended {
+            return Err(RpcError::session_not_found());
+        }
         if who.org_id.is_empty() || who.project_id.is_empty() {
             return Err(RpcError::forbidden("this credential is not bound to a project"));
         }
@@ -64,6 +76,16 @@ impl Caller {
             gateway_id: gateway_id.to_owned(),
             principal,
         })
+    }
+
+    /// Ends a legacy session for every replica.
+    pub async fn end_session(&self, session_id: &str) -> Result<(), WireError> {
+        let request = pb::EndMcpSessionRequest { mcp_session_id: session_id.to_owned() };
+        self.state
+            .coordinator
+            .call(&self.bearer, request, None, |mut c, r| async move { c.end_mcp_session(r).await })
+            .await?;
+        Ok(())
     }
 
     pub async fn tools(&self) -> Result<Vec<pb::ToolDefinition>, WireError> {

@@ -127,7 +127,7 @@ async fn legacy_message(
         Ok(c) => c,
         Err(e) => return error_response(Era::Legacy, id.as_ref(), e),
     };
-    let caller = match Caller::authenticate(state, headers, gateway_id).await {
+    let caller = match Caller::authenticate_in_session(state, headers, gateway_id, Some(&claims.sid)).await {
         Ok(c) => c,
         Err(e) => return error_response(Era::Legacy, id.as_ref(), e),
     };
@@ -211,12 +211,15 @@ async fn delete_session(
         Ok(c) => c,
         Err(e) => return error_response(Era::Legacy, None, e),
     };
-    let caller = match Caller::authenticate(&state, &headers, &gateway_id).await {
+    let caller = match Caller::authenticate_in_session(&state, &headers, &gateway_id, Some(&claims.sid)).await {
         Ok(c) => c,
         Err(e) => return error_response(Era::Legacy, None, e),
     };
     if let Err(e) = legacy::check(&claims, &caller, &headers) {
         return error_response(Era::Legacy, None, e);
+    }
+    if let Err(e) = caller.end_session(&claims.sid).await {
+        return error_response(Era::Legacy, None, e.into());
     }
     terminated.insert(&claims.sid);
     StatusCode::NO_CONTENT.into_response()

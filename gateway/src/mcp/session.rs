@@ -87,9 +87,9 @@ pub fn open(key: &[u8; 32], token: &str) -> Result<Claims, Error> {
     serde_json::from_slice(&plaintext).map_err(|_| Error::Invalid)
 }
 
-/// Session ids ended by DELETE, oldest evicted first.
-// TODO(#6): termination must live in the coordinator so every replica sees it;
-// this in-memory set only covers the replica that received the DELETE.
+/// Session ids this replica ended by DELETE, oldest evicted first: a fast
+/// local answer. The truth is the coordinator's (`EndMcpSession`, checked with
+/// every legacy message through `WhoAmI`), so every replica sees the end.
 pub struct Terminated {
     inner: Mutex<(HashSet<String>, VecDeque<String>)>,
     capacity: usize,

@@ -28,6 +28,7 @@ struct State {
     executions: BTreeMap<String, Exec>,
     provided: Vec<(String, String, String, String)>,
     next_start_error: Option<WireError>,
+    ended_sessions: std::collections::BTreeSet<String>,
 }
 
 struct Inner {
@@ -344,7 +345,10 @@ impl Coordinator for Fake {
     async fn who_am_i(&self, request: Request<WhoAmIRequest>) -> Result<Response<WhoAmIResponse>, Status> {
         let user = user_of(&request)?;
         let gateway = if user == "carol" { "gw2" } else { "gw1" };
+        let session = &request.get_ref().mcp_session_id;
+        let ended = self.0.state.lock().map(|s| s.ended_sessions.contains(session)).unwrap_or(false);
         Ok(Response::new(WhoAmIResponse {
+            mcp_session_ended: ended,
             kind: "end_user".into(),
             org_id: "org1".into(),
             project_id: "proj1".into(),
@@ -352,5 +356,16 @@ impl Coordinator for Fake {
             user_id: user.into(),
             role: "member".into(),
         }))
+    }
+
+    async fn end_mcp_session(
+        &self,
+        request: Request<EndMcpSessionRequest>,
+    ) -> Result<Response<EndMcpSessionResponse>, Status> {
+        user_of(&request)?;
+        if let Ok(mut s) = self.0.state.lock() {
+            s.ended_sessions.insert(request.into_inner().mcp_session_id);
+        }
+        Ok(Response::new(EndMcpSessionResponse {}))
     }
 }

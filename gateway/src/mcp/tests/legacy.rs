@@ -78,6 +78,8 @@ async fn session_tokens_resist_tampering_theft_and_deletion() {
         .expect("delete");
     assert_eq!(h.send(delete).await.status, StatusCode::NO_CONTENT);
     assert_eq!(h.legacy("alice", &session, "tools/list", json!({})).await.status, StatusCode::NOT_FOUND);
+    // The end is shared state: a replica that never saw the DELETE refuses it too.
+    assert_eq!(h.replica().legacy("alice", &session, "ping", json!({})).await.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
