@@ -4,6 +4,7 @@
 
 use super::error::RpcError;
 use super::{Era, TASKS_EXTENSION};
+use crate::rest::body::canonical;
 use crate::{AppState, Bearer};
 use base64::Engine;
 use baton_proto::coordinator::v1 as pb;
@@ -250,19 +251,6 @@ pub enum Outgoing {
     /// The result of the request that opened the stream.
     Result(Value),
     Error(RpcError),
-}
-
-/// JSON with object keys sorted, so equal requests fingerprint identically.
-fn canonical(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<_> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), canonical(v))).collect())
-        }
-        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
 }
 
 /// `te_` followed by 27 base62 characters; anything else cannot name a task.

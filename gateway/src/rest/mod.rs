@@ -2,7 +2,7 @@
 //! Every handler parses and validates the request, makes one coordinator call and
 //! shapes the answer; authorization is the coordinator's.
 
-mod body;
+pub mod body;
 pub mod openapi;
 pub mod view;
 
