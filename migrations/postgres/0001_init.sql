@@ -99,7 +99,9 @@ CREATE TABLE executions (
 
 CREATE UNIQUE INDEX executions_idempotency_key ON executions (project_id, user_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
-CREATE INDEX executions_claimable ON executions (project_id, tool_name, not_before) WHERE status = 'pending';
+-- Claims scan due pending work in not_before order and filter by tool; this
+-- ordering lets LIMIT stop early instead of sorting every open execution.
+CREATE INDEX executions_claimable ON executions (project_id, not_before) WHERE status = 'pending';
 CREATE INDEX executions_owner ON executions (project_id, user_id, created_at DESC, id DESC);
 CREATE INDEX executions_open_deadline ON executions (execution_deadline)
     WHERE status IN ('pending', 'working', 'input_required');
