@@ -53,6 +53,10 @@ struct State {
     relays: HashMap<Key, mpsc::UnboundedSender<Relay>>,
     /// Settlements sent but not yet acknowledged; resent after every reconnect.
     unacked: HashMap<Key, wpb::Settlement>,
+    /// When each unacknowledged settlement was last sent: one still unanswered
+    /// after a heartbeat interval is sent again (the coordinator may have failed
+    /// to store it; duplicates are harmless).
+    sent_at: HashMap<Key, tokio::time::Instant>,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
     /// Set at shutdown: take no new work, finish and settle what runs.
     draining_since: Option<tokio::time::Instant>,
@@ -256,6 +260,9 @@ impl Worker {
                 }
                 _ = heartbeat.tick() => {
                     let _ = tx.send(self.heartbeat()).await;
+                    for settlement in self.overdue_settlements(heartbeat.period(), tokio::time::Instant::now()) {
+                        let _ = tx.send(msg(worker_message::Msg::Settlement(settlement))).await;
+                    }
                     continue;
                 }
                 m = incoming.message() => m,
@@ -288,10 +295,30 @@ impl Worker {
                 Msg::Ack(a) => self.relay(&(a.execution_id, a.attempt), Relay::Ack(a.kind)),
                 Msg::InputResponse(r) => self.relay(&(r.execution_id.clone(), r.attempt), Relay::Input(r)),
                 Msg::SettlementAck(ack) => {
-                    self.with_state(|s| s.unacked.remove(&(ack.execution_id, ack.attempt)));
+                    self.with_state(|s| {
+                        let key = (ack.execution_id, ack.attempt);
+                        s.sent_at.remove(&key);
+                        s.unacked.remove(&key)
+                    });
                 }
             }
         }
+    }
+
+    /// Unacknowledged settlements last sent more than `after` before `now`,
+    /// marked as sent at `now`.
+    fn overdue_settlements(&self, after: Duration, now: tokio::time::Instant) -> Vec<wpb::Settlement> {
+        self.with_state(|s| {
+            let overdue: Vec<Key> =
+                s.sent_at.iter().filter(|(_, at)| now.duration_since(**at) >= after).map(|(k, _)| k.clone()).collect();
+            overdue
+                .into_iter()
+                .filter_map(|k| {
+                    s.sent_at.insert(k.clone(), now);
+                    s.unacked.get(&k).cloned()
+                })
+                .collect()
+        })
     }
 
     fn heartbeat(&self) -> WorkerMessage {
@@ -386,6 +413,7 @@ impl Worker {
                     s.running.remove(&key);
                     s.relays.remove(&key);
                     s.unacked.insert(key.clone(), settlement.clone());
+                    s.sent_at.insert(key.clone(), tokio::time::Instant::now());
                     s.outbox.clone()
                 });
                 if let Some(tx) = outbox {
@@ -471,5 +499,44 @@ impl SessionEnd {
             }
             _ => SessionEnd::Transport(status.message().to_owned()),
         }
+    }
+}
+
+#[cfg(test)]
+mod resend_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unacknowledged_settlement_is_sent_again_after_a_heartbeat_interval() {
+        let options = Options {
+            coordinator_url: "http://127.0.0.1:1".into(),
+            token: "t".into(),
+            worker_id: "wk".into(),
+            capacity: 1,
+            remote_servers: Vec::new(),
+        };
+        let worker = Worker::new(options, Vec::new());
+        let key = ("te_x".to_owned(), 1);
+        let settlement = wpb::Settlement { execution_id: key.0.clone(), attempt: 1, outcome: None };
+        let t0 = tokio::time::Instant::now();
+        let period = Duration::from_secs(2);
+        worker.with_state(|s| {
+            s.unacked.insert(key.clone(), settlement.clone());
+            s.sent_at.insert(key.clone(), t0);
+        });
+        assert!(worker.overdue_settlements(period, t0 + Duration::from_secs(1)).is_empty(), "just sent");
+        assert_eq!(worker.overdue_settlements(period, t0 + Duration::from_secs(3)), vec![settlement]);
+        assert!(
+            worker.overdue_settlements(period, t0 + Duration::from_secs(4)).is_empty(),
+            "marked as sent again at the resend"
+        );
+        worker.with_state(|s| {
+            s.sent_at.remove(&key);
+            s.unacked.remove(&key);
+        });
+        assert!(
+            worker.overdue_settlements(period, t0 + Duration::from_secs(9)).is_empty(),
+            "acknowledged ones are done"
+        );
     }
 }
