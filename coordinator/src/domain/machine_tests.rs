@@ -241,7 +241,11 @@ proptest! {
                         last_attempt = *attempt;
                     }
                 }
-                if let Event::Undelivered { attempt, .. } = &event {
+                // A proven-undelivered assignment gives back its invocation; with a
+                // recorded remote task the lease came from a resume, not a call.
+                if let Event::Undelivered { attempt, .. } = &event
+                    && !state.remote_task
+                {
                     undelivered += 1;
                     last_attempt = attempt - 1;
                 }
