@@ -113,16 +113,19 @@ fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
-fn load(path: Option<&PathBuf>) -> Result<config::Config, ExitCode> {
-    config::Config::load(path.map(PathBuf::as_path)).map_err(|e| {
+/// Loads and validates the configuration and derives what a role needs from it;
+/// any problem is reported (naming the field) as exit code 64, before anything binds.
+fn configure<T>(
+    path: Option<&PathBuf>,
+    derive: impl FnOnce(&config::Config) -> Result<T, config::Error>,
+) -> Result<(config::Config, T), ExitCode> {
+    let report = |e: config::Error| {
         eprintln!("baton: {e}");
         ExitCode::from(EX_CONFIG)
-    })
-}
-
-fn config_error(e: config::Error) -> ExitCode {
-    eprintln!("baton: {e}");
-    ExitCode::from(EX_CONFIG)
+    };
+    let config = config::Config::load(path.map(PathBuf::as_path)).map_err(report)?;
+    let derived = derive(&config).map_err(report)?;
+    Ok((config, derived))
 }
 
 #[tokio::main]
@@ -146,15 +149,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             result?;
         }
         Command::Coordinator { config, listen } => {
-            let config = match load(config.as_ref()) {
+            let (config, (addr, options)) = match configure(config.as_ref(), |c| {
+                let addr = listen.unwrap_or(c.coordinator.listen);
+                Ok((addr, roles::coordinator_options(c, addr)?))
+            }) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
-            };
-            let addr = listen.unwrap_or(config.coordinator.listen);
-            // Validate everything before binding.
-            let options = match roles::coordinator_options(&config, addr) {
-                Ok(o) => o,
-                Err(e) => return Ok(config_error(e)),
             };
             let guard = telemetry::init("baton-coordinator");
             let listener = TcpListener::bind(addr).await?;
@@ -167,14 +167,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             result?;
         }
         Command::Gateway { config, listen } => {
-            let config = match load(config.as_ref()) {
+            let (_, (addr, options)) = match configure(config.as_ref(), |c| {
+                let addr = listen.unwrap_or(c.gateway.listen);
+                Ok((addr, roles::gateway_options(c, addr)?))
+            }) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
-            };
-            let addr = listen.unwrap_or(config.gateway.listen);
-            let options = match roles::gateway_options(&config, addr) {
-                Ok(o) => o,
-                Err(e) => return Ok(config_error(e)),
             };
             let guard = telemetry::init("baton-gateway");
             let listener = TcpListener::bind(addr).await?;
@@ -183,13 +181,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             result?;
         }
         Command::Worker { config, examples } => {
-            let config = match load(config.as_ref()) {
+            let (config, options) = match configure(config.as_ref(), roles::worker_options) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
-            };
-            let options = match roles::worker_options(&config) {
-                Ok(o) => o,
-                Err(e) => return Ok(config_error(e)),
             };
             let guard = telemetry::init("baton-worker");
             let result = roles::run_worker(options, examples, config.worker.metrics_listen, shutdown_on_signal()).await;
@@ -197,13 +191,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             result?;
         }
         Command::Migrate { config } => {
-            let config = match load(config.as_ref()) {
+            let (_, url) = match configure(config.as_ref(), config::Config::database_url) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
-            };
-            let url = match config.database_url() {
-                Ok(u) => u,
-                Err(e) => return Ok(config_error(e)),
             };
             let store = baton_coordinator::store::Store::connect(&url, 2).await?;
             store.migrate().await?;
@@ -211,13 +201,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("migrations applied");
         }
         Command::Admin { config, action } => {
-            let config = match load(config.as_ref()) {
+            let (_, url) = match configure(config.as_ref(), config::Config::database_url) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
-            };
-            let url = match config.database_url() {
-                Ok(u) => u,
-                Err(e) => return Ok(config_error(e)),
             };
             admin_cli::run(&url, action).await?;
         }

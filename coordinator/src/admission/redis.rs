@@ -109,6 +109,18 @@ impl RedisAdmission {
         ]
     }
 
+    /// Runs the release script for `scope` (`backlog` or `all`); with `all`,
+    /// answers when the ticket was admitted.
+    async fn run_release(&self, t: &Ticket, scope: &str) -> Result<Option<i64>, Error> {
+        let mut con = self.con.clone();
+        let mut inv = self.release.prepare_invoke();
+        for k in self.keys(t) {
+            inv.key(k);
+        }
+        inv.arg(&t.execution_id).arg(scope);
+        inv.invoke_async(&mut con).await.map_err(unavailable)
+    }
+
     fn epoch_key(&self) -> String {
         format!("{}:epoch", self.prefix)
     }
@@ -295,25 +307,11 @@ impl Admission for RedisAdmission {
     }
 
     async fn started(&self, t: &Ticket, _now_ms: i64) -> Result<(), Error> {
-        let mut con = self.con.clone();
-        let mut inv = self.release.prepare_invoke();
-        for k in self.keys(t) {
-            inv.key(k);
-        }
-        inv.arg(&t.execution_id).arg("backlog");
-        let _: Option<String> = inv.invoke_async(&mut con).await.map_err(unavailable)?;
-        Ok(())
+        self.run_release(t, "backlog").await.map(|_| ())
     }
 
     async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
-        let mut con = self.con.clone();
-        let mut inv = self.release.prepare_invoke();
-        for k in self.keys(t) {
-            inv.key(k);
-        }
-        inv.arg(&t.execution_id).arg("all");
-        let admitted_at: Option<i64> = inv.invoke_async(&mut con).await.map_err(unavailable)?;
-        if let Some(at) = admitted_at {
+        if let Some(at) = self.run_release(t, "all").await? {
             self.observe((now_ms - at) as f64);
         }
         Ok(())
