@@ -134,8 +134,41 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         insert_event(&mut tx, &new.id, 1, new.created_at, "created", "pending", Some(execution_type)).await?;
-        let record = fetch(&mut tx, &new.id, "").await?.ok_or_else(|| Error::Corrupt(new.id.clone()))?;
         tx.commit().await?;
+        // The row as just inserted, without reading it back.
+        let record = ExecutionRecord {
+            id: new.id.clone(),
+            org_id: new.org_id.clone(),
+            project_id: new.project_id.clone(),
+            gateway_id: new.gateway_id.clone(),
+            tool_name: new.tool_name.clone(),
+            toolkit_name: new.toolkit_name.clone(),
+            toolkit_version: new.toolkit_version.clone(),
+            user_id: new.user_id.clone(),
+            started_by: new.started_by.clone(),
+            surface: new.surface.clone(),
+            execution_type: execution_type.to_owned(),
+            state,
+            error_message: None,
+            summary: None,
+            created_at: new.created_at,
+            scheduled_at,
+            started_at: None,
+            finished_at: None,
+            updated_at: new.created_at,
+            execution_deadline: new.execution_deadline,
+            retention_expires_at: new.retention_expires_at,
+            poll_interval_ms: new.poll_interval_ms,
+            idempotency_key: new.idempotency_key.clone(),
+            request_fingerprint: new.request_fingerprint.clone(),
+            input_ct: Some(new.input_ct.clone()),
+            output_ct: None,
+            error_detail_ct: None,
+            payload_bytes: new.payload_bytes,
+            traceparent: new.traceparent.clone(),
+            remote_task_id: None,
+            version: 1,
+        };
         Ok(Created { record, replayed: false })
     }
 
