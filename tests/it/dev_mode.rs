@@ -39,16 +39,20 @@ async fn dev_is_ready_drains_on_interrupt_and_keeps_state_across_restarts() {
     .expect("ready");
     let token = dev["credentials"]["end_user"]["token"].as_str().expect("token").to_owned();
     let base = dev["rest_base"].as_str().expect("rest_base").to_owned();
-    let started: Value = http
-        .post(format!("{base}/tool-executions"))
-        .bearer_auth(&token)
-        .json(&json!({"gateway_id": dev["gateway_id"], "tool_name": "Demo.Sleep", "input": {"seconds": 1.5}}))
-        .send()
-        .await
-        .expect("start")
-        .json()
-        .await
-        .expect("json");
+    // The worker registers its tools just after the gateway is ready: retry the
+    // start (same Idempotency-Key, so never two executions) until the tool is known.
+    let started: Value = eventually(Duration::from_secs(30), "Demo.Sleep registered", || async {
+        let r = http
+            .post(format!("{base}/tool-executions"))
+            .bearer_auth(&token)
+            .header("Idempotency-Key", "dev-drain")
+            .json(&json!({"gateway_id": dev["gateway_id"], "tool_name": "Demo.Sleep", "input": {"seconds": 1.5}}))
+            .send()
+            .await?;
+        Ok(if r.status() == 202 { Some(r.json().await?) } else { None })
+    })
+    .await
+    .expect("started");
     let id = started["execution_id"].as_str().expect("id").to_owned();
     eventually(Duration::from_secs(20), "working", || async {
         let v: Value =
