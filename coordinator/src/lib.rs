@@ -48,7 +48,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
     }
     store.ping().await?;
     let bus = match &options.redis_url {
-        Some(url) => Bus::redis(url, &options.redis_prefix).await?,
+        Some(url) => Bus::redis(url, &options.redis_prefix, &options.id).await?,
         None => Bus::Local,
     };
     let (admission, cluster_admission): (Arc<dyn Admission>, _) = match &options.redis_url {

@@ -14,14 +14,16 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 pub enum Bus {
     Local,
-    Redis { publisher: ConnectionManager, client: redis::Client, prefix: String },
+    /// `origin` names this replica: signals it published itself were already
+    /// delivered locally and are skipped when they come back.
+    Redis { publisher: ConnectionManager, client: redis::Client, prefix: String, origin: String },
 }
 
 impl Bus {
-    pub async fn redis(url: &str, prefix: &str) -> Result<Self, redis::RedisError> {
+    pub async fn redis(url: &str, prefix: &str, origin: &str) -> Result<Self, redis::RedisError> {
         let client = redis::Client::open(url)?;
         let publisher = ConnectionManager::new(client.clone()).await?;
-        Ok(Bus::Redis { publisher, client, prefix: prefix.to_owned() })
+        Ok(Bus::Redis { publisher, client, prefix: prefix.to_owned(), origin: origin.to_owned() })
     }
 
     fn channels(prefix: &str) -> (String, String) {
@@ -29,7 +31,8 @@ impl Bus {
     }
 
     async fn publish(&self, suffix: &str, payload: &str) {
-        if let Bus::Redis { publisher, prefix, .. } = self {
+        if let Bus::Redis { publisher, prefix, origin, .. } = self {
+            let payload = format!("{origin} {payload}");
             let mut con = publisher.clone();
             let sent: Result<i64, _> =
                 redis::cmd("PUBLISH").arg(format!("{prefix}:{suffix}")).arg(payload).query_async(&mut con).await;
@@ -49,7 +52,7 @@ impl Bus {
 
     /// Listens for other replicas' signals until shutdown, reconnecting with backoff.
     pub async fn listen(self, changes: Changes, wake: Arc<Notify>, shutdown: CancellationToken) {
-        let Bus::Redis { client, prefix, .. } = self else { return };
+        let Bus::Redis { client, prefix, origin, .. } = self else { return };
         let (changed, wake_channel) = Self::channels(&prefix);
         let mut backoff = Duration::from_millis(100);
         while !shutdown.is_cancelled() {
@@ -68,14 +71,18 @@ impl Bus {
                     loop {
                         tokio::select! {
                             _ = shutdown.cancelled() => return,
-                            msg = messages.next() => match msg {
-                                Some(msg) if msg.get_channel_name() == changed => {
-                                    if let Ok(id) = msg.get_payload::<String>() {
-                                        changes.changed_locally(&id);
-                                    }
+                            msg = messages.next() => {
+                                let Some(msg) = msg else { break };
+                                let payload = msg.get_payload::<String>().unwrap_or_default();
+                                let (from, body) = payload.split_once(' ').unwrap_or(("", ""));
+                                if from == origin {
+                                    continue;
                                 }
-                                Some(_) => wake.notify_one(),
-                                None => break,
+                                if msg.get_channel_name() == changed {
+                                    changes.changed_locally(body);
+                                } else {
+                                    wake.notify_one();
+                                }
                             }
                         }
                     }
