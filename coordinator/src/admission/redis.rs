@@ -121,6 +121,24 @@ impl RedisAdmission {
         inv.invoke_async(&mut con).await.map_err(unavailable)
     }
 
+    /// Whether `id` was admitted less than `grace_ms` ago: its row may not be
+    /// committed yet, so a rebuild must not drop it.
+    async fn admitted_within(
+        &self,
+        con: &mut ConnectionManager,
+        id: &str,
+        now_ms: i64,
+        grace_ms: i64,
+    ) -> Result<bool, Error> {
+        let admitted_at: Option<i64> = redis::cmd("HGET")
+            .arg(format!("{}:e:{id}", self.prefix))
+            .arg("admitted_at")
+            .query_async(con)
+            .await
+            .map_err(unavailable)?;
+        Ok(admitted_at.is_some_and(|at| now_ms - at < grace_ms))
+    }
+
     fn epoch_key(&self) -> String {
         format!("{}:epoch", self.prefix)
     }
@@ -178,13 +196,7 @@ impl RedisAdmission {
                 if live.contains(id.as_str()) {
                     continue;
                 }
-                let admitted_at: Option<i64> = redis::cmd("HGET")
-                    .arg(format!("{}:e:{id}", self.prefix))
-                    .arg("admitted_at")
-                    .query_async(&mut con)
-                    .await
-                    .map_err(unavailable)?;
-                if admitted_at.is_some_and(|at| now_ms - at < grace_ms) {
+                if self.admitted_within(&mut con, id.as_str(), now_ms, grace_ms).await? {
                     continue;
                 }
                 let _: i64 = redis::cmd("ZREM").arg(key).arg(&id).query_async(&mut con).await.map_err(unavailable)?;
@@ -222,13 +234,7 @@ impl RedisAdmission {
                 redis::cmd("HKEYS").arg(&size_key).query_async(&mut con).await.map_err(unavailable)?;
             let mut extra = 0u64;
             for id in ids.iter().filter(|id| !live.contains(id.as_str())) {
-                let admitted_at: Option<i64> = redis::cmd("HGET")
-                    .arg(format!("{}:e:{id}", self.prefix))
-                    .arg("admitted_at")
-                    .query_async(&mut con)
-                    .await
-                    .map_err(unavailable)?;
-                if admitted_at.is_some_and(|at| now_ms - at < grace_ms) {
+                if self.admitted_within(&mut con, id.as_str(), now_ms, grace_ms).await? {
                     let size: Option<u64> =
                         redis::cmd("HGET").arg(&size_key).arg(id).query_async(&mut con).await.map_err(unavailable)?;
                     extra += size.unwrap_or(0);

@@ -16,7 +16,12 @@ pub enum Bus {
     Local,
     /// `origin` names this replica: signals it published itself were already
     /// delivered locally and are skipped when they come back.
-    Redis { publisher: ConnectionManager, client: redis::Client, prefix: String, origin: String },
+    Redis {
+        publisher: ConnectionManager,
+        client: redis::Client,
+        prefix: String,
+        origin: String,
+    },
 }
 
 impl Bus {
