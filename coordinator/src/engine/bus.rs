@@ -14,21 +14,24 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 pub enum Bus {
     Local,
-    /// `origin` names this replica: signals it published itself were already
-    /// delivered locally and are skipped when they come back.
-    Redis {
-        publisher: ConnectionManager,
-        client: redis::Client,
-        prefix: String,
-        origin: String,
-    },
+    Redis(Box<RedisBus>),
+}
+
+#[derive(Clone)]
+pub struct RedisBus {
+    publisher: ConnectionManager,
+    client: redis::Client,
+    prefix: String,
+    /// Names this replica: signals it published itself were already delivered
+    /// locally and are skipped when they come back.
+    origin: String,
 }
 
 impl Bus {
     pub async fn redis(url: &str, prefix: &str, origin: &str) -> Result<Self, redis::RedisError> {
         let client = redis::Client::open(url)?;
         let publisher = ConnectionManager::new(client.clone()).await?;
-        Ok(Bus::Redis { publisher, client, prefix: prefix.to_owned(), origin: origin.to_owned() })
+        Ok(Bus::Redis(Box::new(RedisBus { publisher, client, prefix: prefix.to_owned(), origin: origin.to_owned() })))
     }
 
     fn channels(prefix: &str) -> (String, String) {
@@ -36,7 +39,8 @@ impl Bus {
     }
 
     async fn publish(&self, suffix: &str, payload: &str) {
-        if let Bus::Redis { publisher, prefix, origin, .. } = self {
+        if let Bus::Redis(bus) = self {
+            let RedisBus { publisher, prefix, origin, .. } = bus.as_ref();
             let payload = format!("{origin} {payload}");
             let mut con = publisher.clone();
             let sent: Result<i64, _> =
@@ -57,7 +61,8 @@ impl Bus {
 
     /// Listens for other replicas' signals until shutdown, reconnecting with backoff.
     pub async fn listen(self, changes: Changes, wake: Arc<Notify>, shutdown: CancellationToken) {
-        let Bus::Redis { client, prefix, origin, .. } = self else { return };
+        let Bus::Redis(bus) = self else { return };
+        let RedisBus { client, prefix, origin, .. } = *bus;
         let (changed, wake_channel) = Self::channels(&prefix);
         let mut backoff = Duration::from_millis(100);
         while !shutdown.is_cancelled() {
