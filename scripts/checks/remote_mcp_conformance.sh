@@ -11,13 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/mcp/lib.sh
 
-dir="$BATON_TOOLS_DIR/mcp-conformance"
-npm_dir "$dir" "conformance-0.2.0-alpha.12+$(node_package)" \
-  "@modelcontextprotocol/conformance@0.2.0-alpha.12" "$(node_package)"
-node=$(node22 "$dir")
-suite="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-
-work=$(mktemp -d)
+conformance_setup
 trap 'stop_dev; rm -rf "$work"' EXIT
 start_dev "$work" --conformance-fixtures
 url=$(dev_field mcp_url)

@@ -101,3 +101,14 @@ dev_field() {
 for k in sys.argv[2].split('.'): v=v[k]
 print(v)" "$DEV_JSON" "$1"
 }
+
+# Installs the conformance suite (and Node 22) under $BATON_TOOLS_DIR and sets
+# `node`, `suite` and a fresh `work` directory for the caller.
+conformance_setup() {
+  local dir="$BATON_TOOLS_DIR/mcp-conformance"
+  npm_dir "$dir" "conformance-0.2.0-alpha.12+$(node_package)" \
+    "@modelcontextprotocol/conformance@0.2.0-alpha.12" "$(node_package)"
+  node=$(node22 "$dir")
+  suite="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+  work=$(mktemp -d)
+}
