@@ -159,6 +159,8 @@ impl Cluster {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key)?;
         let redis_prefix = format!("bt_it_{suffix}");
+        // Small pools: parallel tests with two coordinators each must stay well inside
+        // Postgres' default 100 connections (CI runs them four at a time).
         let config = json!({
             "features": {
                 "native_mcp_tasks": true,
@@ -170,7 +172,7 @@ impl Cluster {
                 "mcp_tasks_retained_payload_bytes": 1u64 << 30,
             },
             "security": {"execution_payload_keys": [{"id": "k1", "key": base64::engine::general_purpose::STANDARD.encode(key)}]},
-            "database": {"url": database_url, "max_connections": 16},
+            "database": {"url": database_url, "max_connections": 4},
             "redis": {"url": settings.redis_url.clone().unwrap_or_else(redis_url), "key_prefix": redis_prefix},
             "executions": {
                 "lease_ms": settings.lease_ms,

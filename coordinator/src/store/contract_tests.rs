@@ -32,7 +32,7 @@ async fn postgres() -> Backend {
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin.pool).await.expect("create db");
     admin.close().await;
     let (prefix, _) = base.rsplit_once('/').expect("url has a database");
-    let store = Store::connect(&format!("{prefix}/{db}"), 8).await.expect("connect test db");
+    let store = Store::connect(&format!("{prefix}/{db}"), 4).await.expect("connect test db");
     store.migrate().await.expect("migrate postgres");
     Backend { name: "postgres", store, sqlite_path: None }
 }
