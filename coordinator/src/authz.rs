@@ -69,7 +69,7 @@ pub fn bearer_token(header: Option<&str>) -> Option<&str> {
 }
 
 impl Principal {
-    fn from_credential(c: Credential) -> Result<Self, Error> {
+    pub fn from_credential(c: Credential) -> Result<Self, Error> {
         if c.revoked {
             return Err(Error::Unauthenticated);
         }

@@ -89,8 +89,8 @@ impl Engine {
         }
     }
 
-    async fn eligible_tool(&self, project_id: &str, name: &str, input: &serde_json::Value) -> Result<ToolRecord> {
-        let tool = self.store.get_tool(project_id, name).await?.ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
+    fn eligible_tool(tool: Option<ToolRecord>, name: &str, input: &serde_json::Value) -> Result<ToolRecord> {
+        let tool = tool.ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
         if tool.task_time_input && !tool.remote {
             return Err(Error::PolicyRefused(format!(
                 "tool {name:?} declares task-time input, which hosted tools cannot use"
@@ -101,7 +101,16 @@ impl Engine {
         Ok(tool)
     }
 
-    pub async fn start(&self, p: &Principal, req: StartRequest) -> Result<(ExecutionRecord, bool)> {
+    /// Authenticates the caller (with the tool lookup, in one store round trip)
+    /// and creates the execution.
+    pub async fn start(&self, authorization: Option<&str>, req: StartRequest) -> Result<(ExecutionRecord, bool)> {
+        let hash = authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)?;
+        let (credential, tool) = self
+            .store
+            .credential_with_tool(&hash, &req.project_id, &req.tool_name)
+            .await?
+            .ok_or(authz::Error::Unauthenticated)?;
+        let p = &Principal::from_credential(credential)?;
         p.in_scope(&req.org_id, &req.project_id)?;
         p.may_act()?;
         let (user_id, gateway_id) = self.resolve_owner(p, &req).await?;
@@ -110,17 +119,8 @@ impl Engine {
         }
         let input: serde_json::Value =
             serde_json::from_str(&req.input_json).map_err(|_| Error::Invalid("`input` is not valid JSON".into()))?;
-        let tool = self.eligible_tool(&req.project_id, &req.tool_name, &input).await?;
+        let tool = Self::eligible_tool(tool, &req.tool_name, &input)?;
         let now = now_ms();
-        if let Some(key) = &req.idempotency_key
-            && let Some(existing) = self.store.find_idempotent(&req.project_id, &user_id, key, now).await?
-        {
-            return if existing.request_fingerprint.as_deref() == Some(req.request_fingerprint.as_str()) {
-                Ok((existing, true))
-            } else {
-                Err(store::Error::IdempotencyConflict.into())
-            };
-        }
         let id = ExecutionId::generate().to_string();
         let deadlines = self.options.lifetime.deadlines(now, req.ttl_ms, tool.max_ttl_ms);
         let input_ct = self.ring.seal(&id, Field::Input, req.input_json.as_bytes())?;
@@ -156,6 +156,16 @@ impl Engine {
             expires_at_ms: new.execution_deadline,
         };
         if let Err(rejection) = self.admission.admit(&ticket, now).await? {
+            // A retry of admitted work is answered with it, even when saturated.
+            if let Some(key) = &new.idempotency_key
+                && let Some(existing) = self.store.find_idempotent(&new.project_id, &new.user_id, key, now).await?
+            {
+                return if existing.request_fingerprint == new.request_fingerprint {
+                    Ok((existing, true))
+                } else {
+                    Err(store::Error::IdempotencyConflict.into())
+                };
+            }
             return Err(Error::Capacity(rejection));
         }
         let created = match self.store.create_execution(&new).await {
@@ -181,7 +191,7 @@ impl Engine {
     /// status when empty), or after `wait_ms`.
     pub async fn wait(
         &self,
-        p: &Principal,
+        authorization: Option<&str>,
         org_id: &str,
         project_id: &str,
         id: &str,
@@ -192,7 +202,8 @@ impl Engine {
         let notified = watch.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let record = self.owned(p, org_id, project_id, id).await?;
+        let (p, record) = self.read_owned(authorization, org_id, project_id, id).await?;
+        let p = &p;
         let baseline = if known_status.is_empty() {
             record.status()
         } else {
@@ -249,12 +260,12 @@ impl Engine {
     /// The original tool result, when the execution completed.
     pub async fn result(
         &self,
-        p: &Principal,
+        authorization: Option<&str>,
         org_id: &str,
         project_id: &str,
         id: &str,
     ) -> Result<(ExecutionRecord, Option<String>)> {
-        let record = self.owned(p, org_id, project_id, id).await?;
+        let (_, record) = self.read_owned(authorization, org_id, project_id, id).await?;
         let result = match (&record.output_ct, record.status()) {
             (Some(ct), Status::Completed) => {
                 Some(String::from_utf8(self.ring.open(&record.id, Field::Output, ct)?).unwrap_or_default())

@@ -69,6 +69,20 @@ pub struct Engine {
     pub cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
 }
 
+/// The record when `p` may see it; anything else is the uniform not-found.
+fn visible(
+    p: &Principal,
+    org_id: &str,
+    project_id: &str,
+    record: Option<ExecutionRecord>,
+) -> Result<ExecutionRecord, authz::Error> {
+    p.in_scope(org_id, project_id)?;
+    match record {
+        Some(r) if p.may_own(&r) && r.retention_expires_at > now_ms() => Ok(r),
+        _ => Err(authz::Error::NotFound),
+    }
+}
+
 impl Engine {
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal> {
         Ok(Principal::authenticate(&self.store, authz::bearer_token(authorization)).await??)
@@ -77,11 +91,24 @@ impl Engine {
     /// Reads an execution the principal may own; anything else is the uniform not-found.
     pub async fn owned(&self, p: &Principal, org_id: &str, project_id: &str, id: &str) -> Result<ExecutionRecord> {
         p.in_scope(org_id, project_id)?;
-        let record = self.store.get_execution(id).await?.ok_or(authz::Error::NotFound)?;
-        if !p.may_own(&record) || record.retention_expires_at <= now_ms() {
-            return Err(authz::Error::NotFound.into());
-        }
-        Ok(record)
+        Ok(visible(p, org_id, project_id, self.store.get_execution(id).await?)?)
+    }
+
+    /// Authenticates the caller and reads an execution they may own, in one
+    /// store round trip (the hot path of every poll).
+    pub async fn read_owned(
+        &self,
+        authorization: Option<&str>,
+        org_id: &str,
+        project_id: &str,
+        id: &str,
+    ) -> Result<(Principal, ExecutionRecord)> {
+        let hash = authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)?;
+        let (credential, record) =
+            self.store.credential_with_execution(&hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
+        let p = Principal::from_credential(credential)?;
+        let record = visible(&p, org_id, project_id, record)?;
+        Ok((p, record))
     }
 
     /// Carries out what a committed transition asked for.

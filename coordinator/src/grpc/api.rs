@@ -36,7 +36,7 @@ impl Coordinator for Api {
     async fn start_execution(&self, req: Request<pb::StartExecutionRequest>) -> Reply<pb::StartExecutionResponse> {
         let span = span("StartExecution", &req);
         async move {
-            let p = self.principal(&req).await?;
+            let authorization = authorization(&req).map(str::to_owned);
             let r = req.into_inner();
             let surface = convert::surface_name(r.surface);
             let start = StartRequest {
@@ -52,7 +52,7 @@ impl Coordinator for Api {
                 request_fingerprint: r.request_fingerprint,
                 surface,
             };
-            let (record, replayed) = self.engine.start(&p, start).await.map_err(to_status)?;
+            let (record, replayed) = self.engine.start(authorization.as_deref(), start).await.map_err(to_status)?;
             Ok(Response::new(pb::StartExecutionResponse { execution: Some(view(&record)), replayed }))
         }
         .instrument(span)
@@ -60,19 +60,25 @@ impl Coordinator for Api {
     }
 
     async fn get_execution(&self, req: Request<pb::GetExecutionRequest>) -> Reply<pb::ExecutionView> {
-        let p = self.principal(&req).await?;
-        let r = req.into_inner();
-        let record = self.engine.owned(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+        let (_, record) = self
+            .engine
+            .read_owned(
+                authorization(&req),
+                &req.get_ref().org_id,
+                &req.get_ref().project_id,
+                &req.get_ref().execution_id,
+            )
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(self.view(&record).await?))
     }
 
     async fn wait_execution(&self, req: Request<pb::WaitExecutionRequest>) -> Reply<pb::ExecutionView> {
-        let p = self.principal(&req).await?;
-        let r = req.into_inner();
+        let r = req.get_ref();
         let wait_ms = u64::try_from(r.wait_ms).unwrap_or(0).min(45_000);
         let record = self
             .engine
-            .wait(&p, &r.org_id, &r.project_id, &r.execution_id, wait_ms, &r.known_status)
+            .wait(authorization(&req), &r.org_id, &r.project_id, &r.execution_id, wait_ms, &r.known_status)
             .await
             .map_err(to_status)?;
         Ok(Response::new(self.view(&record).await?))
@@ -93,10 +99,12 @@ impl Coordinator for Api {
     }
 
     async fn get_result(&self, req: Request<pb::GetResultRequest>) -> Reply<pb::GetResultResponse> {
-        let p = self.principal(&req).await?;
-        let r = req.into_inner();
-        let (record, result) =
-            self.engine.result(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+        let r = req.get_ref();
+        let (record, result) = self
+            .engine
+            .result(authorization(&req), &r.org_id, &r.project_id, &r.execution_id)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::GetResultResponse { execution: Some(self.view(&record).await?), result_json: result }))
     }
 

@@ -126,6 +126,25 @@ async fn idempotency_key_replays_same_work_and_refuses_other_work() {
 }
 
 #[tokio::test]
+async fn a_key_past_its_holders_retention_starts_new_work() {
+    for b in backends().await {
+        let first = b.store.create_execution(&new_execution("p1", "u1", Some("k"), "f1", 1_000)).await.expect("first");
+        let later = first.record.retention_expires_at + 1;
+        let again = b.store.create_execution(&new_execution("p1", "u1", Some("k"), "f2", later)).await.expect("again");
+        assert!(!again.replayed, "{}", b.name);
+        assert_ne!(again.record.id, first.record.id, "{}", b.name);
+        assert!(
+            b.store.get_execution(&first.record.id).await.expect("get").is_none(),
+            "{}: expired holder gone",
+            b.name
+        );
+        let replay =
+            b.store.create_execution(&new_execution("p1", "u1", Some("k"), "f2", later + 1)).await.expect("replay");
+        assert_eq!(replay.record.id, again.record.id, "{}", b.name);
+    }
+}
+
+#[tokio::test]
 async fn concurrent_creates_with_one_key_make_one_execution() {
     for b in backends().await {
         let tasks: Vec<_> = (0..8)
@@ -312,12 +331,24 @@ async fn credentials_resolve_by_hash_and_revoke() {
             permissions: vec!["status".into(), "cancel".into()],
         };
         b.store.create_credential(&c, 1).await.expect("create");
+        // The joined reads see the same credential, with or without the row they join.
+        let exec = b.store.create_execution(&new_execution("prj_1", "u1", None, "f", 1)).await.expect("exec").record;
+        let (cred, found) =
+            b.store.credential_with_execution(&[7; 32], &exec.id).await.expect("join").expect("credential");
+        assert_eq!((cred.id.as_str(), found.map(|r| r.id)), ("cred_a", Some(exec.id.clone())), "{}", b.name);
+        let (_, missing) = b.store.credential_with_execution(&[7; 32], "te_nope").await.expect("join").expect("cred");
+        assert!(missing.is_none(), "{}", b.name);
+        assert!(b.store.credential_with_execution(&[8; 32], &exec.id).await.expect("join").is_none(), "{}", b.name);
+        let (_, tool) = b.store.credential_with_tool(&[7; 32], "prj_1", "Demo.Echo").await.expect("tool").expect("c");
+        assert!(tool.is_none(), "{}: nothing registered yet", b.name);
         let got = b.store.credential_by_hash(&[7; 32]).await.expect("get").expect("found");
         assert_eq!(got.permissions, ["status", "cancel"], "{}", b.name);
         assert!(!got.revoked);
         assert!(b.store.revoke_credential("cred_a", 2).await.expect("revoke"));
         assert!(!b.store.revoke_credential("cred_a", 3).await.expect("revoke twice"));
         assert!(b.store.credential_by_hash(&[7; 32]).await.expect("get").expect("found").revoked);
+        let (cred, _) = b.store.credential_with_execution(&[7; 32], &exec.id).await.expect("join").expect("cred");
+        assert!(cred.revoked, "{}: a joined read sees the revocation at once", b.name);
     }
 }
 

@@ -5,7 +5,7 @@ use super::records::{
     AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, NewExecution, attempt_from_row, execution_from_row,
 };
 use super::write::{Pending, persist_many};
-use super::{Error, Result, Store};
+use super::{Dialect, Error, Result, Store};
 use crate::domain::{self, Effect, Event, Millis, State, Transition};
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
@@ -51,90 +51,44 @@ pub enum ListFilter {
     StartedBy { project_id: String, credential_id: String },
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
 impl Store {
     pub async fn create_execution(&self, new: &NewExecution) -> Result<Created> {
-        // A concurrent create with the same key loses the unique index race; the
-        // second pass then finds the winner's row.
+        // A pass that freed an expired key can lose it to a concurrent create;
+        // the next pass then finds the new holder.
         for _ in 0..2 {
-            match self.try_create(new).await {
-                Err(Error::Database(e)) if is_unique_violation(&e) => continue,
-                other => return other,
+            if let Some(created) = self.try_create(new).await? {
+                return Ok(created);
             }
         }
         Err(Error::IdempotencyConflict)
     }
 
-    async fn try_create(&self, new: &NewExecution) -> Result<Created> {
-        let mut tx = self.pool.begin().await?;
-        if let Some(key) = &new.idempotency_key {
-            let sql = format!(
-                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 AND idempotency_key = $3{}",
-                self.dialect.for_update()
-            );
-            let row = sqlx::query(AssertSqlSafe(sql))
-                .bind(&new.project_id)
-                .bind(&new.user_id)
-                .bind(key)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some(row) = row {
-                let existing = execution_from_row(&row)?;
-                if existing.retention_expires_at > new.created_at {
-                    tx.commit().await?;
-                    return if existing.request_fingerprint == new.request_fingerprint {
-                        Ok(Created { record: existing, replayed: true })
-                    } else {
-                        Err(Error::IdempotencyConflict)
-                    };
-                }
-                // Past retention the record is gone for every reader; free the key.
-                delete_execution(&mut tx, &existing.id).await?;
-            }
-        }
+    async fn try_create(&self, new: &NewExecution) -> Result<Option<Created>> {
         let (execution_type, not_before, scheduled_at) = match new.run_at {
             Some(at) if at > new.created_at => ("scheduled", at, Some(at)),
             _ => ("immediate", new.created_at, None),
         };
         let state = State::new(not_before, new.execution_deadline, new.max_attempts);
-        sqlx::query(
-            "INSERT INTO executions (id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
-             user_id, started_by, surface, execution_type, status, not_before, attempts, max_attempts, \
-             cancel_requested, created_at, scheduled_at, updated_at, execution_deadline, retention_expires_at, \
-             poll_interval_ms, idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, 0, $13, 0, $14, $15, $14, $16, $17, \
-             $18, $19, $20, $21, $22, $23, 1)",
-        )
-        .bind(&new.id)
-        .bind(&new.org_id)
-        .bind(&new.project_id)
-        .bind(&new.gateway_id)
-        .bind(&new.tool_name)
-        .bind(&new.toolkit_name)
-        .bind(&new.toolkit_version)
-        .bind(&new.user_id)
-        .bind(&new.started_by)
-        .bind(&new.surface)
-        .bind(execution_type)
-        .bind(not_before)
-        .bind(i64::from(state.max_attempts))
-        .bind(new.created_at)
-        .bind(scheduled_at)
-        .bind(new.execution_deadline)
-        .bind(new.retention_expires_at)
-        .bind(new.poll_interval_ms)
-        .bind(&new.idempotency_key)
-        .bind(&new.request_fingerprint)
-        .bind(&new.input_ct)
-        .bind(new.payload_bytes)
-        .bind(&new.traceparent)
-        .execute(&mut *tx)
-        .await?;
-        insert_event(&mut tx, &new.id, 1, new.created_at, "created", "pending", Some(execution_type)).await?;
-        tx.commit().await?;
+        let due = Due { execution_type, not_before, scheduled_at, max_attempts: state.max_attempts };
+        // The common case writes without reading: a taken key shows as no row
+        // inserted, and only then is the holder looked at.
+        let inserted = match self.dialect {
+            Dialect::Postgres => bind_new(&CREATE_WITH_EVENT, new, due).execute(&self.pool).await?.rows_affected() == 1,
+            Dialect::Sqlite => false,
+        };
+        if !inserted {
+            match self.create_in_transaction(new, due).await? {
+                TxCreate::Inserted => {}
+                TxCreate::Raced => return Ok(None),
+                TxCreate::Held(existing) => {
+                    return if existing.request_fingerprint == new.request_fingerprint {
+                        Ok(Some(Created { record: *existing, replayed: true }))
+                    } else {
+                        Err(Error::IdempotencyConflict)
+                    };
+                }
+            }
+        }
         // The row as just inserted, without reading it back.
         let record = ExecutionRecord {
             id: new.id.clone(),
@@ -169,7 +123,42 @@ impl Store {
             remote_task_id: None,
             version: 1,
         };
-        Ok(Created { record, replayed: false })
+        Ok(Some(Created { record, replayed: false }))
+    }
+
+    /// The create as one transaction: SQLite's path, and Postgres' when the
+    /// key is taken (then the holder is locked and either answers the request
+    /// or, past retention, is deleted to free the key).
+    async fn create_in_transaction(&self, new: &NewExecution, due: Due) -> Result<TxCreate> {
+        let mut tx = self.pool.begin().await?;
+        if !insert_execution(&mut tx, new, due).await? {
+            let key = new.idempotency_key.as_deref().ok_or_else(|| Error::Corrupt(new.id.clone()))?;
+            let sql = format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 AND idempotency_key = $3{}",
+                self.dialect.for_update()
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(&new.project_id)
+                .bind(&new.user_id)
+                .bind(key)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let Some(row) = row {
+                let existing = execution_from_row(&row)?;
+                if existing.retention_expires_at > new.created_at {
+                    tx.commit().await?;
+                    return Ok(TxCreate::Held(Box::new(existing)));
+                }
+                // Past retention the record is gone for every reader; free the key.
+                delete_execution(&mut tx, &existing.id).await?;
+            }
+            if !insert_execution(&mut tx, new, due).await? {
+                return Ok(TxCreate::Raced);
+            }
+        }
+        insert_event(&mut tx, &new.id, 1, new.created_at, "created", "pending", Some(due.execution_type)).await?;
+        tx.commit().await?;
+        Ok(TxCreate::Inserted)
     }
 
     /// The live execution an Idempotency-Key already names, if any.
@@ -414,6 +403,74 @@ pub(super) async fn fetch(tx: &mut Transaction<'_, Any>, id: &str, lock: &str) -
     let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1{lock}");
     let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&mut **tx).await?;
     row.as_ref().map(execution_from_row).transpose()
+}
+
+const INSERT_EXECUTION: &str = "INSERT INTO executions (id, org_id, project_id, gateway_id, tool_name, \
+    toolkit_name, toolkit_version, user_id, started_by, surface, execution_type, status, not_before, attempts, \
+    max_attempts, cancel_requested, created_at, scheduled_at, updated_at, execution_deadline, retention_expires_at, \
+    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, 0, $13, 0, $14, $15, $14, $16, $17, \
+    $18, $19, $20, $21, $22, $23, 1) \
+    ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
+
+/// Postgres only: the row and its `created` event in one statement, so the
+/// common create is a single round trip and a single commit.
+static CREATE_WITH_EVENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH created AS ({INSERT_EXECUTION} RETURNING id) \
+         INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) \
+         SELECT id, 1, $14, 'created', 'pending', $11 FROM created"
+    )
+});
+
+enum TxCreate {
+    Inserted,
+    /// The Idempotency-Key belongs to this live execution.
+    Held(Box<ExecutionRecord>),
+    /// The key was freed and taken again meanwhile: try once more.
+    Raced,
+}
+
+/// Where and when a new execution first becomes due.
+#[derive(Clone, Copy)]
+struct Due {
+    execution_type: &'static str,
+    not_before: Millis,
+    scheduled_at: Option<Millis>,
+    max_attempts: u32,
+}
+
+/// `sql` (an `INSERT_EXECUTION` form) with the new row's values bound.
+fn bind_new<'q>(sql: &'q str, new: &'q NewExecution, due: Due) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
+    sqlx::query(AssertSqlSafe(sql))
+        .bind(&new.id)
+        .bind(&new.org_id)
+        .bind(&new.project_id)
+        .bind(&new.gateway_id)
+        .bind(&new.tool_name)
+        .bind(&new.toolkit_name)
+        .bind(&new.toolkit_version)
+        .bind(&new.user_id)
+        .bind(&new.started_by)
+        .bind(&new.surface)
+        .bind(due.execution_type)
+        .bind(due.not_before)
+        .bind(i64::from(due.max_attempts))
+        .bind(new.created_at)
+        .bind(due.scheduled_at)
+        .bind(new.execution_deadline)
+        .bind(new.retention_expires_at)
+        .bind(new.poll_interval_ms)
+        .bind(&new.idempotency_key)
+        .bind(&new.request_fingerprint)
+        .bind(&new.input_ct)
+        .bind(new.payload_bytes)
+        .bind(&new.traceparent)
+}
+
+/// Inserts a new execution row; false when its Idempotency-Key is already held.
+async fn insert_execution(tx: &mut Transaction<'_, Any>, new: &NewExecution, due: Due) -> Result<bool> {
+    Ok(bind_new(INSERT_EXECUTION, new, due).execute(&mut **tx).await?.rows_affected() == 1)
 }
 
 async fn insert_event(

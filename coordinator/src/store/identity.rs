@@ -53,18 +53,23 @@ pub struct Credential {
     pub revoked: bool,
 }
 
-fn credential_from_row(row: &AnyRow) -> Result<Credential> {
-    let kind: String = row.try_get("kind")?;
-    let permissions: String = row.try_get("permissions")?;
-    let revoked_at: Option<i64> = row.try_get("revoked_at")?;
+/// Credential columns under names that cannot collide with a joined table's.
+pub(super) const CREDENTIAL_COLUMNS: &str = "c.id AS cred_id, c.kind AS cred_kind, c.org_id AS cred_org_id, \
+    c.project_id AS cred_project_id, c.gateway_id AS cred_gateway_id, c.user_id AS cred_user_id, \
+    c.role AS cred_role, c.permissions AS cred_permissions, c.revoked_at AS cred_revoked_at";
+
+pub(super) fn credential_from_row(row: &AnyRow) -> Result<Credential> {
+    let kind: String = row.try_get("cred_kind")?;
+    let permissions: String = row.try_get("cred_permissions")?;
+    let revoked_at: Option<i64> = row.try_get("cred_revoked_at")?;
     Ok(Credential {
-        id: row.try_get("id")?,
+        id: row.try_get("cred_id")?,
         kind: CredentialKind::parse(&kind).ok_or_else(|| super::Error::Corrupt(format!("credential kind {kind}")))?,
-        org_id: row.try_get("org_id")?,
-        project_id: row.try_get("project_id")?,
-        gateway_id: row.try_get("gateway_id")?,
-        user_id: row.try_get("user_id")?,
-        role: row.try_get("role")?,
+        org_id: row.try_get("cred_org_id")?,
+        project_id: row.try_get("cred_project_id")?,
+        gateway_id: row.try_get("cred_gateway_id")?,
+        user_id: row.try_get("cred_user_id")?,
+        role: row.try_get("cred_role")?,
         permissions: permissions.split(',').filter(|p| !p.is_empty()).map(str::to_owned).collect(),
         revoked: revoked_at.is_some(),
     })
@@ -86,7 +91,7 @@ pub struct ToolRecord {
     pub remote: bool,
 }
 
-fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
+pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
     let task_time_input: i64 = row.try_get("task_time_input")?;
     let max_attempts: i64 = row.try_get("max_attempts")?;
     let remote: i64 = row.try_get("remote")?;
@@ -104,7 +109,7 @@ fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
     })
 }
 
-const TOOL_COLUMNS: &str = "name, toolkit_name, toolkit_version, description, input_schema, background, \
+pub(super) const TOOL_COLUMNS: &str = "name, toolkit_name, toolkit_version, description, input_schema, background, \
     task_time_input, max_attempts, max_ttl_ms, remote";
 
 impl Store {
@@ -189,13 +194,8 @@ impl Store {
     }
 
     pub async fn credential_by_hash(&self, token_hash: &[u8]) -> Result<Option<Credential>> {
-        let row = sqlx::query(
-            "SELECT id, kind, org_id, project_id, gateway_id, user_id, role, permissions, revoked_at \
-             FROM credentials WHERE token_hash = $1",
-        )
-        .bind(token_hash)
-        .fetch_optional(&self.pool)
-        .await?;
+        let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials c WHERE c.token_hash = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash).fetch_optional(&self.pool).await?;
         row.as_ref().map(credential_from_row).transpose()
     }
 

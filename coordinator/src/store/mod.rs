@@ -7,6 +7,7 @@
 //! Owns: SQL, transactions, the event log. Does not own: the rules of a
 //! transition (those are `domain::apply`, called inside the transaction here).
 
+mod access;
 mod executions;
 mod identity;
 mod input;

@@ -1,0 +1,73 @@
+//! Reads that authenticate in the same round trip: the caller's credential
+//! joined with the row the request is about. Every call still sees the
+//! credential as committed (so a revocation holds at once), without paying a
+//! second query for it.
+
+use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, tool_from_row};
+use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
+use super::{Credential, Result, Store, ToolRecord};
+use sqlx::{AssertSqlSafe, Row};
+use std::sync::LazyLock;
+
+/// `columns` with every name qualified by `table`.
+fn qualified(table: &str, columns: &str) -> String {
+    columns.split(',').map(|c| format!("{table}.{}", c.trim())).collect::<Vec<_>>().join(", ")
+}
+
+static WITH_EXECUTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {CREDENTIAL_COLUMNS}, {} FROM credentials c LEFT JOIN executions e ON e.id = $2 \
+         WHERE c.token_hash = $1",
+        qualified("e", EXECUTION_COLUMNS)
+    )
+});
+
+static WITH_TOOL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {CREDENTIAL_COLUMNS}, {} FROM credentials c LEFT JOIN tools t ON t.project_id = $2 AND t.name = $3 \
+         WHERE c.token_hash = $1",
+        qualified("t", TOOL_COLUMNS)
+    )
+});
+
+impl Store {
+    /// The credential with `token_hash` (None when unknown) and execution `id`, if it exists.
+    pub async fn credential_with_execution(
+        &self,
+        token_hash: &[u8],
+        id: &str,
+    ) -> Result<Option<(Credential, Option<ExecutionRecord>)>> {
+        let row = sqlx::query(AssertSqlSafe(WITH_EXECUTION.as_str()))
+            .bind(token_hash)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let record = match row.try_get::<Option<String>, _>("id")? {
+            Some(_) => Some(execution_from_row(&row)?),
+            None => None,
+        };
+        Ok(Some((credential_from_row(&row)?, record)))
+    }
+
+    /// The credential with `token_hash` (None when unknown) and tool `name` of `project_id`, if registered.
+    pub async fn credential_with_tool(
+        &self,
+        token_hash: &[u8],
+        project_id: &str,
+        name: &str,
+    ) -> Result<Option<(Credential, Option<ToolRecord>)>> {
+        let row = sqlx::query(AssertSqlSafe(WITH_TOOL.as_str()))
+            .bind(token_hash)
+            .bind(project_id)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let tool = match row.try_get::<Option<String>, _>("name")? {
+            Some(_) => Some(tool_from_row(&row)?),
+            None => None,
+        };
+        Ok(Some((credential_from_row(&row)?, tool)))
+    }
+}
