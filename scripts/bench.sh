@@ -2,8 +2,9 @@
 # Reproduces the issue #8 benchmark on one machine: builds the release binary,
 # creates a fresh Postgres database and Redis key prefix, starts the cluster
 # topology on loopback (1 coordinator, 1 gateway, 1 worker with the example
-# tools), runs `baton bench --scenario all` against it and prints its tables,
-# then stops everything and drops the database.
+# tools, and a second gateway with a zero foreground budget for mcp-task), runs
+# `baton bench --scenario all` against it and prints its tables, then stops
+# everything and drops the database.
 #
 # Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust) and Redis on
 # 127.0.0.1:6379; BENCH_POSTGRES_URL and BENCH_REDIS_URL override them.
@@ -142,6 +143,12 @@ BATON_WORKER__COORDINATOR_URL="$CO_URL" BATON_WORKER__TOKEN="$WORKER_TOKEN" \
   BATON_WORKER__METRICS_LISTEN=127.0.0.1:0 \
   start_role worker "worker metrics listening" worker --config "$CONFIG" --examples
 WK_PID=$ROLE_PID
+# A second gateway that hands every tools/call over as a task at once: Demo.Echo
+# beats the default 10 s foreground budget, so without it mcp-task would
+# measure foreground calls.
+BATON_GATEWAY__COORDINATOR_URL="$CO_URL" BATON_GATEWAY__FOREGROUND_BUDGET_MS=0 \
+  start_role task-gateway "gateway listening" gateway --config "$CONFIG" --listen 127.0.0.1:0
+TASK_GW_URL="http://$ROLE_ADDR"
 for _ in $(seq 1 300); do
   grep -q "registered" "$WORK/worker.log" && break
   kill -0 "$WK_PID" 2>/dev/null || die "worker exited; see $WORK/worker.log"
@@ -153,10 +160,10 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 curl -fsS "$GW_URL/readyz" >/dev/null || die "gateway not ready at $GW_URL/readyz"
-echo "coordinator $CO_URL (pid $CO_PID), gateway $GW_URL (pid $GW_PID), worker pid $WK_PID"
+echo "coordinator $CO_URL (pid $CO_PID), gateway $GW_URL (pid $GW_PID), task gateway $TASK_GW_URL, worker pid $WK_PID"
 
 step "baton bench --scenario all (N=$N, C=$C, W=$W)"
 BATON_BENCH_TOKEN="$USER_TOKEN" "$BIN" bench \
-  --http-url "$GW_URL" --org "$ORG" --project "$PROJECT" --gateway "$GATEWAY" \
+  --http-url "$GW_URL" --task-http-url "$TASK_GW_URL" --org "$ORG" --project "$PROJECT" --gateway "$GATEWAY" \
   --scenario "${BENCH_SCENARIO:-all}" -n "$N" -c "$C" --waiters "$W" \
   --database-url "$DB_URL" --pids "gateway=$GW_PID,coordinator=$CO_PID,worker=$WK_PID" "$@"

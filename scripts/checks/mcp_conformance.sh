@@ -25,24 +25,19 @@ url=$(dev_field mcp_url)
 # tied to the fixture tool whose absence makes it fail. An entry applies only
 # while `tools/list` lacks that fixture: once the fixture is served, its checks
 # must pass like any other.
-#   confirm_delete: parks in input_required for an elicitation. Task-time input
-#     only exists for remote MCP tools, which arrive with issue #7.
-#   test_streaming_elicitation: asks the client for input while the request is
-#     open; the same task-time input of issue #7.
-#   test_missing_capability: needs the client's `sampling` capability. Baton
-#     relays no sampling (issue #7 fails a remote sampling request with
-#     unsupported_interaction), so no Baton tool can require it.
+#   test_streaming_elicitation: a call without a task that asks the client for
+#     input while the request is open. Baton answers input requests only
+#     through tasks (and the compatibility tools); a non-task call that needs
+#     input would need the MRTR round trip (InputRequiredResult, then a retry
+#     with inputResponses), which Baton does not serve yet (issue #6).
 BASELINE='
-confirm_delete             tasks-dispatch-and-envelope:tasks-result-type-complete-on-non-task-responses
 test_streaming_elicitation server-stateless:sep-2575-http-server-no-independent-requests-on-stream
-test_missing_capability    server-stateless:sep-2575-server-rejects-undeclared-capability
-test_missing_capability    server-stateless:sep-2575-missing-capability-http-400
 '
 tools=$(curl -sf "$url" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
   -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \
   -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}' |
   python3 -c 'import json,sys; print("\n".join(t["name"] for t in json.load(sys.stdin)["result"]["tools"]))')
-for fixture in greet slow_compute failing_job protocol_error_job; do
+for fixture in greet slow_compute failing_job protocol_error_job test_missing_capability; do
   grep -qx "$fixture" <<<"$tools" || { echo "baton dev does not serve the fixture $fixture" >&2; exit 1; }
 done
 expected=()

@@ -58,6 +58,10 @@ pub struct Args {
     /// The gateway's base URL, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     http_url: String,
+    /// A gateway for the mcp-task scenario, e.g. one started with a zero
+    /// foreground budget so every call becomes a task (default: --http-url).
+    #[arg(long)]
+    task_http_url: Option<String>,
     #[arg(long)]
     org: String,
     #[arg(long)]
@@ -161,6 +165,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         token: args.token.clone(),
         run_id: suffix.iter().map(|b| format!("{b:02x}")).collect(),
     });
+    let task_target = match &args.task_http_url {
+        Some(url) => Arc::new(Target {
+            http: target.http.clone(),
+            executions_url: target.executions_url.clone(),
+            mcp_url: format!("{}/mcp/{}", url.trim_end_matches('/'), args.gateway),
+            gateway_id: target.gateway_id.clone(),
+            token: target.token.clone(),
+            run_id: target.run_id.clone(),
+        }),
+        None => target.clone(),
+    };
     let pids = args.pids.map(|p| p.0).unwrap_or_default();
     let settle = Duration::from_millis(args.stats_settle_ms);
     let mut probe =
@@ -181,7 +196,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let before = probe.before().await;
         let outcome = match scenario {
             Scenario::RestBackground => rest_background::run(target.clone(), settings).await,
-            Scenario::McpTask => mcp_task::run(target.clone(), settings).await,
+            Scenario::McpTask => mcp_task::run(task_target.clone(), settings).await,
             Scenario::Foreground => foreground::run(target.clone(), settings).await,
             Scenario::Waiters => waiters::run(target.clone(), settings, &probe).await,
             Scenario::All => continue,

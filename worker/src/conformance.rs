@@ -11,6 +11,7 @@
 //! | `failing_job {}` | task required | a tool error (`isError: true`) after ~1 s |
 //! | `protocol_error_job {}` | task required | fails: the task ends `failed` with an error, no result |
 //! | `test_logging_tool {}` | foreground only | reports progress lines; the client asked for no log level, so none may reach it |
+//! | `test_missing_capability {}` | foreground only | requires the client's `sampling` capability: the gateway refuses callers without it (-32021); with it, says so |
 
 use crate::sdk::{Background, Context, Failure, Output, Tool, ToolSpec};
 use serde_json::{Value, json};
@@ -22,7 +23,14 @@ const VERSION: &str = "0.2.0-alpha.12";
 
 /// Every fixture, `greet` first (clients list tools in registration order).
 pub fn all() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(Greet), Arc::new(SlowCompute), Arc::new(FailingJob), Arc::new(ProtocolErrorJob), Arc::new(Logging)]
+    vec![
+        Arc::new(Greet),
+        Arc::new(SlowCompute),
+        Arc::new(FailingJob),
+        Arc::new(ProtocolErrorJob),
+        Arc::new(Logging),
+        Arc::new(MissingCapability),
+    ]
 }
 
 fn spec(name: &str) -> ToolSpec {
@@ -146,6 +154,25 @@ impl Tool for Logging {
     }
 }
 
+/// Declares that callers must offer `sampling`; Baton relays no sampling, so
+/// the declaration (checked by the gateway) is the whole point of the fixture.
+pub struct MissingCapability;
+
+#[tonic::async_trait]
+impl Tool for MissingCapability {
+    fn spec(&self) -> ToolSpec {
+        spec("test_missing_capability")
+            .description("Needs a client that declares the sampling capability; others are refused before it runs.")
+            .background(Background::Forbidden)
+            .requires_client_capability("sampling")
+            .input_schema(no_arguments())
+    }
+
+    async fn call(&self, _input: Value, _cx: Context) -> Result<Output, Failure> {
+        Ok(Output::text("called by a client that declared sampling"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,7 +181,18 @@ mod tests {
     fn greet_is_listed_first_and_policies_match_the_suite() {
         let specs: Vec<ToolSpec> = all().iter().map(|t| t.spec()).collect();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["greet", "slow_compute", "failing_job", "protocol_error_job", "test_logging_tool"]);
+        assert_eq!(
+            names,
+            [
+                "greet",
+                "slow_compute",
+                "failing_job",
+                "protocol_error_job",
+                "test_logging_tool",
+                "test_missing_capability"
+            ]
+        );
+        assert_eq!(specs[5].required_client_capabilities, ["sampling"]);
         let policy = |n: &str| specs.iter().find(|s| s.name == n).map(|s| s.background);
         assert_eq!(policy("greet"), Some(Background::Forbidden));
         assert_eq!(policy("slow_compute"), Some(Background::Optional));

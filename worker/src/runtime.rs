@@ -128,6 +128,7 @@ impl Worker {
                     max_attempts: s.max_attempts,
                     max_ttl_ms: s.max_ttl.map_or(0, |d| d.as_millis() as i64),
                     remote: false,
+                    required_client_capabilities: s.required_client_capabilities,
                 }
             })
             .chain(self.remote_tools().iter().map(|t| {
@@ -143,6 +144,7 @@ impl Worker {
                     max_attempts: 1,
                     max_ttl_ms: 0,
                     remote: true,
+                    required_client_capabilities: s.required_client_capabilities.clone(),
                 }
             }))
             .collect();

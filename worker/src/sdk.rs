@@ -39,6 +39,9 @@ pub struct ToolSpec {
     /// Attempts allowed when the tool reports retryable failures (1 = no retry).
     pub max_attempts: u32,
     pub max_ttl: Option<Duration>,
+    /// MCP client capabilities (e.g. `sampling`) a caller must declare; the
+    /// gateway refuses other callers before anything runs.
+    pub required_client_capabilities: Vec<String>,
 }
 
 impl ToolSpec {
@@ -54,7 +57,13 @@ impl ToolSpec {
             task_time_input: false,
             max_attempts: 1,
             max_ttl: None,
+            required_client_capabilities: Vec::new(),
         }
+    }
+
+    pub fn requires_client_capability(mut self, capability: &str) -> Self {
+        self.required_client_capabilities.push(capability.to_owned());
+        self
     }
 
     pub fn description(mut self, d: &str) -> Self {

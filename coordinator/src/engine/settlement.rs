@@ -24,6 +24,9 @@ fn tool_record(t: &wpb::ToolRegistration) -> Result<ToolRecord> {
             t.name
         )));
     }
+    if t.required_client_capabilities.iter().any(|c| c.is_empty() || c.len() > 64 || c.contains(',')) {
+        return Err(Error::Invalid(format!("tool {:?}: a required client capability must be a plain name", t.name)));
+    }
     if !["forbidden", "optional", "required"].contains(&t.background.as_str()) {
         return Err(Error::Invalid(format!("tool {:?}: background must be forbidden, optional or required", t.name)));
     }
@@ -41,6 +44,7 @@ fn tool_record(t: &wpb::ToolRegistration) -> Result<ToolRecord> {
         max_attempts: t.max_attempts.clamp(1, 10),
         max_ttl_ms: (t.max_ttl_ms > 0).then_some(t.max_ttl_ms),
         remote: t.remote,
+        required_client_capabilities: t.required_client_capabilities.clone(),
     })
 }
 

@@ -58,5 +58,6 @@ pub fn tool(t: &ToolRecord) -> pb::ToolDefinition {
         input_schema_json: t.input_schema.clone(),
         background: t.background.clone(),
         task_time_input: t.task_time_input,
+        required_client_capabilities: t.required_client_capabilities.clone(),
     }
 }

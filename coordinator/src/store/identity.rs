@@ -89,12 +89,14 @@ pub struct ToolRecord {
     pub max_ttl_ms: Option<i64>,
     /// Served through a remote MCP server (the only kind that may ask for input).
     pub remote: bool,
+    pub required_client_capabilities: Vec<String>,
 }
 
 pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
     let task_time_input: i64 = row.try_get("task_time_input")?;
     let max_attempts: i64 = row.try_get("max_attempts")?;
     let remote: i64 = row.try_get("remote")?;
+    let capabilities: String = row.try_get("required_client_capabilities")?;
     Ok(ToolRecord {
         name: row.try_get("name")?,
         toolkit_name: row.try_get("toolkit_name")?,
@@ -106,11 +108,12 @@ pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
         max_attempts: u32::try_from(max_attempts).unwrap_or(1),
         max_ttl_ms: row.try_get("max_ttl_ms")?,
         remote: remote != 0,
+        required_client_capabilities: capabilities.split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect(),
     })
 }
 
 pub(super) const TOOL_COLUMNS: &str = "name, toolkit_name, toolkit_version, description, input_schema, background, \
-    task_time_input, max_attempts, max_ttl_ms, remote";
+    task_time_input, max_attempts, max_ttl_ms, remote, required_client_capabilities";
 
 impl Store {
     pub async fn create_org(&self, id: &str, name: &str, now: Millis) -> Result<()> {
@@ -204,13 +207,15 @@ impl Store {
         for (position, t) in tools.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO tools (project_id, name, toolkit_name, toolkit_version, description, input_schema, \
-                 background, task_time_input, max_attempts, max_ttl_ms, updated_at, position, remote) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+                 background, task_time_input, max_attempts, max_ttl_ms, updated_at, position, remote, \
+                 required_client_capabilities) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT (project_id, name) DO UPDATE SET toolkit_name = excluded.toolkit_name, \
                  toolkit_version = excluded.toolkit_version, description = excluded.description, \
                  input_schema = excluded.input_schema, background = excluded.background, \
                  task_time_input = excluded.task_time_input, max_attempts = excluded.max_attempts, \
-                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at, position = excluded.position, remote = excluded.remote",
+                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at, position = excluded.position, remote = excluded.remote, \
+                 required_client_capabilities = excluded.required_client_capabilities",
             )
             .bind(project_id)
             .bind(&t.name)
@@ -225,6 +230,7 @@ impl Store {
             .bind(now)
             .bind(position as i64)
             .bind(i64::from(t.remote))
+            .bind(t.required_client_capabilities.join(","))
             .execute(&mut *tx)
             .await?;
         }

@@ -131,8 +131,22 @@ impl Store {
     /// Applies the embedded migrations for this backend.
     pub async fn migrate(&self) -> Result<()> {
         let sources: &[(i64, &str, &'static str)] = match self.dialect {
-            Dialect::Postgres => &[(1, "init", include_str!("../../../migrations/postgres/0001_init.sql"))],
-            Dialect::Sqlite => &[(1, "init", include_str!("../../../migrations/sqlite/0001_init.sql"))],
+            Dialect::Postgres => &[
+                (1, "init", include_str!("../../../migrations/postgres/0001_init.sql")),
+                (
+                    2,
+                    "tool_client_capabilities",
+                    include_str!("../../../migrations/postgres/0002_tool_client_capabilities.sql"),
+                ),
+            ],
+            Dialect::Sqlite => &[
+                (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
+                (
+                    2,
+                    "tool_client_capabilities",
+                    include_str!("../../../migrations/sqlite/0002_tool_client_capabilities.sql"),
+                ),
+            ],
         };
         let migrations = sources
             .iter()

@@ -71,8 +71,13 @@ impl RpcError {
 
     /// -32021 naming the tasks extension, as the 2026-07-28 schema shapes it.
     pub fn missing_tasks_capability() -> Self {
+        RpcError::missing_capabilities(json!({"extensions": {super::TASKS_EXTENSION: {}}}))
+    }
+
+    /// -32021: `required` is a ClientCapabilities object of what the request lacked.
+    pub fn missing_capabilities(required: Value) -> Self {
         RpcError::new(MISSING_CAPABILITY, "missing required client capability")
-            .with_data(json!({"requiredCapabilities": {"extensions": {super::TASKS_EXTENSION: {}}}}))
+            .with_data(json!({"requiredCapabilities": required}))
             .with_status(StatusCode::BAD_REQUEST)
     }
 

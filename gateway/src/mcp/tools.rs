@@ -143,6 +143,18 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         .iter()
         .find(|d| d.name == name)
         .ok_or_else(|| RpcError::invalid_params(format!("unknown tool: {name}")))?;
+    if ctx.era == Era::Modern {
+        // A server must not rely on what the client did not declare (2026-07-28).
+        let missing: Map<String, Value> = def
+            .required_client_capabilities
+            .iter()
+            .filter(|c| !ctx.client_capabilities.get(c.as_str()).is_some_and(Value::is_object))
+            .map(|c| (c.clone(), json!({})))
+            .collect();
+        if !missing.is_empty() {
+            return Err(RpcError::missing_capabilities(Value::Object(missing)));
+        }
+    }
     let plan = plan(ctx, name, Background::of(def), params.get("task"))?;
     let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
     let view = match ctx.caller.start(name, &args, surface).await {

@@ -50,6 +50,7 @@ fn tool(name: &str, background: &str) -> ToolDefinition {
         input_schema_json: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#.into(),
         background: background.into(),
         task_time_input: false,
+        required_client_capabilities: Vec::new(),
     }
 }
 
@@ -83,6 +84,10 @@ impl Fake {
             tool("long_only", "required"),
             tool("slow_fg", "forbidden"),
             tool("oops", "optional"),
+            ToolDefinition {
+                required_client_capabilities: vec!["sampling".into()],
+                ..tool("asks_sampling", "forbidden")
+            },
         ];
         Fake(Arc::new(Inner {
             state: Mutex::new(State::default()),

@@ -125,6 +125,21 @@ async fn required_tool_without_extension_is_32021() {
 }
 
 #[tokio::test]
+async fn a_tool_needing_an_undeclared_capability_is_32021_before_anything_starts() {
+    let h = harness().await;
+    let a = h.modern("alice", "tools/call", json!({"name": "asks_sampling", "arguments": {}}), false).await;
+    assert_eq!((a.status, a.error_code()), (StatusCode::BAD_REQUEST, -32021));
+    assert_eq!(a.body()["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+    assert_eq!(h.fake.count(), 0, "nothing was started");
+    let mut meta = super::meta(false);
+    meta["io.modelcontextprotocol/clientCapabilities"]["sampling"] = json!({});
+    let declared = json!({"name": "asks_sampling", "arguments": {}, "_meta": meta});
+    let (status, _, _) = h.open(modern_request("alice", "tools/call", declared, false)).await;
+    assert_eq!(status, StatusCode::OK, "a client that declared sampling gets the call");
+    assert_eq!(h.fake.count(), 1);
+}
+
+#[tokio::test]
 async fn task_methods_need_the_extension() {
     let h = harness().await;
     for (method, params) in [
