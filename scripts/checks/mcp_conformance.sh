@@ -25,19 +25,14 @@ url=$(dev_field mcp_url)
 # tied to the fixture tool whose absence makes it fail. An entry applies only
 # while `tools/list` lacks that fixture: once the fixture is served, its checks
 # must pass like any other.
-#   test_streaming_elicitation: a call without a task that asks the client for
-#     input while the request is open. Baton answers input requests only
-#     through tasks (and the compatibility tools); a non-task call that needs
-#     input would need the MRTR round trip (InputRequiredResult, then a retry
-#     with inputResponses), which Baton does not serve yet (issue #6).
+#   (none: every fixture the scenarios below call is served)
 BASELINE='
-test_streaming_elicitation server-stateless:sep-2575-http-server-no-independent-requests-on-stream
 '
 tools=$(curl -sf "$url" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
   -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \
   -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}' |
   python3 -c 'import json,sys; print("\n".join(t["name"] for t in json.load(sys.stdin)["result"]["tools"]))')
-for fixture in greet slow_compute failing_job protocol_error_job test_missing_capability; do
+for fixture in greet slow_compute failing_job protocol_error_job test_missing_capability test_streaming_elicitation; do
   grep -qx "$fixture" <<<"$tools" || { echo "baton dev does not serve the fixture $fixture" >&2; exit 1; }
 done
 expected=()

@@ -277,7 +277,7 @@ impl Mcp {
 
     /// One request; the first JSON-RPC response in the body (JSON or SSE).
     async fn call(&self, id: i64, method: &str, mut params: Value, name: Option<&str>) -> Result<Value> {
-        if self.modern {
+        if self.modern && params.get("_meta").is_none() {
             params["_meta"] = serde_json::from_str(META_V2)?;
         }
         let resp = self.post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}), name).await?;
@@ -339,6 +339,34 @@ async fn answered_over_mcp(sdk: Sdk, modern: bool) -> Result<()> {
     assert_eq!(text, "Hello Ada");
     assert_eq!(server.tools_calls().await?, 1, "one tools/call");
     Ok(())
+}
+
+/// 2026-07-28 without the tasks extension: the call itself carries the input
+/// round (an InputRequiredResult, then a retry with the answer and the
+/// `requestState`), and the remote tool still runs once.
+#[tokio::test]
+async fn fastmcp_v2_input_answered_through_an_mrtr_round() {
+    let server = PyServer::start(Sdk::FastMcp).await.expect("fastmcp[tasks]==4.1.4");
+    let c = cluster(&server).await.expect("cluster");
+    let mcp = Mcp::new(&c, true);
+    let mut meta: Value = serde_json::from_str(META_V2).expect("meta");
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let call = json!({"name": "ask_name", "arguments": {}, "_meta": meta});
+    let first = mcp.call(2, "tools/call", call.clone(), Some("ask_name")).await.expect("first round");
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert!(first.get("taskId").is_none(), "no task for a client without the extension: {first}");
+    let (key, request) = first["inputRequests"].as_object().and_then(|m| m.iter().next()).expect("a request");
+    assert_eq!(
+        (&request["method"], &request["params"]["message"]),
+        (&json!("elicitation/create"), &json!("Your name?"))
+    );
+    let mut retry = call;
+    retry["requestState"] = first["requestState"].clone();
+    retry["inputResponses"] = json!({key.as_str(): {"action": "accept", "content": {"name": "Ada"}}});
+    let done = mcp.call(3, "tools/call", retry, Some("ask_name")).await.expect("second round");
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(done["content"][0]["text"], "Hello Ada", "{done}");
+    assert_eq!(server.tools_calls().await.expect("stats"), 1, "one tools/call reached the remote server");
 }
 
 /// 2025-11-25: read tasks/result; answer its elicitation/create; return the result text.

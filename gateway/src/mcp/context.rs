@@ -205,6 +205,7 @@ impl Caller {
 }
 
 /// Everything a method handler needs about the request it serves.
+#[derive(Clone)]
 pub struct Ctx {
     pub caller: Caller,
     pub era: Era,

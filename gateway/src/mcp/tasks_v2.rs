@@ -8,7 +8,8 @@ use super::context::Ctx;
 use super::error::{RpcError, task_error};
 use super::task_view;
 use super::tasks_v1::task_id;
-use baton_proto::error::ErrorCode;
+use baton_proto::coordinator::v1::ExecutionView;
+use baton_proto::error::{ErrorCode, WireError};
 use serde_json::{Map, Value, json};
 
 pub async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -23,21 +24,34 @@ pub async fn update(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, Rpc
         return Err(RpcError::invalid_params("`inputResponses` must be an object"));
     };
     let view = ctx.caller.execution(id).await.map_err(task_error)?;
-    let open = task_view::input_requests(&view);
+    forward_responses(ctx, &view, responses).await.map_err(task_error)?;
+    Ok(json!({}))
+}
+
+/// Relays the answers to `view`'s open input requests; answers to unknown or
+/// already answered keys are ignored and a subset of the keys may be answered
+/// (both as the extension asks). Shared by `tasks/update` and the MRTR retry
+/// of a `tools/call`.
+pub async fn forward_responses(
+    ctx: &Ctx,
+    view: &ExecutionView,
+    responses: &Map<String, Value>,
+) -> Result<(), WireError> {
+    let open = task_view::input_requests(view);
     for (key, response) in responses.iter().filter(|(k, _)| open.contains_key(*k)) {
         let action = match response.get("action").and_then(Value::as_str) {
             Some(a @ ("accept" | "decline" | "cancel")) => a,
             _ => continue,
         };
         let content = response.get("content").filter(|c| c.is_object()).cloned().unwrap_or(Value::Null);
-        match ctx.caller.provide(id, key, action, &content).await {
+        match ctx.caller.provide(&view.execution_id, key, action, &content).await {
             Ok(_) => {}
-            // A key answered or superseded meanwhile is ignored, as the extension asks.
+            // A key answered or superseded meanwhile is ignored.
             Err(e) if matches!(e.code, ErrorCode::NotFound | ErrorCode::InvalidRequest | ErrorCode::InvalidInput) => {}
-            Err(e) => return Err(task_error(e)),
+            Err(e) => return Err(e),
         }
     }
-    Ok(json!({}))
+    Ok(())
 }
 
 pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {

@@ -156,32 +156,94 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         }
     }
     let plan = plan(ctx, name, Background::of(def), params.get("task"))?;
-    let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
-    let view = match ctx.caller.start(name, &args, surface).await {
-        Ok(view) => view,
-        // Bad arguments are a tool error the model can correct, not a protocol error.
-        Err(e) if e.code == ErrorCode::InvalidInput => {
-            return Ok(Reply::Json(json!({"content": [{"type": "text", "text": e.message}], "isError": true})));
+    // 2026-07-28 without a task: input the tool asks for while the caller waits
+    // travels as an MRTR round (InputRequiredResult, then a retry carrying the
+    // answers). A caller that would get the compatibility handle takes the
+    // round only when it declared elicitation; the handle serves the others.
+    let elicits = ctx.client_capabilities.get("elicitation").is_some_and(Value::is_object);
+    let mrtr = ctx.era == Era::Modern
+        && match plan.handoff {
+            Handoff::Wait => true,
+            Handoff::Handle => elicits,
+            Handoff::Task => false,
+        };
+    let view = match params.get("requestState") {
+        Some(state) if mrtr => resume(ctx, name, state, params.get("inputResponses")).await?,
+        _ => {
+            let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
+            match ctx.caller.start(name, &args, surface).await {
+                Ok(view) => view,
+                // Bad arguments are a tool error the model can correct, not a protocol error.
+                Err(e) if e.code == ErrorCode::InvalidInput => {
+                    return Ok(Reply::Json(json!({"content": [{"type": "text", "text": e.message}], "isError": true})));
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        Err(e) => return Err(e.into()),
     };
     if plan.immediate {
-        return hand_over(ctx, plan.handoff, view).await;
+        return hand_over(ctx, plan.handoff, view, mrtr).await;
     }
     let budget = ctx.caller.state.options.foreground_budget;
-    let snap = wait_until(ctx, view, Instant::now() + budget).await?;
+    let snap = wait_until(ctx, view, Instant::now() + budget, mrtr).await?;
     if let Some(outcome) = task_view::outcome(&snap) {
         return outcome.map(Reply::Json);
     }
-    hand_over(ctx, plan.handoff, snap.view).await
+    hand_over(ctx, plan.handoff, snap.view, mrtr).await
 }
 
-/// Waits for a terminal status until `deadline`, then reads the result.
-async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant) -> Result<Snapshot, RpcError> {
+/// The MRTR retry: `requestState` names the execution the first round
+/// started (owner-checked by the coordinator like any read), for this tool;
+/// the answers are relayed and the call goes on waiting for it.
+async fn resume(ctx: &Ctx, name: &str, state: &Value, responses: Option<&Value>) -> Result<ExecutionView, RpcError> {
+    let stale = || RpcError::invalid_params("`requestState` does not name an open request of this tool");
+    let id = state.as_str().ok_or_else(stale)?;
+    let view = match ctx.caller.execution(id).await {
+        Ok(v) if v.tool_name == name => v,
+        Ok(_) => return Err(stale()),
+        Err(e) if e.code == ErrorCode::NotFound => return Err(stale()),
+        Err(e) => return Err(e.into()),
+    };
+    match responses {
+        None | Some(Value::Null) => Ok(view),
+        Some(Value::Object(answers)) => {
+            super::tasks_v2::forward_responses(ctx, &view, answers).await?;
+            Ok(ctx.caller.execution(id).await?)
+        }
+        Some(_) => Err(RpcError::invalid_params("`inputResponses` must be an object")),
+    }
+}
+
+/// With MRTR, a call stops waiting when the execution asks something still
+/// unanswered (answers already given only wait for the tool to resume).
+fn asks(view: &ExecutionView) -> bool {
+    view.status == "input_required" && view.input_requests.iter().any(|r| r.state == "open")
+}
+
+/// The MRTR answer for an execution waiting for input: its open requests and
+/// the state to send back with the answers. A client that did not declare
+/// elicitation cannot answer: the execution is cancelled and the call refused.
+async fn input_required(ctx: &Ctx, view: &ExecutionView) -> Result<Value, RpcError> {
+    if !ctx.client_capabilities.get("elicitation").is_some_and(Value::is_object) {
+        if let Err(e) = ctx.caller.cancel(&view.execution_id).await {
+            tracing::warn!(execution_id = %view.execution_id, error = %e.message, "cancel of an unanswerable call failed");
+        }
+        return Err(RpcError::missing_capabilities(json!({"elicitation": {}})));
+    }
+    Ok(json!({
+        "resultType": "input_required",
+        "inputRequests": task_view::input_requests(view),
+        "requestState": view.execution_id,
+    }))
+}
+
+/// Waits for a terminal status (or, with `mrtr`, for input_required) until
+/// `deadline`, then reads the result.
+async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant, mrtr: bool) -> Result<Snapshot, RpcError> {
     loop {
-        let terminal = matches!(view.status.as_str(), "completed" | "failed" | "cancelled");
+        let settled = matches!(view.status.as_str(), "completed" | "failed" | "cancelled") || (mrtr && asks(&view));
         let left = deadline.saturating_duration_since(Instant::now());
-        if terminal || left.is_zero() {
+        if settled || left.is_zero() {
             break;
         }
         view = ctx.caller.wait(&view.execution_id, left.min(WAIT_SLICE), &view.status).await?;
@@ -189,11 +251,14 @@ async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant) -> Re
     Ok(task_view::complete(&ctx.caller, view).await?)
 }
 
-async fn hand_over(ctx: &Ctx, handoff: Handoff, view: ExecutionView) -> Result<Reply, RpcError> {
+async fn hand_over(ctx: &Ctx, handoff: Handoff, view: ExecutionView, mrtr: bool) -> Result<Reply, RpcError> {
+    if mrtr && asks(&view) {
+        return input_required(ctx, &view).await.map(Reply::Json);
+    }
     match handoff {
         Handoff::Task => create_task_result(ctx, view).await.map(Reply::Json),
         Handoff::Handle => Ok(Reply::Json(compat::handle_result(ctx, &view))),
-        Handoff::Wait => Ok(wait_on_stream(ctx, view)),
+        Handoff::Wait => Ok(wait_on_stream(ctx, view, mrtr)),
     }
 }
 
@@ -212,18 +277,25 @@ async fn create_task_result(ctx: &Ctx, view: ExecutionView) -> Result<Value, Rpc
 }
 
 /// Keeps the request open on SSE (with keep-alive comments) until the
-/// execution ends, then answers with its outcome.
-fn wait_on_stream(ctx: &Ctx, view: ExecutionView) -> Reply {
-    let caller = ctx.caller.clone();
+/// execution ends (or, with `mrtr`, asks for input), then answers.
+fn wait_on_stream(ctx: &Ctx, view: ExecutionView, mrtr: bool) -> Reply {
+    let ctx = ctx.clone();
     let fut = async move {
+        let caller = &ctx.caller;
         let mut view = view;
         while !matches!(view.status.as_str(), "completed" | "failed" | "cancelled") {
+            if mrtr && asks(&view) {
+                return match input_required(&ctx, &view).await {
+                    Ok(result) => Outgoing::Result(result),
+                    Err(e) => Outgoing::Error(e),
+                };
+            }
             view = match caller.wait(&view.execution_id, WAIT_SLICE, &view.status).await {
                 Ok(v) => v,
                 Err(e) => return Outgoing::Error(e.into()),
             };
         }
-        let snap = match task_view::complete(&caller, view).await {
+        let snap = match task_view::complete(caller, view).await {
             Ok(s) => s,
             Err(e) => return Outgoing::Error(e.into()),
         };

@@ -154,6 +154,10 @@ impl Fake {
         self.lock().executions.get(id).map(|e| e.view.status.clone()).unwrap_or_default()
     }
 
+    pub fn cancel_state(&self, id: &str) -> String {
+        self.lock().executions.get(id).map(|e| e.view.cancel_state.clone()).unwrap_or_default()
+    }
+
     pub fn surface(&self, id: &str) -> i32 {
         self.lock().executions.get(id).map(|e| e.view.surface).unwrap_or_default()
     }

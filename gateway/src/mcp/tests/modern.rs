@@ -321,3 +321,64 @@ async fn native_tasks_off_creates_no_task() {
     let g = h.modern("alice", "tasks/get", json!({"taskId": h.fake.last_id()}), true).await;
     assert_eq!((g.status, g.error_code()), (StatusCode::NOT_FOUND, -32601));
 }
+
+/// Opens a non-task `tools/call` of `slow` (it waits on SSE) and makes the
+/// fake ask one question once the stream waits; returns the stream's answer.
+async fn call_until_asked(h: &Harness, params: Value) -> Value {
+    let seen = h.fake.waits();
+    let (status, _, body) = h.open(modern_request("alice", "tools/call", params, false)).await;
+    assert_eq!(status, StatusCode::OK);
+    // The stream only waits while it is read.
+    let reader = tokio::spawn(async move { read_until(&mut sse_messages(body), |m| m.get("id").is_some()).await });
+    h.fake.until_waits_exceed(seen).await;
+    h.fake.ask(&h.fake.last_id(), "k1", "Your name?");
+    reader.await.expect("reader")
+}
+
+#[tokio::test]
+async fn a_call_without_a_task_gets_its_input_through_an_mrtr_round() {
+    let h = harness_with(|o| o.mcp_tasks_compatibility = false).await;
+    let first = call_until_asked(&h, json!({"name": "slow", "arguments": {}})).await;
+    let round = &first["result"];
+    assert_eq!(round["resultType"], "input_required", "{first}");
+    assert_eq!(round["inputRequests"]["k1"]["method"], "elicitation/create");
+    assert_eq!(round["inputRequests"]["k1"]["params"]["message"], "Your name?");
+    let id = h.fake.last_id();
+    let retry = json!({"name": "slow", "arguments": {}, "requestState": round["requestState"],
+        "inputResponses": {"k1": {"action": "accept", "content": {"name": "Ada"}}, "stale": {"action": "accept"}}});
+    let seen = h.fake.waits();
+    let (status, _, body) = h.open(modern_request("alice", "tools/call", retry, false)).await;
+    assert_eq!(status, StatusCode::OK);
+    let reader = tokio::spawn(async move { read_until(&mut sse_messages(body), |m| m.get("id").is_some()).await });
+    h.fake.until_waits_exceed(seen).await;
+    h.fake.finish(&id, &text_result("Hello, Ada", false));
+    let done = reader.await.expect("reader");
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada", "{done}");
+    assert_eq!(h.fake.count(), 1, "the retry continued the first round's execution");
+    let provided = h.fake.provided();
+    assert_eq!(provided.len(), 1, "only the open key is relayed: {provided:?}");
+    assert_eq!((provided[0].0.as_str(), provided[0].1.as_str(), provided[0].2.as_str()), (id.as_str(), "k1", "accept"));
+}
+
+#[tokio::test]
+async fn a_request_state_of_another_user_or_tool_is_invalid_params() {
+    let h = harness_with(|o| o.mcp_tasks_compatibility = false).await;
+    let first = call_until_asked(&h, json!({"name": "slow", "arguments": {}})).await;
+    let state = first["result"]["requestState"].clone();
+    let other_tool = h.modern("alice", "tools/call", json!({"name": "oops", "requestState": state}), false).await;
+    assert_eq!(other_tool.error_code(), -32602);
+    let other_user = h.modern("bob", "tools/call", json!({"name": "slow", "requestState": state}), false).await;
+    assert_eq!(other_user.error_code(), -32602);
+    assert!(h.fake.provided().is_empty());
+}
+
+#[tokio::test]
+async fn a_client_without_elicitation_is_refused_and_the_execution_cancelled() {
+    let h = harness_with(|o| o.mcp_tasks_compatibility = false).await;
+    let mut meta = super::meta(false);
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let answer = call_until_asked(&h, json!({"name": "slow", "arguments": {}, "_meta": meta})).await;
+    assert_eq!(answer["error"]["code"], -32021, "{answer}");
+    assert_eq!(answer["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}));
+    assert_eq!(h.fake.cancel_state(&h.fake.last_id()), "requested", "nobody could ever answer it");
+}

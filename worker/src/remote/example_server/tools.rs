@@ -1,5 +1,6 @@
 //! The example server's tools. `confirm_delete` and `multi_input` are the
-//! fixtures the MCP conformance suite (`tasks-mrtr-input`) expects;
+//! fixtures the MCP conformance suite (`tasks-mrtr-input`) expects, and
+//! `test_streaming_elicitation` the one of its `server-stateless` scenario;
 //! `review_then_approve` is a longer job that asks for approval half-way;
 //! `shout` answers at once, never as a task.
 
@@ -17,6 +18,11 @@ pub fn list() -> Vec<Value> {
         json!({
             "name": "multi_input",
             "description": "Asks two questions at once (name and confirmation), then greets. Runs as a task.",
+            "inputSchema": {"type": "object", "properties": {}},
+        }),
+        json!({
+            "name": "test_streaming_elicitation",
+            "description": "Asks one question at once, then answers with what it was told. Runs as a task.",
             "inputSchema": {"type": "object", "properties": {}},
         }),
         json!({
@@ -75,6 +81,12 @@ pub async fn run(name: String, args: Value, asker: Asker) -> Outcome {
             let who = accepted(&who).and_then(|c| c["name"].as_str()).unwrap_or("stranger").to_owned();
             let ok = accepted(&ok).is_some_and(|c| c["confirm"] == true);
             Ok(text(format!("Hello, {who}! Confirmed: {ok}.")))
+        }
+        "test_streaming_elicitation" => {
+            let schema =
+                json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]});
+            let answer = asker.ask("What should I say?", schema).await;
+            Ok(text(accepted(&answer).and_then(|c| c["answer"].as_str()).unwrap_or("nothing").to_owned()))
         }
         "review_then_approve" => {
             let seconds = args["seconds"].as_f64().unwrap_or(2.0).clamp(0.0, 3600.0);
