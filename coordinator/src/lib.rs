@@ -63,6 +63,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         None => (Arc::new(admission::memory::MemoryAdmission::new(options.bounds)), None),
     };
     Ok(Arc::new(Engine {
+        reads: engine::Reads::start(store.clone()),
         store,
         ring: options.key_ring.clone(),
         admission,

@@ -6,10 +6,12 @@ mod bus;
 mod dispatch;
 mod input;
 pub mod lifecycle;
+mod reads;
 mod sessions;
 mod settlement;
 
 pub use bus::Bus;
+pub use reads::Reads;
 pub use sessions::{Session, Sessions};
 
 use crate::admission::{self, Admission, Rejection, Ticket};
@@ -56,6 +58,8 @@ pub fn now_ms() -> Millis {
 
 pub struct Engine {
     pub store: Store,
+    /// Owner reads, coalesced across concurrent callers.
+    pub reads: Reads,
     pub ring: Arc<KeyRing>,
     pub admission: Arc<dyn Admission>,
     pub changes: Changes,
@@ -91,7 +95,7 @@ impl Engine {
     /// Reads an execution the principal may own; anything else is the uniform not-found.
     pub async fn owned(&self, p: &Principal, org_id: &str, project_id: &str, id: &str) -> Result<ExecutionRecord> {
         p.in_scope(org_id, project_id)?;
-        Ok(visible(p, org_id, project_id, self.store.get_execution(id).await?)?)
+        Ok(visible(p, org_id, project_id, self.reads.execution(id).await?)?)
     }
 
     /// Authenticates the caller and reads an execution they may own, in one
@@ -105,7 +109,7 @@ impl Engine {
     ) -> Result<(Principal, ExecutionRecord)> {
         let hash = authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)?;
         let (credential, record) =
-            self.store.credential_with_execution(&hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
+            self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
         let p = Principal::from_credential(credential)?;
         let record = visible(&p, org_id, project_id, record)?;
         Ok((p, record))

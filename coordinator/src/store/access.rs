@@ -7,6 +7,7 @@ use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, too
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
 use super::{Credential, Result, Store, ToolRecord};
 use sqlx::{AssertSqlSafe, Row};
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 /// `columns` with every name qualified by `table`.
@@ -70,4 +71,41 @@ impl Store {
         };
         Ok(Some((credential_from_row(&row)?, tool)))
     }
+}
+
+impl Store {
+    /// Many credentials by token hash at once (for coalesced reads), keyed by hash.
+    pub async fn credentials_by_hashes(&self, hashes: &[&[u8]]) -> Result<HashMap<Vec<u8>, Credential>> {
+        if hashes.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT c.token_hash AS cred_token_hash, {CREDENTIAL_COLUMNS} FROM credentials c WHERE c.token_hash IN ({})",
+            placeholders(hashes.len())
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for h in hashes {
+            query = query.bind(*h);
+        }
+        let rows = query.persistent(false).fetch_all(&self.pool).await?;
+        rows.iter().map(|r| Ok((r.try_get::<Vec<u8>, _>("cred_token_hash")?, credential_from_row(r)?))).collect()
+    }
+
+    /// Many executions by id at once (for coalesced reads), keyed by id.
+    pub async fn executions_by_ids(&self, ids: &[&str]) -> Result<HashMap<String, ExecutionRecord>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id IN ({})", placeholders(ids.len()));
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for id in ids {
+            query = query.bind(*id);
+        }
+        let rows = query.persistent(false).fetch_all(&self.pool).await?;
+        rows.iter().map(|r| execution_from_row(r).map(|e| (e.id.clone(), e))).collect()
+    }
+}
+
+fn placeholders(n: usize) -> String {
+    (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }

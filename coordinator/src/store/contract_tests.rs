@@ -341,6 +341,10 @@ async fn credentials_resolve_by_hash_and_revoke() {
         assert!(b.store.credential_with_execution(&[8; 32], &exec.id).await.expect("join").is_none(), "{}", b.name);
         let (_, tool) = b.store.credential_with_tool(&[7; 32], "prj_1", "Demo.Echo").await.expect("tool").expect("c");
         assert!(tool.is_none(), "{}: nothing registered yet", b.name);
+        let many = b.store.credentials_by_hashes(&[&[7; 32], &[8; 32]]).await.expect("many credentials");
+        assert_eq!(many.keys().collect::<Vec<_>>(), [&vec![7u8; 32]], "{}: unknown hashes are absent", b.name);
+        let rows = b.store.executions_by_ids(&[exec.id.as_str(), "te_nope"]).await.expect("many executions");
+        assert_eq!(rows.keys().collect::<Vec<_>>(), [&exec.id], "{}", b.name);
         let got = b.store.credential_by_hash(&[7; 32]).await.expect("get").expect("found");
         assert_eq!(got.permissions, ["status", "cancel"], "{}", b.name);
         assert!(!got.revoked);

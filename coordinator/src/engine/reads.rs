@@ -1,0 +1,166 @@
+//! Coalesced owner reads. Every poll needs the caller's credential and one
+//! execution row (a long poll's later re-reads only the row); under load many
+//! arrive at once. One task takes whatever is
+//! queued, reads all the credentials and all the rows in two statements (run
+//! side by side), and answers each caller. Nothing waits for a batch to fill:
+//! a lone read goes at once, and reads that arrive while a batch is in flight
+//! form the next one (group commit, for reads).
+
+use crate::store::{self, Credential, ExecutionRecord, Store};
+use std::collections::HashMap;
+use tokio::sync::{mpsc, oneshot};
+
+/// Enough to amortise a statement; small enough to keep one batch quick.
+const MAX_BATCH: usize = 256;
+
+/// The credential asked for (when one was) and the execution, each if it exists.
+type Found = (Option<Credential>, Option<ExecutionRecord>);
+
+struct Job {
+    token_hash: Option<Vec<u8>>,
+    id: String,
+    reply: oneshot::Sender<store::Result<Found>>,
+}
+
+#[derive(Clone)]
+pub struct Reads {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Reads {
+    /// Starts the reading task; it ends when the last `Reads` handle is dropped.
+    pub fn start(store: Store) -> Reads {
+        let (jobs, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(store, rx));
+        Reads { jobs }
+    }
+
+    /// The credential with `token_hash` (None when unknown) and execution `id`, if it exists.
+    pub async fn credential_with_execution(
+        &self,
+        token_hash: Vec<u8>,
+        id: &str,
+    ) -> store::Result<Option<(Credential, Option<ExecutionRecord>)>> {
+        let (credential, record) = self.read(Some(token_hash), id).await?;
+        Ok(credential.map(|c| (c, record)))
+    }
+
+    /// Execution `id`, if it exists.
+    pub async fn execution(&self, id: &str) -> store::Result<Option<ExecutionRecord>> {
+        Ok(self.read(None, id).await?.1)
+    }
+
+    async fn read(&self, token_hash: Option<Vec<u8>>, id: &str) -> store::Result<Found> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { token_hash, id: id.to_owned(), reply })
+            .map_err(|_| store::Error::Unavailable(sqlx::Error::PoolClosed))?;
+        answer.await.map_err(|_| store::Error::Unavailable(sqlx::Error::PoolClosed))?
+    }
+}
+
+/// One job on its own: a single query.
+async fn read_one(store: &Store, job: &Job) -> store::Result<Found> {
+    match &job.token_hash {
+        Some(hash) => Ok(match store.credential_with_execution(hash, &job.id).await? {
+            Some((c, e)) => (Some(c), e),
+            None => (None, None),
+        }),
+        None => Ok((None, store.get_execution(&job.id).await?)),
+    }
+}
+
+async fn run(store: Store, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let jobs = std::mem::take(&mut batch);
+        if jobs.len() == 1 {
+            for job in jobs {
+                let found = read_one(&store, &job).await;
+                let _ = job.reply.send(found);
+            }
+            continue;
+        }
+        match read_many(&store, &jobs).await {
+            Ok((credentials, executions)) => {
+                for job in jobs {
+                    let credential = job.token_hash.as_ref().and_then(|h| credentials.get(h).cloned());
+                    let _ = job.reply.send(Ok((credential, executions.get(&job.id).cloned())));
+                }
+            }
+            // Each caller gets its own answer (and its own error) one by one.
+            Err(e) => {
+                tracing::warn!(error = %e, reads = jobs.len(), "coalesced read failed; reading one by one");
+                for job in jobs {
+                    let found = read_one(&store, &job).await;
+                    let _ = job.reply.send(found);
+                }
+            }
+        }
+    }
+}
+
+async fn read_many(
+    store: &Store,
+    jobs: &[Job],
+) -> store::Result<(HashMap<Vec<u8>, Credential>, HashMap<String, ExecutionRecord>)> {
+    let mut hashes: Vec<&[u8]> = jobs.iter().filter_map(|j| j.token_hash.as_deref()).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    let mut ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let (credentials, executions) = tokio::join!(store.credentials_by_hashes(&hashes), store.executions_by_ids(&ids));
+    Ok((credentials?, executions?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{CredentialKind, NewCredential};
+
+    /// Many concurrent reads (coalesced into batches) answer exactly what
+    /// single reads would: known and unknown tokens, known and unknown rows.
+    #[tokio::test]
+    async fn coalesced_reads_answer_each_caller_as_a_single_read_would() {
+        let path = std::env::temp_dir().join(format!("baton_reads_{}.db", crate::domain::ExecutionId::generate()));
+        let store = Store::connect(&format!("sqlite://{}", path.display()), 1).await.expect("sqlite");
+        store.migrate().await.expect("migrate");
+        store.create_org("org", "Org", 1).await.expect("org");
+        store.create_project("prj", "org", "Project", 1).await.expect("project");
+        store.create_gateway("gw", "prj", "Gateway", 1).await.expect("gateway");
+        let credential = NewCredential {
+            id: "cred_1".into(),
+            token_hash: vec![1; 32],
+            kind: CredentialKind::EndUser,
+            org_id: "org".into(),
+            project_id: "prj".into(),
+            gateway_id: Some("gw".into()),
+            user_id: Some("u".into()),
+            role: None,
+            permissions: Vec::new(),
+        };
+        store.create_credential(&credential, 1).await.expect("credential");
+        let reads = Reads::start(store.clone());
+        let calls: Vec<_> = (0..64)
+            .map(|i| {
+                let reads = reads.clone();
+                tokio::spawn(async move {
+                    let hash = vec![if i % 2 == 0 { 1 } else { 2 }; 32];
+                    (i, reads.credential_with_execution(hash, &format!("te_{i}")).await, reads.execution("te_x").await)
+                })
+            })
+            .collect();
+        for call in calls {
+            let (i, found, row) = call.await.expect("join");
+            let found = found.expect("read");
+            match i % 2 {
+                0 => assert_eq!(found.map(|(c, e)| (c.id, e.is_none())), Some(("cred_1".to_owned(), true))),
+                _ => assert!(found.is_none(), "an unknown token finds nothing"),
+            }
+            assert!(row.expect("row read").is_none());
+        }
+        store.close().await;
+        let _ = std::fs::remove_file(path);
+    }
+}
