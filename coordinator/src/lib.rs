@@ -64,6 +64,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
     };
     Ok(Arc::new(Engine {
         reads: engine::Reads::start(store.clone()),
+        creates: engine::Creates::start(store.clone()),
         store,
         ring: options.key_ring.clone(),
         admission,

@@ -168,7 +168,8 @@ impl Engine {
             }
             return Err(Error::Capacity(rejection));
         }
-        let created = match self.store.create_execution(&new).await {
+        let run_at = new.run_at;
+        let created = match self.creates.create(new).await {
             Ok(c) => c,
             Err(e) => {
                 let _ = self.admission.release(&ticket, now).await;
@@ -179,7 +180,7 @@ impl Engine {
             let _ = self.admission.release(&ticket, now).await;
             return Ok((created.record, true));
         }
-        match new.run_at {
+        match run_at {
             Some(at) if at > now => self.wake_at(at),
             _ => self.wake_dispatch().await,
         }

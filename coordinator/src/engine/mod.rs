@@ -3,6 +3,8 @@
 //! transition's effects. gRPC services are thin adapters over this.
 
 mod bus;
+mod coalesce;
+mod creates;
 mod dispatch;
 mod input;
 pub mod lifecycle;
@@ -11,6 +13,7 @@ mod sessions;
 mod settlement;
 
 pub use bus::Bus;
+pub use creates::Creates;
 pub use reads::Reads;
 pub use sessions::{Session, Sessions};
 
@@ -60,6 +63,8 @@ pub struct Engine {
     pub store: Store,
     /// Owner reads, coalesced across concurrent callers.
     pub reads: Reads,
+    /// Creates, coalesced into shared statements and commits.
+    pub creates: Creates,
     pub ring: Arc<KeyRing>,
     pub admission: Arc<dyn Admission>,
     pub changes: Changes,

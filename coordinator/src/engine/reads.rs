@@ -1,11 +1,9 @@
 //! Coalesced owner reads. Every poll needs the caller's credential and one
 //! execution row (a long poll's later re-reads only the row); under load many
-//! arrive at once. One task takes whatever is
-//! queued, reads all the credentials and all the rows in two statements (run
-//! side by side), and answers each caller. Nothing waits for a batch to fill:
-//! a lone read goes at once, and reads that arrive while a batch is in flight
-//! form the next one (group commit, for reads).
+//! arrive at once. Each batch reads all the credentials and all the rows in two
+//! statements, run side by side, and answers each caller (see `coalesce`).
 
+use super::coalesce;
 use crate::store::{self, Credential, ExecutionRecord, Store};
 use std::collections::HashMap;
 use tokio::sync::{mpsc, oneshot};
@@ -30,8 +28,10 @@ pub struct Reads {
 impl Reads {
     /// Starts the reading task; it ends when the last `Reads` handle is dropped.
     pub fn start(store: Store) -> Reads {
-        let (jobs, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, rx));
+        let jobs = coalesce::spawn(MAX_BATCH, move |batch| {
+            let store = store.clone();
+            async move { read_batch(&store, batch).await }
+        });
         Reads { jobs }
     }
 
@@ -52,10 +52,8 @@ impl Reads {
 
     async fn read(&self, token_hash: Option<Vec<u8>>, id: &str) -> store::Result<Found> {
         let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job { token_hash, id: id.to_owned(), reply })
-            .map_err(|_| store::Error::Unavailable(sqlx::Error::PoolClosed))?;
-        answer.await.map_err(|_| store::Error::Unavailable(sqlx::Error::PoolClosed))?
+        self.jobs.send(Job { token_hash, id: id.to_owned(), reply }).map_err(coalesce::gone)?;
+        answer.await.map_err(coalesce::gone)?
     }
 }
 
@@ -70,33 +68,23 @@ async fn read_one(store: &Store, job: &Job) -> store::Result<Found> {
     }
 }
 
-async fn run(store: Store, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let jobs = std::mem::take(&mut batch);
-        if jobs.len() == 1 {
-            for job in jobs {
-                let found = read_one(&store, &job).await;
-                let _ = job.reply.send(found);
-            }
-            continue;
-        }
-        match read_many(&store, &jobs).await {
+async fn read_batch(store: &Store, jobs: Vec<Job>) {
+    if jobs.len() > 1 {
+        match read_many(store, &jobs).await {
             Ok((credentials, executions)) => {
                 for job in jobs {
                     let credential = job.token_hash.as_ref().and_then(|h| credentials.get(h).cloned());
                     let _ = job.reply.send(Ok((credential, executions.get(&job.id).cloned())));
                 }
+                return;
             }
             // Each caller gets its own answer (and its own error) one by one.
-            Err(e) => {
-                tracing::warn!(error = %e, reads = jobs.len(), "coalesced read failed; reading one by one");
-                for job in jobs {
-                    let found = read_one(&store, &job).await;
-                    let _ = job.reply.send(found);
-                }
-            }
+            Err(e) => tracing::warn!(error = %e, reads = jobs.len(), "coalesced read failed; reading one by one"),
         }
+    }
+    for job in jobs {
+        let found = read_one(store, &job).await;
+        let _ = job.reply.send(found);
     }
 }
 

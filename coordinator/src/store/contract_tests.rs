@@ -145,6 +145,31 @@ async fn a_key_past_its_holders_retention_starts_new_work() {
 }
 
 #[tokio::test]
+async fn batched_creates_insert_free_rows_and_leave_held_keys_to_the_single_path() {
+    for b in backends().await {
+        b.store.create_execution(&new_execution("p1", "u1", Some("held"), "f", 1_000)).await.expect("holder");
+        let fresh = new_execution("p1", "u1", Some("fresh"), "f", 1_001);
+        let keyless = new_execution("p1", "u1", None, "f", 1_002);
+        let held = new_execution("p1", "u1", Some("held"), "f", 1_003);
+        let (twin_a, twin_b) =
+            (new_execution("p1", "u1", Some("twin"), "f", 1_004), new_execution("p1", "u1", Some("twin"), "f", 1_005));
+        let created = b.store.create_many(&[&fresh, &keyless, &held, &twin_a, &twin_b]).await.expect("create many");
+        let made: Vec<bool> = created.iter().map(Option::is_some).collect();
+        match b.name {
+            // SQLite creates one by one, through `create_execution`.
+            "sqlite" => assert_eq!(made, [false; 5]),
+            _ => {
+                assert_eq!(made, [true, true, false, true, false], "{}: one row per key", b.name);
+                let id = &created[0].as_ref().expect("fresh").record.id;
+                let stored = b.store.get_execution(id).await.expect("get").expect("stored");
+                assert_eq!((stored.status(), stored.idempotency_key.as_deref()), (Status::Pending, Some("fresh")));
+                assert_eq!(b.store.list_events(id).await.expect("events").len(), 1, "its created event");
+            }
+        }
+    }
+}
+
+#[tokio::test]
 async fn concurrent_creates_with_one_key_make_one_execution() {
     for b in backends().await {
         let tasks: Vec<_> = (0..8)

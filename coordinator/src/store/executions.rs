@@ -9,6 +9,7 @@ use super::{Dialect, Error, Result, Store};
 use crate::domain::{self, Effect, Event, Millis, State, Transition};
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
+use std::collections::HashSet;
 
 /// Payload and message data that accompanies an event (settlements mostly).
 #[derive(Clone, Debug, Default)]
@@ -64,66 +65,49 @@ impl Store {
     }
 
     async fn try_create(&self, new: &NewExecution) -> Result<Option<Created>> {
-        let (execution_type, not_before, scheduled_at) = match new.run_at {
-            Some(at) if at > new.created_at => ("scheduled", at, Some(at)),
-            _ => ("immediate", new.created_at, None),
-        };
-        let state = State::new(not_before, new.execution_deadline, new.max_attempts);
-        let due = Due { execution_type, not_before, scheduled_at, max_attempts: state.max_attempts };
         // The common case writes without reading: a taken key shows as no row
         // inserted, and only then is the holder looked at.
-        let inserted = match self.dialect {
-            Dialect::Postgres => bind_new(&CREATE_WITH_EVENT, new, due).execute(&self.pool).await?.rows_affected() == 1,
-            Dialect::Sqlite => false,
-        };
-        if !inserted {
-            match self.create_in_transaction(new, due).await? {
-                TxCreate::Inserted => {}
-                TxCreate::Raced => return Ok(None),
-                TxCreate::Held(existing) => {
-                    return if existing.request_fingerprint == new.request_fingerprint {
-                        Ok(Some(Created { record: *existing, replayed: true }))
-                    } else {
-                        Err(Error::IdempotencyConflict)
-                    };
-                }
-            }
+        if let Some(created) = self.create_many(&[new]).await?.pop().flatten() {
+            return Ok(Some(created));
         }
-        // The row as just inserted, without reading it back.
-        let record = ExecutionRecord {
-            id: new.id.clone(),
-            org_id: new.org_id.clone(),
-            project_id: new.project_id.clone(),
-            gateway_id: new.gateway_id.clone(),
-            tool_name: new.tool_name.clone(),
-            toolkit_name: new.toolkit_name.clone(),
-            toolkit_version: new.toolkit_version.clone(),
-            user_id: new.user_id.clone(),
-            started_by: new.started_by.clone(),
-            surface: new.surface.clone(),
-            execution_type: execution_type.to_owned(),
-            state,
-            error_message: None,
-            summary: None,
-            created_at: new.created_at,
-            scheduled_at,
-            started_at: None,
-            finished_at: None,
-            updated_at: new.created_at,
-            execution_deadline: new.execution_deadline,
-            retention_expires_at: new.retention_expires_at,
-            poll_interval_ms: new.poll_interval_ms,
-            idempotency_key: new.idempotency_key.clone(),
-            request_fingerprint: new.request_fingerprint.clone(),
-            input_ct: Some(new.input_ct.clone()),
-            output_ct: None,
-            error_detail_ct: None,
-            payload_bytes: new.payload_bytes,
-            traceparent: new.traceparent.clone(),
-            remote_task_id: None,
-            version: 1,
-        };
-        Ok(Some(Created { record, replayed: false }))
+        match self.create_in_transaction(new, Due::of(new)).await? {
+            TxCreate::Inserted => Ok(Some(Created { record: inserted_record(new), replayed: false })),
+            TxCreate::Raced => Ok(None),
+            TxCreate::Held(existing) if existing.request_fingerprint == new.request_fingerprint => {
+                Ok(Some(Created { record: *existing, replayed: true }))
+            }
+            TxCreate::Held(_) => Err(Error::IdempotencyConflict),
+        }
+    }
+
+    /// Postgres: inserts every row and its `created` event in one statement
+    /// (one round trip, one commit); answers, in order, the execution created
+    /// for each. A row whose Idempotency-Key is already held is skipped (None)
+    /// for `create_execution` to answer. SQLite creates nothing here: its
+    /// creates take the transaction.
+    pub async fn create_many(&self, news: &[&NewExecution]) -> Result<Vec<Option<Created>>> {
+        if self.dialect == Dialect::Sqlite || news.is_empty() {
+            return Ok(vec![None; news.len()]);
+        }
+        let rows: Vec<String> = (0..news.len()).map(|i| values_row(i * ROW_PARAMS + 1)).collect();
+        let sql = format!(
+            "WITH created AS (INSERT INTO executions ({INSERT_COLUMNS}) VALUES {} {ON_KEY_CONFLICT} \
+             RETURNING id, created_at, execution_type) \
+             INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) \
+             SELECT id, 1, created_at, 'created', 'pending', execution_type FROM created RETURNING execution_id",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for new in news {
+            query = bind_row(query, new, Due::of(new));
+        }
+        // One statement per batch size: not worth a prepared statement each.
+        let rows = query.persistent(news.len() == 1).fetch_all(&self.pool).await?;
+        let inserted: HashSet<String> = rows.iter().map(|r| r.try_get("execution_id")).collect::<Result<_, _>>()?;
+        Ok(news
+            .iter()
+            .map(|new| inserted.contains(&new.id).then(|| Created { record: inserted_record(new), replayed: false }))
+            .collect())
     }
 
     /// The create as one transaction: SQLite's path, and Postgres' when the
@@ -131,7 +115,7 @@ impl Store {
     /// or, past retention, is deleted to free the key).
     async fn create_in_transaction(&self, new: &NewExecution, due: Due) -> Result<TxCreate> {
         let mut tx = self.pool.begin().await?;
-        if !insert_execution(&mut tx, new, due).await? {
+        if !insert_execution(&mut tx, new, &due).await? {
             let key = new.idempotency_key.as_deref().ok_or_else(|| Error::Corrupt(new.id.clone()))?;
             let sql = format!(
                 "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 AND idempotency_key = $3{}",
@@ -152,7 +136,7 @@ impl Store {
                 // Past retention the record is gone for every reader; free the key.
                 delete_execution(&mut tx, &existing.id).await?;
             }
-            if !insert_execution(&mut tx, new, due).await? {
+            if !insert_execution(&mut tx, new, &due).await? {
                 return Ok(TxCreate::Raced);
             }
         }
@@ -405,23 +389,101 @@ pub(super) async fn fetch(tx: &mut Transaction<'_, Any>, id: &str, lock: &str) -
     row.as_ref().map(execution_from_row).transpose()
 }
 
-const INSERT_EXECUTION: &str = "INSERT INTO executions (id, org_id, project_id, gateway_id, tool_name, \
-    toolkit_name, toolkit_version, user_id, started_by, surface, execution_type, status, not_before, attempts, \
-    max_attempts, cancel_requested, created_at, scheduled_at, updated_at, execution_deadline, retention_expires_at, \
-    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, 0, $13, 0, $14, $15, $14, $16, $17, \
-    $18, $19, $20, $21, $22, $23, 1) \
-    ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
+const INSERT_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
+    user_id, started_by, surface, execution_type, status, not_before, attempts, max_attempts, cancel_requested, \
+    created_at, scheduled_at, updated_at, execution_deadline, retention_expires_at, poll_interval_ms, \
+    idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version";
 
-/// Postgres only: the row and its `created` event in one statement, so the
-/// common create is a single round trip and a single commit.
-static CREATE_WITH_EVENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "WITH created AS ({INSERT_EXECUTION} RETURNING id) \
-         INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) \
-         SELECT id, 1, $14, 'created', 'pending', $11 FROM created"
-    )
+const ON_KEY_CONFLICT: &str =
+    "ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
+
+/// One row of `INSERT_COLUMNS`: `$k` is the k-th of the row's `ROW_PARAMS`
+/// bound values (see `bind_row`), the rest are literals.
+const ROW: [&str; 28] = [
+    "$1",
+    "$2",
+    "$3",
+    "$4",
+    "$5",
+    "$6",
+    "$7",
+    "$8",
+    "$9",
+    "$10",
+    "$11",
+    "'pending'",
+    "$12",
+    "0",
+    "$13",
+    "0",
+    "$14",
+    "$15",
+    "$14",
+    "$16",
+    "$17",
+    "$18",
+    "$19",
+    "$20",
+    "$21",
+    "$22",
+    "$23",
+    "1",
+];
+const ROW_PARAMS: usize = 23;
+
+/// The VALUES tuple of one row whose parameters are numbered from `first`.
+fn values_row(first: usize) -> String {
+    let cells: Vec<String> = ROW
+        .iter()
+        .map(|cell| match cell.strip_prefix('$').and_then(|k| k.parse::<usize>().ok()) {
+            Some(k) => format!("${}", first + k - 1),
+            None => (*cell).to_owned(),
+        })
+        .collect();
+    format!("({})", cells.join(", "))
+}
+
+static INSERT_ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("INSERT INTO executions ({INSERT_COLUMNS}) VALUES {} {ON_KEY_CONFLICT}", values_row(1))
 });
+
+/// The row as just inserted, without reading it back.
+fn inserted_record(new: &NewExecution) -> ExecutionRecord {
+    let due = Due::of(new);
+    ExecutionRecord {
+        id: new.id.clone(),
+        org_id: new.org_id.clone(),
+        project_id: new.project_id.clone(),
+        gateway_id: new.gateway_id.clone(),
+        tool_name: new.tool_name.clone(),
+        toolkit_name: new.toolkit_name.clone(),
+        toolkit_version: new.toolkit_version.clone(),
+        user_id: new.user_id.clone(),
+        started_by: new.started_by.clone(),
+        surface: new.surface.clone(),
+        execution_type: due.execution_type.to_owned(),
+        state: due.state,
+        error_message: None,
+        summary: None,
+        created_at: new.created_at,
+        scheduled_at: due.scheduled_at,
+        started_at: None,
+        finished_at: None,
+        updated_at: new.created_at,
+        execution_deadline: new.execution_deadline,
+        retention_expires_at: new.retention_expires_at,
+        poll_interval_ms: new.poll_interval_ms,
+        idempotency_key: new.idempotency_key.clone(),
+        request_fingerprint: new.request_fingerprint.clone(),
+        input_ct: Some(new.input_ct.clone()),
+        output_ct: None,
+        error_detail_ct: None,
+        payload_bytes: new.payload_bytes,
+        traceparent: new.traceparent.clone(),
+        remote_task_id: None,
+        version: 1,
+    }
+}
 
 enum TxCreate {
     Inserted,
@@ -431,18 +493,31 @@ enum TxCreate {
     Raced,
 }
 
-/// Where and when a new execution first becomes due.
-#[derive(Clone, Copy)]
+/// Where and when a new execution first becomes due, and its first state.
+#[derive(Clone)]
 struct Due {
     execution_type: &'static str,
     not_before: Millis,
     scheduled_at: Option<Millis>,
-    max_attempts: u32,
+    state: State,
 }
 
-/// `sql` (an `INSERT_EXECUTION` form) with the new row's values bound.
-fn bind_new<'q>(sql: &'q str, new: &'q NewExecution, due: Due) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
-    sqlx::query(AssertSqlSafe(sql))
+impl Due {
+    fn of(new: &NewExecution) -> Due {
+        let (execution_type, not_before, scheduled_at) = match new.run_at {
+            Some(at) if at > new.created_at => ("scheduled", at, Some(at)),
+            _ => ("immediate", new.created_at, None),
+        };
+        let state = State::new(not_before, new.execution_deadline, new.max_attempts);
+        Due { execution_type, not_before, scheduled_at, state }
+    }
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
+
+/// `query` with one more row's `ROW_PARAMS` values bound.
+fn bind_row<'q>(query: AnyQuery<'q>, new: &'q NewExecution, due: Due) -> AnyQuery<'q> {
+    query
         .bind(&new.id)
         .bind(&new.org_id)
         .bind(&new.project_id)
@@ -455,7 +530,7 @@ fn bind_new<'q>(sql: &'q str, new: &'q NewExecution, due: Due) -> sqlx::query::Q
         .bind(&new.surface)
         .bind(due.execution_type)
         .bind(due.not_before)
-        .bind(i64::from(due.max_attempts))
+        .bind(i64::from(due.state.max_attempts))
         .bind(new.created_at)
         .bind(due.scheduled_at)
         .bind(new.execution_deadline)
@@ -469,8 +544,9 @@ fn bind_new<'q>(sql: &'q str, new: &'q NewExecution, due: Due) -> sqlx::query::Q
 }
 
 /// Inserts a new execution row; false when its Idempotency-Key is already held.
-async fn insert_execution(tx: &mut Transaction<'_, Any>, new: &NewExecution, due: Due) -> Result<bool> {
-    Ok(bind_new(INSERT_EXECUTION, new, due).execute(&mut **tx).await?.rows_affected() == 1)
+async fn insert_execution(tx: &mut Transaction<'_, Any>, new: &NewExecution, due: &Due) -> Result<bool> {
+    let query = bind_row(sqlx::query(AssertSqlSafe(INSERT_ONE.as_str())), new, due.clone());
+    Ok(query.execute(&mut **tx).await?.rows_affected() == 1)
 }
 
 async fn insert_event(
