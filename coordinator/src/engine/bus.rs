@@ -1,15 +1,22 @@
 //! Cross-replica signals over Redis pub/sub: "execution changed" (wakes long
 //! polls) and "work pending" (wakes dispatchers). Without Redis (`baton dev`)
 //! signals stay in-process. Signals are hints; losing one costs latency (the
-//! dispatcher ticks, waiters time out), never correctness.
+//! dispatcher ticks, waiters time out), never correctness. Publishing never
+//! waits for Redis: signals are queued and sent in batches (one message per
+//! channel per batch, execution ids space-separated), so a busy replica sends
+//! a few messages per round trip instead of one per transition.
 
+use super::coalesce;
 use crate::notify::Changes;
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
+
+/// Ids per "changed" message at most (about 8 KiB).
+const MAX_BATCH: usize = 256;
 
 #[derive(Clone)]
 pub enum Bus {
@@ -19,7 +26,7 @@ pub enum Bus {
 
 #[derive(Clone)]
 pub struct RedisBus {
-    publisher: ConnectionManager,
+    outbox: mpsc::UnboundedSender<Signal>,
     client: redis::Client,
     prefix: String,
     /// Names this replica: signals it published itself were already delivered
@@ -27,36 +34,40 @@ pub struct RedisBus {
     origin: String,
 }
 
+enum Signal {
+    Changed(String),
+    Wake,
+}
+
 impl Bus {
     pub async fn redis(url: &str, prefix: &str, origin: &str) -> Result<Self, redis::RedisError> {
         let client = redis::Client::open(url)?;
         let publisher = ConnectionManager::new(client.clone()).await?;
-        Ok(Bus::Redis(Box::new(RedisBus { publisher, client, prefix: prefix.to_owned(), origin: origin.to_owned() })))
+        let (changed, wake) = Self::channels(prefix);
+        let from = origin.to_owned();
+        let outbox = coalesce::spawn(MAX_BATCH, move |batch| {
+            publish(publisher.clone(), (changed.clone(), wake.clone()), from.clone(), batch)
+        });
+        Ok(Bus::Redis(Box::new(RedisBus { outbox, client, prefix: prefix.to_owned(), origin: origin.to_owned() })))
     }
 
     fn channels(prefix: &str) -> (String, String) {
         (format!("{prefix}:changed"), format!("{prefix}:wake"))
     }
 
-    async fn publish(&self, suffix: &str, payload: &str) {
+    fn send(&self, signal: Signal) {
         if let Bus::Redis(bus) = self {
-            let RedisBus { publisher, prefix, origin, .. } = bus.as_ref();
-            let payload = format!("{origin} {payload}");
-            let mut con = publisher.clone();
-            let sent: Result<i64, _> =
-                redis::cmd("PUBLISH").arg(format!("{prefix}:{suffix}")).arg(payload).query_async(&mut con).await;
-            if let Err(e) = sent {
-                tracing::debug!(error = %e, "signal not published");
-            }
+            // Closed only at shutdown, when signals no longer matter.
+            let _ = bus.outbox.send(signal);
         }
     }
 
-    pub async fn publish_changed(&self, execution_id: &str) {
-        self.publish("changed", execution_id).await;
+    pub fn publish_changed(&self, execution_id: &str) {
+        self.send(Signal::Changed(execution_id.to_owned()));
     }
 
-    pub async fn publish_wake(&self) {
-        self.publish("wake", "").await;
+    pub fn publish_wake(&self) {
+        self.send(Signal::Wake);
     }
 
     /// Listens for other replicas' signals until shutdown, reconnecting with backoff.
@@ -89,7 +100,7 @@ impl Bus {
                                     continue;
                                 }
                                 if msg.get_channel_name() == changed {
-                                    changes.changed_locally(body);
+                                    body.split_whitespace().for_each(|id| changes.changed_locally(id));
                                 } else {
                                     wake.notify_one();
                                 }
@@ -106,5 +117,63 @@ impl Bus {
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
+    }
+}
+
+/// Sends one batch of queued signals: at most one message per channel.
+async fn publish(mut con: ConnectionManager, (changed, wake): (String, String), origin: String, batch: Vec<Signal>) {
+    let mut ids = Vec::new();
+    let mut woken = false;
+    for signal in batch {
+        match signal {
+            Signal::Changed(id) => ids.push(id),
+            Signal::Wake => woken = true,
+        }
+    }
+    let mut pipe = redis::pipe();
+    if !ids.is_empty() {
+        pipe.cmd("PUBLISH").arg(changed).arg(format!("{origin} {}", ids.join(" "))).ignore();
+    }
+    if woken {
+        pipe.cmd("PUBLISH").arg(wake).arg(format!("{origin} ")).ignore();
+    }
+    if let Err(e) = pipe.query_async::<()>(&mut con).await {
+        tracing::debug!(error = %e, "signals not published");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+
+    /// Signals published in one burst (so sent as batched messages) reach
+    /// another replica's waiters one execution at a time; a replica ignores
+    /// its own.
+    #[tokio::test]
+    async fn a_burst_of_signals_wakes_each_waiter_on_another_replica() {
+        let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+        let prefix = format!("bt_bus_{}", crate::domain::ExecutionId::generate());
+        let a = Bus::redis(&url, &prefix, "a").await.expect("redis reachable (TEST_REDIS_URL)");
+        let b = Bus::redis(&url, &prefix, "b").await.expect("redis");
+        let (changes, wake, shutdown) = (Changes::default(), Arc::new(Notify::new()), CancellationToken::new());
+        let mut subscribed = pin!(wake.notified());
+        subscribed.as_mut().enable();
+        tokio::spawn(b.clone().listen(changes.clone(), wake.clone(), shutdown.clone()));
+        // The listener wakes the dispatcher once it is subscribed.
+        subscribed.await;
+        let watches: Vec<_> = (0..50).map(|i| changes.watch(&format!("te_{i}"))).collect();
+        let mut woken: Vec<_> = watches.iter().map(|w| Box::pin(w.notify.notified())).collect();
+        for n in &mut woken {
+            n.as_mut().enable();
+        }
+        for i in 0..50 {
+            a.publish_changed(&format!("te_{i}"));
+        }
+        // A bound so a lost signal fails the test instead of hanging it.
+        tokio::time::timeout(Duration::from_secs(30), futures_util::future::join_all(woken))
+            .await
+            .expect("every waiter woken");
+        shutdown.cancel();
     }
 }

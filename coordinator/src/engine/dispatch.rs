@@ -66,7 +66,7 @@ impl Engine {
                 if let Err(e) = self.admission.started(&Ticket::from_record(&c.record), now).await {
                     tracing::warn!(error = %e, "admission backlog release failed");
                 }
-                self.changed(&c.record.id).await;
+                self.changed(&c.record.id);
             }));
             for c in &claimed {
                 assigned = true;

@@ -182,7 +182,7 @@ impl Engine {
         }
         match run_at {
             Some(at) if at > now => self.wake_at(at),
-            _ => self.wake_dispatch().await,
+            _ => self.wake_dispatch(),
         }
         tracing::debug!(execution_id = %created.record.id, tool = %created.record.tool_name, "execution created");
         Ok((created.record, false))

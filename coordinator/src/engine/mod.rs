@@ -122,7 +122,7 @@ impl Engine {
 
     /// Carries out what a committed transition asked for.
     pub async fn after_commit(&self, record: &ExecutionRecord, effects: &[Effect]) -> Option<bool> {
-        self.changed(&record.id).await;
+        self.changed(&record.id);
         let mut delivered = None;
         for effect in effects {
             match effect {
@@ -142,15 +142,15 @@ impl Engine {
     }
 
     /// Wakes long polls on every replica.
-    pub async fn changed(&self, id: &str) {
+    pub fn changed(&self, id: &str) {
         self.changes.changed_locally(id);
-        self.bus.publish_changed(id).await;
+        self.bus.publish_changed(id);
     }
 
     /// Wakes dispatchers on every replica.
-    pub async fn wake_dispatch(&self) {
+    pub fn wake_dispatch(&self) {
         self.dispatch_wake.notify_one();
-        self.bus.publish_wake().await;
+        self.bus.publish_wake();
     }
 
     fn wake_at(&self, at: Millis) {

@@ -103,7 +103,7 @@ impl Engine {
         }
         self.sessions.insert(session.clone());
         tracing::info!(worker_id = %session.worker_id, tools = session.tools.len(), "worker registered");
-        self.wake_dispatch().await;
+        self.wake_dispatch();
         Ok(session)
     }
 
