@@ -96,9 +96,10 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, coordinator_id = %engine.options.id, "coordinator listening");
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Small frames must not wait for the peer's delayed ACK (Nagle): the
+    // builder's `tcp_nodelay` only covers listeners tonic binds itself.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let served = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(health_service)
         .add_service(CoordinatorServer::new(grpc::api::Api { engine: engine.clone() }))
         .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))

@@ -45,6 +45,9 @@ pub async fn serve(listener: TcpListener, shutdown: CancellationToken) -> std::i
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "example remote MCP server listening");
     }
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router()).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }
 
