@@ -2,7 +2,7 @@
 //! stored only as SHA-256 hashes; every decision is made here, re-checked on
 //! every call (so revocation takes effect at once).
 
-use crate::store::{Credential, CredentialKind, ExecutionRecord, Store};
+use crate::store::{Credential, CredentialKind, ExecutionRecord};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
@@ -91,14 +91,6 @@ impl Principal {
             CredentialKind::Worker => {
                 Principal::Worker { credential_id: c.id, org_id: c.org_id, project_id: c.project_id }
             }
-        })
-    }
-
-    pub async fn authenticate(store: &Store, token: Option<&str>) -> Result<Result<Self, Error>, crate::store::Error> {
-        let Some(token) = token else { return Ok(Err(Error::Unauthenticated)) };
-        Ok(match store.credential_by_hash(&hash_token(token)).await? {
-            Some(c) => Principal::from_credential(c),
-            None => Err(Error::Unauthenticated),
         })
     }
 

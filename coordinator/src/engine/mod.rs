@@ -94,7 +94,9 @@ fn visible(
 
 impl Engine {
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal> {
-        Ok(Principal::authenticate(&self.store, authz::bearer_token(authorization)).await??)
+        let hash = authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)?;
+        let credential = self.reads.credential(hash).await?.ok_or(authz::Error::Unauthenticated)?;
+        Ok(Principal::from_credential(credential)?)
     }
 
     /// Reads an execution the principal may own; anything else is the uniform not-found.

@@ -45,6 +45,11 @@ impl Reads {
         Ok(credential.map(|c| (c, record)))
     }
 
+    /// The credential with `token_hash`, if known (no execution).
+    pub async fn credential(&self, token_hash: Vec<u8>) -> store::Result<Option<Credential>> {
+        Ok(self.read(Some(token_hash), "").await?.0)
+    }
+
     /// Execution `id`, if it exists.
     pub async fn execution(&self, id: &str) -> store::Result<Option<ExecutionRecord>> {
         Ok(self.read(None, id).await?.1)
@@ -95,7 +100,7 @@ async fn read_many(
     let mut hashes: Vec<&[u8]> = jobs.iter().filter_map(|j| j.token_hash.as_deref()).collect();
     hashes.sort_unstable();
     hashes.dedup();
-    let mut ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    let mut ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).filter(|id| !id.is_empty()).collect();
     ids.sort_unstable();
     ids.dedup();
     let (credentials, executions) = tokio::join!(store.credentials_by_hashes(&hashes), store.executions_by_ids(&ids));
@@ -135,6 +140,8 @@ mod tests {
                 let reads = reads.clone();
                 tokio::spawn(async move {
                     let hash = vec![if i % 2 == 0 { 1 } else { 2 }; 32];
+                    let alone = reads.credential(hash.clone()).await.expect("credential").map(|c| c.id);
+                    assert_eq!(alone.is_some(), i % 2 == 0, "a credential read on its own");
                     (i, reads.credential_with_execution(hash, &format!("te_{i}")).await, reads.execution("te_x").await)
                 })
             })
