@@ -1,7 +1,7 @@
 //! The owner lifecycle: start, read, wait, list, result, input and cancel, each
 //! authorized here against the current credential.
 
-use super::{Engine, Error, Result, now_ms};
+use super::{Engine, Error, Result, now_ms, token_hash};
 use crate::admission::Ticket;
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
@@ -104,7 +104,7 @@ impl Engine {
     /// Authenticates the caller (with the tool lookup, in one store round trip)
     /// and creates the execution.
     pub async fn start(&self, authorization: Option<&str>, req: StartRequest) -> Result<(ExecutionRecord, bool)> {
-        let hash = authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)?;
+        let hash = token_hash(authorization)?;
         let (credential, tool) = self
             .store
             .credential_with_tool(&hash, &req.project_id, &req.tool_name)

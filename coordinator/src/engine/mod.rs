@@ -78,6 +78,11 @@ pub struct Engine {
     pub cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
 }
 
+/// The stored form of the bearer token in an `authorization` header.
+fn token_hash(authorization: Option<&str>) -> Result<Vec<u8>, authz::Error> {
+    authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)
+}
+
 /// The record when `p` may see it; anything else is the uniform not-found.
 fn visible(
     p: &Principal,
@@ -94,7 +99,7 @@ fn visible(
 
 impl Engine {
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal> {
-        let hash = authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)?;
+        let hash = token_hash(authorization)?;
         let credential = self.reads.credential(hash).await?.ok_or(authz::Error::Unauthenticated)?;
         Ok(Principal::from_credential(credential)?)
     }
@@ -114,7 +119,7 @@ impl Engine {
         project_id: &str,
         id: &str,
     ) -> Result<(Principal, ExecutionRecord)> {
-        let hash = authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)?;
+        let hash = token_hash(authorization)?;
         let (credential, record) =
             self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
         let p = Principal::from_credential(credential)?;

@@ -225,6 +225,11 @@ impl Ctx {
         self.caller.state.options.mcp_tasks_compatibility
     }
 
+    /// 2026-07-28: this request declared the client capability `name`.
+    pub fn declares(&self, name: &str) -> bool {
+        self.client_capabilities.get(name).is_some_and(Value::is_object)
+    }
+
     /// 2026-07-28: this request declared the tasks extension.
     pub fn declares_tasks_extension(&self) -> bool {
         self.client_capabilities

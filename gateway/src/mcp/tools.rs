@@ -148,7 +148,7 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         let missing: Map<String, Value> = def
             .required_client_capabilities
             .iter()
-            .filter(|c| !ctx.client_capabilities.get(c.as_str()).is_some_and(Value::is_object))
+            .filter(|c| !ctx.declares(c))
             .map(|c| (c.clone(), json!({})))
             .collect();
         if !missing.is_empty() {
@@ -160,11 +160,10 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
     // travels as an MRTR round (InputRequiredResult, then a retry carrying the
     // answers). A caller that would get the compatibility handle takes the
     // round only when it declared elicitation; the handle serves the others.
-    let elicits = ctx.client_capabilities.get("elicitation").is_some_and(Value::is_object);
     let mrtr = ctx.era == Era::Modern
         && match plan.handoff {
             Handoff::Wait => true,
-            Handoff::Handle => elicits,
+            Handoff::Handle => ctx.declares("elicitation"),
             Handoff::Task => false,
         };
     let view = match params.get("requestState") {
@@ -224,7 +223,7 @@ fn asks(view: &ExecutionView) -> bool {
 /// the state to send back with the answers. A client that did not declare
 /// elicitation cannot answer: the execution is cancelled and the call refused.
 async fn input_required(ctx: &Ctx, view: &ExecutionView) -> Result<Value, RpcError> {
-    if !ctx.client_capabilities.get("elicitation").is_some_and(Value::is_object) {
+    if !ctx.declares("elicitation") {
         if let Err(e) = ctx.caller.cancel(&view.execution_id).await {
             tracing::warn!(execution_id = %view.execution_id, error = %e.message, "cancel of an unanswerable call failed");
         }
