@@ -16,6 +16,7 @@ type Found = (Option<Credential>, Option<ExecutionRecord>);
 
 struct Job {
     token_hash: Option<Vec<u8>>,
+    /// Empty when only the credential is asked for (no execution has this id).
     id: String,
     reply: oneshot::Sender<store::Result<Found>>,
 }
