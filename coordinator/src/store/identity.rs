@@ -196,12 +196,6 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    pub async fn credential_by_hash(&self, token_hash: &[u8]) -> Result<Option<Credential>> {
-        let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials c WHERE c.token_hash = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash).fetch_optional(&self.pool).await?;
-        row.as_ref().map(credential_from_row).transpose()
-    }
-
     pub async fn upsert_tools(&self, project_id: &str, tools: &[ToolRecord], now: Millis) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for (position, t) in tools.iter().enumerate() {
@@ -242,12 +236,6 @@ impl Store {
         let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 ORDER BY position, name");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).fetch_all(&self.pool).await?;
         rows.iter().map(tool_from_row).collect()
-    }
-
-    pub async fn get_tool(&self, project_id: &str, name: &str) -> Result<Option<ToolRecord>> {
-        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 AND name = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).bind(name).fetch_optional(&self.pool).await?;
-        row.as_ref().map(tool_from_row).transpose()
     }
 
     /// Records that `worker_id` is connected to `coordinator_id` (replacing an older session).
