@@ -29,6 +29,7 @@ SETS = {  # name -> values file (chart-testing's ci/ convention)
     "default": f"{CHART}/ci/default-values.yaml",
     "mcp-tasks": f"{CHART}/ci/mcp-tasks-values.yaml",
     "existing-secret": f"{CHART}/ci/existing-secret-values.yaml",
+    "tls": f"{CHART}/ci/tls-values.yaml",
 }
 SEED = {"principalConcurrency": 20, "projectConcurrency": 40, "organizationConcurrency": 80,
         "backlog": 100, "retainedPayloadBytes": 1048576}
@@ -238,6 +239,84 @@ def scaling():
     assert cfg["executions"]["lease_ms"] == 20000 and cfg["gateway"]["allowed_hosts"] == ["baton.example.com"]
     assert cfg["gateway"]["listen"] == "0.0.0.0:8080", "config merge must keep the chart's keys"
 check("HPAs, PDBs, fixed replicas, extra config merge", scaling)
+
+def tls_off_by_default():
+    for set_name in ("default", "mcp-tasks", "existing-secret"):
+        for component in ("gateway", "coordinator", "worker"):
+            spec = deployment(set_name, component)["spec"]["template"]["spec"]
+            names = env_of(spec["containers"][0])
+            assert not [n for n in names if n.startswith("BATON_TLS__")], f"{set_name}/{component}: {names}"
+            assert not [v for v in spec["volumes"] if v["name"].startswith("tls-")], f"{set_name}/{component}"
+check("TLS off by default: no BATON_TLS__ env, no certificate volumes", tls_off_by_default)
+
+def tls_wiring():
+    cfg = engine_config("tls")
+    url = "https://baton-coordinator:7070"
+    assert cfg["gateway"]["coordinator_url"] == cfg["worker"]["coordinator_url"] == url, cfg
+    own = {"coordinator": "baton-coordinator-tls", "gateway": "baton-client-tls", "worker": "baton-client-tls"}
+    for component, secret in own.items():
+        spec = deployment("tls", component)["spec"]["template"]["spec"]
+        (c,) = spec["containers"]
+        env = env_of(c)
+        files = {n: env[n]["value"] for n in ("BATON_TLS__CA_FILE", "BATON_TLS__CERT_FILE", "BATON_TLS__KEY_FILE")}
+        assert env["BATON_TLS__SERVER_NAME"]["value"] == "baton-coordinator", env["BATON_TLS__SERVER_NAME"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["tls-own"]["secret"]["secretName"] == secret, volumes["tls-own"]
+        assert volumes["tls-ca"]["secret"]["secretName"] == "baton-ca", volumes["tls-ca"]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        for name, path in files.items():  # every named file is inside a mounted Secret, under its key
+            vol = "tls-ca" if name.endswith("CA_FILE") else "tls-own"
+            directory, _, file = path.rpartition("/")
+            assert mounts[vol]["mountPath"] == directory and mounts[vol]["readOnly"] is True, (name, mounts[vol])
+            assert file in {i["path"] for i in volumes[vol]["secret"]["items"]}, (name, volumes[vol])
+        if component == "coordinator":
+            assert env["BATON_TLS__CLIENT_CA_FILE"]["value"] == files["BATON_TLS__CA_FILE"]
+            assert env["BATON_TLS__REQUIRE_CLIENT_CERT"]["value"] == "true"
+            assert env["BATON_COORDINATOR__ADVERTISE_URL"]["value"] == "https://$(POD_IP):7070"
+            for probe in ("readinessProbe", "livenessProbe"):  # kubelet gRPC probes cannot speak TLS
+                assert "grpc" not in c[probe] and c[probe]["tcpSocket"]["port"] == "grpc", c[probe]
+        else:
+            assert "BATON_TLS__CLIENT_CA_FILE" not in env and "BATON_TLS__REQUIRE_CLIENT_CERT" not in env, component
+    (job,) = objects("tls", "Job")
+    (m,) = job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert m["mountPath"] == "/etc/baton-tls/ca", m
+check("tls: https URLs, certificates mounted from Secrets and named by BATON_TLS__*, TCP probes", tls_wiring)
+
+def cluster_secret_wiring():
+    (secret,) = [s for s in objects("tls", "Secret") if "helm.sh/hook" not in s["metadata"].get("annotations", {})]
+    assert len(secret["stringData"]["cluster-secret"]) >= 32
+    for set_name, secret_name in (("tls", "baton"), ("existing-secret", "baton-prod")):
+        env = env_of(deployment(set_name, "coordinator")["spec"]["template"]["spec"]["containers"][0])
+        ref = env["BATON_SECURITY__CLUSTER_SECRET"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": secret_name, "key": "cluster-secret", "optional": True}, ref
+        for component in ("gateway", "worker"):
+            other = env_of(deployment(set_name, component)["spec"]["template"]["spec"]["containers"][0])
+            assert "BATON_SECURITY__CLUSTER_SECRET" not in other, f"{set_name}/{component}"
+    assert "cluster-secret" not in next(s for s in objects("default", "Secret") if s["metadata"]["name"] == "baton")["stringData"]
+check("security.cluster_secret reaches coordinators only, from the Secret", cluster_secret_wiring)
+
+def tls_values_are_checked():
+    base = load(SETS["tls"])
+    def refused(values, needle):
+        try:
+            with go_logs_muted():
+                chart.render(values, name="baton", namespace="baton")
+        except (helm.HelmRenderError, helm.HelmValuesError) as e:
+            assert needle in str(e), e
+            return
+        raise AssertionError(f"rendered without {needle}")
+    refused({**base, "tls": {**base["tls"], "clientSecret": ""}}, "tls.clientSecret")
+    refused({**base, "tls": {**base["tls"], "coordinatorSecret": ""}}, "coordinatorSecret")
+    refused({**base, "secrets": {**base["secrets"], "clusterSecret": "short"}}, "clusterSecret")
+    # Without client certificates gateways and workers need no Secret of their own.
+    values = {**base, "tls": {**base["tls"], "clientAuth": "none", "clientSecret": ""}}
+    manifests = chart.render(values, name="baton", namespace="baton")
+    objs = [o for p, t in manifests.items() if p.endswith(".yaml") for o in yaml.safe_load_all(t) if o]
+    gw = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "baton-gateway")
+    assert [v["name"] for v in gw["spec"]["template"]["spec"]["volumes"]] == ["config", "tls-ca"]
+    co = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "baton-coordinator")
+    assert "BATON_TLS__CLIENT_CA_FILE" not in env_of(co["spec"]["template"]["spec"]["containers"][0])
+check("tls: a missing Secret or a short cluster secret fails at install; clientAuth none needs no client Secret", tls_values_are_checked)
 
 # --- optional: the real binary accepts the rendered config and the examples -------
 binary = os.environ.get("BATON_BIN")

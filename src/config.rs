@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_yaml::Value;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -17,6 +17,9 @@ pub enum Error {
     #[error("invalid configuration: {field} {problem}")]
     Field { field: &'static str, problem: String },
 }
+
+/// Above this a session's outbox could not hold one message per assignment.
+const MAX_SESSION_CAPACITY: u32 = 4096;
 
 fn field(field: &'static str, problem: impl Into<String>) -> Error {
     Error::Field { field, problem: problem.into() }
@@ -49,12 +52,26 @@ impl std::fmt::Debug for PayloadKey {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Security {
     pub execution_payload_keys: Vec<PayloadKey>,
     /// Base64 32-byte key sealing legacy MCP session ids; the same on every gateway.
     pub mcp_session_key: Option<String>,
+    /// The cluster credential coordinators present to each other's `Peer`
+    /// service: the same on every coordinator, at least 32 characters.
+    pub cluster_secret: Option<String>,
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = |v: &Option<String>| if v.is_some() { "<redacted>" } else { "<unset>" };
+        f.debug_struct("Security")
+            .field("execution_payload_keys", &self.execution_payload_keys)
+            .field("mcp_session_key", &shown(&self.mcp_session_key))
+            .field("cluster_secret", &shown(&self.cluster_secret))
+            .finish()
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -89,11 +106,18 @@ pub struct CoordinatorSection {
     pub listen: SocketAddr,
     /// How other replicas reach this one; defaults to `http://{listen}`.
     pub advertise_url: Option<String>,
+    /// The most concurrent assignments one worker session may declare; larger
+    /// declared capacities are clamped to it.
+    pub max_worker_capacity: u32,
 }
 
 impl Default for CoordinatorSection {
     fn default() -> Self {
-        CoordinatorSection { listen: SocketAddr::from(([127, 0, 0, 1], 7070)), advertise_url: None }
+        CoordinatorSection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            advertise_url: None,
+            max_worker_capacity: 512,
+        }
     }
 }
 
@@ -175,6 +199,43 @@ impl Default for Executions {
     }
 }
 
+/// TLS on the gRPC hops (gateway → coordinator, worker → coordinator,
+/// coordinator → coordinator), all off by default. Files are PEM, read and
+/// checked at start. The scheme of a coordinator URL decides whether a client
+/// uses TLS (`https://`); see `crate::tls` for how each role uses the fields.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tls {
+    /// The CA bundle that verifies coordinators' certificates (gateways,
+    /// workers, and coordinators calling peers). Unset: the system trust store.
+    pub ca_file: Option<PathBuf>,
+    /// This process's certificate chain: a coordinator serves TLS with it (and
+    /// presents it to peers); a gateway or worker presents it as its client
+    /// certificate. Needs `key_file`.
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Coordinator: verify client certificates against this CA bundle (mTLS).
+    pub client_ca_file: Option<PathBuf>,
+    /// Coordinator with `client_ca_file`: refuse clients without a valid
+    /// certificate (the default); `false` admits them (while rolling mTLS out).
+    pub require_client_cert: Option<bool>,
+    /// The name checked on a coordinator's certificate instead of the URL's
+    /// host (e.g. the Service name when peers dial pod IPs).
+    pub server_name: Option<String>,
+}
+
+/// Span export (OTLP/gRPC, endpoint from `OTEL_EXPORTER_OTLP_ENDPOINT`); for an
+/// `https://` endpoint.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Telemetry {
+    /// The CA bundle that verifies the collector. Unset: the system trust store.
+    pub otlp_ca_file: Option<PathBuf>,
+    /// A client certificate for collectors that require one. Needs `otlp_key_file`.
+    pub otlp_cert_file: Option<PathBuf>,
+    pub otlp_key_file: Option<PathBuf>,
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -186,6 +247,8 @@ pub struct Config {
     pub gateway: GatewaySection,
     pub worker: WorkerSection,
     pub executions: Executions,
+    pub tls: Tls,
+    pub telemetry: Telemetry,
 }
 
 /// Applies `BATON_A__B=v` as `a.b: v` onto the YAML tree.
@@ -269,11 +332,18 @@ impl Config {
         if self.worker.capacity == 0 {
             return Err(field("worker.capacity", "must be positive"));
         }
+        if !(1..=MAX_SESSION_CAPACITY).contains(&self.coordinator.max_worker_capacity) {
+            return Err(field("coordinator.max_worker_capacity", format!("must be 1 to {MAX_SESSION_CAPACITY}")));
+        }
+        if self.security.cluster_secret.as_ref().is_some_and(|s| s.trim().len() < 32) {
+            return Err(field("security.cluster_secret", "must be at least 32 characters"));
+        }
         if let Some(prefix) = &f.mcp_tasks_compatibility_prefix
             && (prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_alphanumeric()))
         {
             return Err(field("features.mcp_tasks_compatibility_prefix", "must be ASCII letters and digits"));
         }
+        crate::tls::validate(self)?;
         Ok(())
     }
 
@@ -356,6 +426,18 @@ mod tests {
         assert_eq!(c.database.url.as_deref(), Some("sqlite://x.db"));
         let err = load(ON, &[("BATON_FEATURES__MCP_TASKS_BACKLOG", "-1")]).expect_err("negative");
         assert!(err.to_string().contains("mcp_tasks_backlog"));
+    }
+
+    #[test]
+    fn tls_is_off_by_default_and_its_fields_are_checked() {
+        let c = load("", &[]).expect("valid");
+        assert!(c.tls.cert_file.is_none() && c.tls.ca_file.is_none() && c.telemetry.otlp_ca_file.is_none());
+        let err = load("tls:\n  ca_path: /x\n", &[]).expect_err("unknown");
+        assert!(err.to_string().contains("ca_path"), "{err}");
+        let err = load("", &[("BATON_TLS__REQUIRE_CLIENT_CERT", "false")]).expect_err("no client CA");
+        assert!(err.to_string().contains("tls.require_client_cert"), "{err}");
+        let err = load("", &[("BATON_TELEMETRY__OTLP_KEY_FILE", "/nonexistent/key.pem")]).expect_err("half");
+        assert!(err.to_string().contains("telemetry.otlp_cert_file"), "{err}");
     }
 
     #[test]

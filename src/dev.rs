@@ -150,6 +150,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         worker_id: "wk_dev".into(),
         capacity: 64,
         remote_servers: Vec::new(),
+        tls: None,
     };
 
     // Shutdown is ordered: the worker drains first (finishing and settling what

@@ -9,6 +9,7 @@ mod config;
 mod dev;
 mod roles;
 mod telemetry;
+mod tls;
 
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
@@ -130,6 +131,7 @@ fn configure<T>(
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    tls::install_crypto_provider();
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => code,
@@ -143,49 +145,51 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Dev { data_dir, listen, conformance_fixtures } => {
-            let guard = telemetry::init("baton-dev");
+            let guard = telemetry::init("baton-dev", None);
             let result = dev::run(dev::Args { data_dir, listen, conformance_fixtures }, shutdown_on_signal()).await;
             guard.shutdown().await;
             result?;
         }
         Command::Coordinator { config, listen } => {
-            let (config, (addr, options)) = match configure(config.as_ref(), |c| {
+            let (config, (addr, options, otlp)) = match configure(config.as_ref(), |c| {
                 let addr = listen.unwrap_or(c.coordinator.listen);
-                Ok((addr, roles::coordinator_options(c, addr)?))
+                Ok((addr, roles::coordinator_options(c, addr)?, tls::otlp(c)?))
             }) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
             };
-            let guard = telemetry::init("baton-coordinator");
+            let guard = telemetry::init("baton-coordinator", Some(otlp));
             let listener = TcpListener::bind(addr).await?;
             let mut options = options;
             if config.coordinator.advertise_url.is_none() {
-                options.advertise_url = format!("http://{}", listener.local_addr()?);
+                let scheme = if options.server_tls.is_some() { "https" } else { "http" };
+                options.advertise_url = format!("{scheme}://{}", listener.local_addr()?);
             }
             let result = baton_coordinator::run(options, listener, shutdown_on_signal()).await;
             guard.shutdown().await;
             result?;
         }
         Command::Gateway { config, listen } => {
-            let (_, (addr, options)) = match configure(config.as_ref(), |c| {
+            let (_, (addr, options, otlp)) = match configure(config.as_ref(), |c| {
                 let addr = listen.unwrap_or(c.gateway.listen);
-                Ok((addr, roles::gateway_options(c, addr)?))
+                Ok((addr, roles::gateway_options(c, addr)?, tls::otlp(c)?))
             }) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
             };
-            let guard = telemetry::init("baton-gateway");
+            let guard = telemetry::init("baton-gateway", Some(otlp));
             let listener = TcpListener::bind(addr).await?;
             let result = baton_gateway::run(options, listener, shutdown_on_signal()).await;
             guard.shutdown().await;
             result?;
         }
         Command::Worker { config, examples } => {
-            let (config, options) = match configure(config.as_ref(), roles::worker_options) {
-                Ok(c) => c,
-                Err(code) => return Ok(code),
-            };
-            let guard = telemetry::init("baton-worker");
+            let (config, (options, otlp)) =
+                match configure(config.as_ref(), |c| Ok((roles::worker_options(c)?, tls::otlp(c)?))) {
+                    Ok(c) => c,
+                    Err(code) => return Ok(code),
+                };
+            let guard = telemetry::init("baton-worker", Some(otlp));
             let result = roles::run_worker(options, examples, config.worker.metrics_listen, shutdown_on_signal()).await;
             guard.shutdown().await;
             result?;

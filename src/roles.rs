@@ -12,9 +12,11 @@ pub fn coordinator_options(
     c: &Config,
     listen_addr: std::net::SocketAddr,
 ) -> Result<baton_coordinator::Options, config::Error> {
+    let server_tls = crate::tls::server(c)?;
+    let scheme = if server_tls.is_some() { "https" } else { "http" };
     Ok(baton_coordinator::Options {
         id: baton_coordinator::domain::id::random_id("co_", 64),
-        advertise_url: c.coordinator.advertise_url.clone().unwrap_or_else(|| format!("http://{listen_addr}")),
+        advertise_url: c.coordinator.advertise_url.clone().unwrap_or_else(|| format!("{scheme}://{listen_addr}")),
         database_url: c.database_url()?,
         database_max_connections: c.database.max_connections,
         redis_url: c.redis.url.clone(),
@@ -29,6 +31,10 @@ pub fn coordinator_options(
         max_input_bytes: c.executions.max_input_bytes,
         admission_rebuild_ms: c.executions.admission_rebuild_ms,
         migrate: false,
+        cluster_secret: c.security.cluster_secret.clone(),
+        max_worker_capacity: c.coordinator.max_worker_capacity,
+        server_tls,
+        client_tls: crate::tls::client(c)?,
     })
 }
 
@@ -59,6 +65,7 @@ pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton
         session_key: session_key(c)?,
         allowed_hosts: c.gateway.allowed_hosts.clone(),
         anonymous_mcp_token: None,
+        coordinator_tls: crate::tls::client(c)?,
     })
 }
 
@@ -73,6 +80,7 @@ pub fn worker_options(c: &Config) -> Result<baton_worker::Options, config::Error
         worker_id: c.worker.id.clone().unwrap_or_else(|| baton_coordinator::domain::id::random_id("wk_", 64)),
         capacity: c.worker.capacity,
         remote_servers: remote_servers(c)?,
+        tls: crate::tls::client(c)?,
     })
 }
 

@@ -1,9 +1,11 @@
 //! Logging and tracing for every role: `tracing` to stderr (filter from
 //! `RUST_LOG`, default `info`), plus OTLP/gRPC span export when
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set. W3C trace context is the propagator.
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (`https://` is TLS: the CA and client
+//! certificate of `telemetry.*`, else the system trust store). W3C trace
+//! context is the propagator.
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_otlp::{WithExportConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::EnvFilter;
@@ -24,18 +26,21 @@ impl Guard {
     }
 }
 
-pub fn init(service: &'static str) -> Guard {
+/// `tls` is how an `https://` endpoint is verified (`crate::tls::otlp`); the
+/// system trust store when `None`.
+pub fn init(service: &'static str, tls: Option<tonic::transport::ClientTlsConfig>) -> Guard {
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,h2=warn,tower=warn,hyper=warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false).with_ansi(ansi);
     let provider = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok().filter(|e| !e.is_empty()).and_then(|endpoint| {
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(endpoint)
-            .with_timeout(std::time::Duration::from_secs(3))
-            .build();
+        let mut builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+        if endpoint.starts_with("https://") {
+            builder = builder
+                .with_tls_config(tls.unwrap_or_else(|| tonic::transport::ClientTlsConfig::new().with_enabled_roots()));
+        }
+        let exporter = builder.with_endpoint(endpoint).with_timeout(std::time::Duration::from_secs(3)).build();
         match exporter {
             Ok(exporter) => Some(
                 SdkTracerProvider::builder()

@@ -34,6 +34,8 @@ pub enum Error {
     Redis(#[from] redis::RedisError),
     #[error("serving grpc: {0}")]
     Serve(#[from] tonic::transport::Error),
+    #[error("grpc tls: {0}")]
+    Tls(String),
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
     #[error("admission: {0}")]
@@ -62,6 +64,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         }
         None => (Arc::new(admission::memory::MemoryAdmission::new(options.bounds)), None),
     };
+    let peers = grpc::peer::Peers::new(options.cluster_secret.clone(), options.client_tls.clone());
     Ok(Arc::new(Engine {
         reads: engine::Reads::start(store.clone()),
         creates: engine::Creates::start(store.clone()),
@@ -76,11 +79,13 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         tasks: TaskTracker::new(),
         shutdown,
         cluster_admission,
+        peers,
     }))
 }
 
 /// Serves the coordinator's gRPC services on `listener` until `shutdown` fires.
 pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
+    let mut server = server(&options)?;
     let engine = engine(options, shutdown.clone()).await?;
     let e = engine.clone();
     engine.tasks.spawn(e.run_dispatcher());
@@ -91,6 +96,7 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     ));
     engine.tasks.spawn(sweeper::run(engine.clone()));
     engine.tasks.spawn(sweeper::reconcile_admission(engine.clone()));
+    engine.tasks.spawn(engine.clone().run_session_audit());
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;
@@ -99,7 +105,7 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     // Small frames must not wait for the peer's delayed ACK (Nagle): the
     // builder's `tcp_nodelay` only covers listeners tonic binds itself.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let served = tonic::transport::Server::builder()
+    let served = server
         .add_service(health_service)
         .add_service(CoordinatorServer::new(grpc::api::Api { engine: engine.clone() }))
         .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))
@@ -111,4 +117,26 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     engine.store.close().await;
     served?;
     Ok(())
+}
+
+/// The gRPC server: TLS (and client-certificate checks) when configured, and
+/// HTTP/2 keepalive so a client that vanished without closing (a partition, a
+/// dead host) is noticed within one lease: a ping after a third of a lease
+/// without a frame, the connection dropped when the answer takes another third.
+fn server(options: &Options) -> Result<tonic::transport::Server, Error> {
+    let keepalive = keepalive(options.lease_ms);
+    let server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(keepalive))
+        .http2_keepalive_timeout(Some(keepalive));
+    match options.server_tls.clone() {
+        Some(tls) => server.tls_config(tls).map_err(|e| Error::Tls(baton_proto::error::with_sources(&e))),
+        None => Ok(server),
+    }
+}
+
+/// The server's HTTP/2 keepalive interval and ack timeout for a lease: a third
+/// of it, at least 2 s (a ping must not be lost to a busy scheduler) and at
+/// most 20 s.
+fn keepalive(lease_ms: i64) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(lease_ms / 3).unwrap_or(0).clamp(2_000, 20_000))
 }

@@ -31,4 +31,16 @@ pub struct Options {
     pub admission_rebuild_ms: u64,
     /// Apply migrations at start (`baton dev`).
     pub migrate: bool,
+    /// The cluster credential for the `Peer` service; without it no peer call
+    /// is accepted (one replica needs none).
+    pub cluster_secret: Option<String>,
+    /// Declared worker capacities are clamped to this.
+    pub max_worker_capacity: u32,
+    /// Serve gRPC over TLS with this identity (and, when it names a client CA,
+    /// verify client certificates: mTLS). `None` serves plaintext.
+    pub server_tls: Option<tonic::transport::ServerTlsConfig>,
+    /// How this replica dials an `https://` peer (its `advertise_url`): the CA
+    /// that verifies peers and this replica's client identity. `None` trusts
+    /// the system roots; unused for `http://` peers.
+    pub client_tls: Option<tonic::transport::ClientTlsConfig>,
 }

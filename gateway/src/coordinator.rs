@@ -5,7 +5,7 @@ use baton_proto::coordinator::v1::coordinator_client::CoordinatorClient;
 use baton_proto::error::{ErrorCode, WireError};
 use std::future::Future;
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
 /// The caller's credential, forwarded verbatim; never logged.
@@ -25,16 +25,33 @@ pub struct Coordinator {
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+/// A ping goes out after this long without a frame from the coordinator, idle
+/// or not, and a connection whose answer takes longer than the timeout is
+/// dropped and redialled: a half-open connection fails fast instead of
+/// swallowing requests until their deadlines.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Coordinator {
     /// Connects lazily: the gateway starts (and reports not-ready) while the
-    /// coordinator is still coming up.
-    pub fn connect_lazy(url: &str) -> Result<Self, tonic::transport::Error> {
-        let channel = Endpoint::from_shared(url.to_owned())?
+    /// coordinator is still coming up. An `https://` url is dialled with TLS:
+    /// `tls` (CA, client identity, name to verify) or else the system roots.
+    pub fn connect_lazy(url: &str, tls: Option<ClientTlsConfig>) -> Result<Self, crate::Error> {
+        let endpoint = Endpoint::from_shared(url.to_owned())?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(20))
-            .connect_lazy();
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true);
+        let endpoint = if endpoint.uri().scheme_str() == Some("https") {
+            let config = tls.unwrap_or_else(|| ClientTlsConfig::new().with_enabled_roots());
+            endpoint
+                .tls_config(config)
+                .map_err(|e| crate::Error::CoordinatorTls(baton_proto::error::with_sources(&e)))?
+        } else {
+            endpoint
+        };
+        let channel = endpoint.connect_lazy();
         Ok(Coordinator { client: CoordinatorClient::new(channel.clone()), channel })
     }
 

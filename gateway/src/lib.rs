@@ -40,6 +40,9 @@ pub struct Options {
     /// When set, an MCP request without credentials acts with this token
     /// (`baton dev --conformance-fixtures` only).
     pub anonymous_mcp_token: Option<String>,
+    /// For an `https://` coordinator: the CA that verifies it and the
+    /// gateway's client certificate (mTLS); `None` trusts the system roots.
+    pub coordinator_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 #[derive(Clone)]
@@ -52,6 +55,8 @@ pub struct AppState {
 pub enum Error {
     #[error("invalid coordinator url: {0}")]
     CoordinatorUrl(#[from] tonic::transport::Error),
+    #[error("coordinator tls: {0}")]
+    CoordinatorTls(String),
     #[error("serving http: {0}")]
     Serve(#[from] std::io::Error),
 }
@@ -72,7 +77,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 pub fn state(options: Options) -> Result<AppState, Error> {
-    let coordinator = Coordinator::connect_lazy(&options.coordinator_url)?;
+    let coordinator = Coordinator::connect_lazy(&options.coordinator_url, options.coordinator_tls.clone())?;
     Ok(AppState { options: Arc::new(options), coordinator })
 }
 

@@ -161,6 +161,20 @@ impl WireError {
     }
 }
 
+/// An error and its sources on one line. tonic's transport errors say only
+/// "transport error" at the top; the cause (a bad certificate, a refused
+/// connection) is in the chain.
+pub fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,3 +41,14 @@ async fn unknown_fields_and_missing_keys_exit_64() {
     assert_eq!(code, Some(64));
     assert!(stderr.contains("execution_payload_keys"), "{stderr}");
 }
+
+#[tokio::test]
+async fn an_unreadable_tls_file_exits_64_naming_the_field() {
+    let missing = std::env::temp_dir().join(format!("baton-absent-{}.pem", crate::harness::random_suffix()));
+    let (code, stderr) = run_with(&format!("tls:\n  ca_file: {}\n", missing.display())).await;
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(stderr.contains("tls.ca_file"), "{stderr}");
+    let (code, stderr) = run_with("tls:\n  client_ca_file: /dev/null\n").await;
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(stderr.contains("tls.client_ca_file"), "{stderr}");
+}

@@ -29,6 +29,7 @@ async fn start_dev(dir: &Path) -> (Child, Value) {
 #[tokio::test]
 async fn dev_is_ready_drains_on_interrupt_and_keeps_state_across_restarts() {
     let dir = std::env::temp_dir().join(format!("baton-dev-{}", random_suffix()));
+    crate::harness::install_crypto_provider();
     let http = reqwest::Client::new();
     let (mut child, dev) = start_dev(&dir).await;
     let url = dev["http_url"].as_str().expect("http_url").to_owned();

@@ -228,6 +228,7 @@ async fn a_hosted_tool_declaring_task_time_input_is_refused_at_registration() {
         worker_id: "wk_ask".into(),
         capacity: 1,
         remote_servers: Vec::new(),
+        tls: None,
     };
     let worker = baton_worker::Worker::new(options, vec![std::sync::Arc::new(AsksForInput)]);
     let run = worker.run(Default::default(), Duration::from_secs(1));

@@ -55,6 +55,69 @@ where
     }
 }
 
+/// rustls' ring provider as the process default: reqwest (built without a
+/// provider of its own) needs one before any client is built.
+pub fn install_crypto_provider() {
+    baton_worker::dial::install_crypto_provider();
+}
+
+/// A throwaway PKI for one TLS cluster, written under its directory (never
+/// committed anywhere): a CA, the coordinators' certificate and the client
+/// certificate of gateways and workers.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    /// For 127.0.0.1 and localhost; usable as server and as client certificate
+    /// (coordinators present it when they call each other).
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    /// What gateways and workers present (client use only).
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+impl TlsFiles {
+    pub fn generate(dir: &Path) -> Result<TlsFiles> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose as Eku, IsCa, Issuer, KeyPair,
+            KeyUsagePurpose,
+        };
+        std::fs::create_dir_all(dir)?;
+        let write = |name: &str, pem: String| -> Result<PathBuf> {
+            let path = dir.join(name);
+            std::fs::write(&path, pem)?;
+            Ok(path)
+        };
+        let ca_key = KeyPair::generate()?;
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.distinguished_name.push(DnType::CommonName, "baton test CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_pem = ca.self_signed(&ca_key)?.pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let leaf = |names: Vec<String>, cn: &str, usages: Vec<Eku>| -> Result<(String, String)> {
+            let key = KeyPair::generate()?;
+            let mut params = CertificateParams::new(names)?;
+            params.distinguished_name.push(DnType::CommonName, cn);
+            params.extended_key_usages = usages;
+            Ok((params.signed_by(&key, &issuer)?.pem(), key.serialize_pem()))
+        };
+        let (server_pem, server_key) = leaf(
+            vec!["127.0.0.1".into(), "localhost".into()],
+            "baton coordinator",
+            vec![Eku::ServerAuth, Eku::ClientAuth],
+        )?;
+        let (client_pem, client_key) = leaf(Vec::new(), "baton client", vec![Eku::ClientAuth])?;
+        Ok(TlsFiles {
+            ca: write("ca.pem", ca_pem)?,
+            server_cert: write("coordinator.pem", server_pem)?,
+            server_key: write("coordinator.key", server_key)?,
+            client_cert: write("client.pem", client_pem)?,
+            client_key: write("client.key", client_key)?,
+        })
+    }
+}
+
 pub struct Proc {
     pub child: Child,
     pub addr: String,
@@ -92,6 +155,8 @@ pub struct Cluster {
     pub workers: Vec<Proc>,
     pub http: reqwest::Client,
     pub otlp_endpoint: Option<String>,
+    /// Set when the cluster runs with TLS (`Settings::tls`).
+    pub tls: Option<TlsFiles>,
 }
 
 /// Knobs a test may turn; the rest are fast defaults for tests.
@@ -107,6 +172,10 @@ pub struct Settings {
     pub redis_url: Option<String>,
     /// Every process exports spans here (OTLP/gRPC).
     pub otlp_endpoint: Option<String>,
+    /// TLS on every gRPC hop with client certificates required (mTLS): a
+    /// throwaway CA and certificates under the cluster's directory, and
+    /// `https://` coordinator URLs.
+    pub tls: bool,
 }
 
 impl Default for Settings {
@@ -122,6 +191,7 @@ impl Default for Settings {
             owner_loss_grace_ms: 5_000,
             redis_url: None,
             otlp_endpoint: None,
+            tls: false,
         }
     }
 }
@@ -141,9 +211,11 @@ fn text(v: &Value, key: &str) -> Result<String> {
 impl Cluster {
     /// A fresh database, config and identity; no processes yet.
     pub async fn new(settings: Settings) -> Result<Cluster> {
+        install_crypto_provider();
         let suffix = random_suffix();
         let dir = std::env::temp_dir().join(format!("baton-it-{suffix}"));
         std::fs::create_dir_all(&dir)?;
+        let tls = if settings.tls { Some(TlsFiles::generate(&dir.join("tls"))?) } else { None };
         // The creation time in the name lets the test script drop leftovers of
         // crashed runs without touching databases of runs still going.
         let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
@@ -161,7 +233,7 @@ impl Cluster {
         let redis_prefix = format!("bt_it_{suffix}");
         // Small pools: parallel tests with two coordinators each must stay well inside
         // Postgres' default 100 connections (CI runs them four at a time).
-        let config = json!({
+        let mut config = json!({
             "features": {
                 "native_mcp_tasks": true,
                 "mcp_tasks_compatibility": true,
@@ -171,7 +243,10 @@ impl Cluster {
                 "mcp_tasks_backlog": settings.backlog,
                 "mcp_tasks_retained_payload_bytes": 1u64 << 30,
             },
-            "security": {"execution_payload_keys": [{"id": "k1", "key": base64::engine::general_purpose::STANDARD.encode(key)}]},
+            "security": {
+                "execution_payload_keys": [{"id": "k1", "key": base64::engine::general_purpose::STANDARD.encode(key)}],
+                "cluster_secret": format!("{}{}{}{}", random_suffix(), random_suffix(), random_suffix(), random_suffix()),
+            },
             "database": {"url": database_url, "max_connections": 4},
             "redis": {"url": settings.redis_url.clone().unwrap_or_else(redis_url), "key_prefix": redis_prefix},
             "executions": {
@@ -181,6 +256,18 @@ impl Cluster {
                 "poll_interval_ms": 500,
             },
         });
+        if let Some(t) = &tls {
+            // Coordinators serve with the server certificate and require client
+            // certificates; gateways and workers override cert/key with theirs.
+            config["tls"] = json!({
+                "ca_file": t.ca,
+                "cert_file": t.server_cert,
+                "key_file": t.server_key,
+                "client_ca_file": t.ca,
+            });
+            // An `https://` OTLP collector of the test is verified with the same CA.
+            config["telemetry"] = json!({"otlp_ca_file": t.ca});
+        }
         let config_path = dir.join("baton.yaml");
         // JSON is YAML.
         std::fs::write(&config_path, serde_json::to_vec_pretty(&config)?)?;
@@ -227,7 +314,38 @@ impl Cluster {
             workers: Vec::new(),
             http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
             otlp_endpoint: settings.otlp_endpoint.clone(),
+            tls,
         })
+    }
+
+    /// How gateways and workers reach coordinator `i`.
+    pub fn coordinator_url(&self, i: usize) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.coordinators[i].addr)
+    }
+
+    /// What a hand-made gRPC client needs to reach a coordinator of a TLS
+    /// cluster: the cluster's CA and the gateways' and workers' client
+    /// certificate. `None` for a plaintext cluster.
+    pub fn client_tls(&self) -> Option<tonic::transport::ClientTlsConfig> {
+        let t = self.tls.as_ref()?;
+        let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        Some(
+            tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(read(&t.ca)))
+                .identity(tonic::transport::Identity::from_pem(read(&t.client_cert), read(&t.client_key))),
+        )
+    }
+
+    /// The client certificate for gateways and workers, as configuration overrides.
+    fn client_identity_env(&self) -> Vec<(&'static str, String)> {
+        match &self.tls {
+            Some(t) => vec![
+                ("BATON_TLS__CERT_FILE", t.client_cert.display().to_string()),
+                ("BATON_TLS__KEY_FILE", t.client_key.display().to_string()),
+            ],
+            None => Vec::new(),
+        }
     }
 
     /// Starts a role and waits for the log line that carries its address.
@@ -286,8 +404,8 @@ impl Cluster {
     }
 
     pub async fn start_gateway(&mut self, coordinator: usize) -> Result<usize> {
-        let url = format!("http://{}", self.coordinators[coordinator].addr);
-        let env = [("BATON_GATEWAY__COORDINATOR_URL", url)];
+        let mut env = vec![("BATON_GATEWAY__COORDINATOR_URL", self.coordinator_url(coordinator))];
+        env.extend(self.client_identity_env());
         let p = self.spawn("gateway", &["--listen", "127.0.0.1:0"], &env, "gateway listening").await?;
         self.gateways.push(p);
         Ok(self.gateways.len() - 1)
@@ -307,10 +425,11 @@ impl Cluster {
     /// A worker with extra environment (configuration overrides).
     pub async fn start_worker_with(&mut self, coordinator: usize, extra: &[(&str, String)]) -> Result<usize> {
         let mut env = vec![
-            ("BATON_WORKER__COORDINATOR_URL", format!("http://{}", self.coordinators[coordinator].addr)),
+            ("BATON_WORKER__COORDINATOR_URL", self.coordinator_url(coordinator)),
             ("BATON_WORKER__TOKEN", self.id.worker_token.clone()),
             ("BATON_WORKER__METRICS_LISTEN", "127.0.0.1:0".to_owned()),
         ];
+        env.extend(self.client_identity_env());
         env.extend(extra.iter().cloned());
         let p = self.spawn("worker", &["--examples"], &env, "worker metrics listening").await?;
         self.workers.push(p);
@@ -355,6 +474,11 @@ impl Cluster {
                 .unwrap_or(0);
         }
         Ok(total)
+    }
+
+    /// Runs `baton admin` against this cluster's database.
+    pub async fn admin(&self, args: &[&str]) -> Result<Value> {
+        run_cli(&self.config, args).await
     }
 
     pub async fn db(&self) -> Result<sqlx::PgConnection> {

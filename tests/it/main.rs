@@ -9,4 +9,6 @@ mod harness;
 mod mcp_rmcp;
 mod remote_mcp;
 mod rest_lifecycle;
+mod tls;
 mod tracing_export;
+mod worker_trust;

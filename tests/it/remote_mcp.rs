@@ -91,6 +91,7 @@ impl PyServer {
         })
         .await
         .context("server start")??;
+        crate::harness::install_crypto_provider();
         let http = reqwest::Client::new();
         let server = PyServer { _child: child, port, sdk, http };
         eventually(Duration::from_secs(30), "the server to answer", || async {

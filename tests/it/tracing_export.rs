@@ -10,16 +10,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
-struct Span {
-    service: String,
-    name: String,
+pub(crate) struct Span {
+    pub(crate) service: String,
+    pub(crate) name: String,
     trace_id: Vec<u8>,
-    attributes: String,
+    pub(crate) attributes: String,
 }
 
+/// A fake OTLP/gRPC collector that keeps every span it is sent.
 #[derive(Clone, Default)]
-struct Collector {
-    spans: Arc<Mutex<Vec<Span>>>,
+pub(crate) struct Collector {
+    pub(crate) spans: Arc<Mutex<Vec<Span>>>,
 }
 
 #[tonic::async_trait]
@@ -98,7 +99,7 @@ async fn one_execution_is_one_trace_across_three_processes() {
     assert!(trace.len() >= 4);
 }
 
-fn tokio_stream_listener(
+pub(crate) fn tokio_stream_listener(
     listener: tokio::net::TcpListener,
 ) -> impl futures_util::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> {
     futures_util::stream::unfold(listener, |l| async move {

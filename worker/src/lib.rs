@@ -3,6 +3,7 @@
 //! process is sent to the coordinator before it is relied on.
 
 pub mod conformance;
+pub mod dial;
 pub mod examples;
 pub mod metrics;
 pub mod remote;

@@ -28,6 +28,9 @@ pub struct Options {
     pub capacity: u32,
     /// Remote MCP servers whose tools this worker serves (discovered at start).
     pub remote_servers: Vec<RemoteServer>,
+    /// For an `https://` coordinator: the CA that verifies it and this worker's
+    /// client certificate (mTLS); `None` trusts the system roots. Unused for `http://`.
+    pub tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -234,9 +237,10 @@ impl Worker {
     }
 
     async fn session(self: Arc<Self>, shutdown: &CancellationToken, drain: Duration) -> Result<(), SessionEnd> {
-        let mut client = WorkerSessionClient::connect(self.options.coordinator_url.clone())
+        let channel = crate::dial::connect(&self.options.coordinator_url, self.options.tls.as_ref())
             .await
             .map_err(|e| SessionEnd::Transport(e.to_string()))?;
+        let mut client = WorkerSessionClient::new(channel);
         let (tx, rx) = mpsc::channel(1024);
         tx.send(msg(worker_message::Msg::Register(self.registration())))
             .await
@@ -302,6 +306,20 @@ impl Worker {
                         s.sent_at.remove(&key);
                         s.unacked.remove(&key)
                     });
+                }
+                // The coordinator says this worker does not hold the attempt: what
+                // it sent changed nothing, and sending it again would not either.
+                Msg::Refused(r) => {
+                    tracing::error!(execution_id = %r.execution_id, attempt = r.attempt, kind = %r.kind, code = %r.code, "coordinator refused a message: {}", r.message);
+                    let key = (r.execution_id, r.attempt);
+                    if r.kind == "settlement" {
+                        self.with_state(|s| {
+                            s.sent_at.remove(&key);
+                            s.unacked.remove(&key)
+                        });
+                    } else {
+                        self.stop(&key, "owner_lost");
+                    }
                 }
             }
         }
@@ -516,6 +534,7 @@ mod resend_tests {
             worker_id: "wk".into(),
             capacity: 1,
             remote_servers: Vec::new(),
+            tls: None,
         };
         let worker = Worker::new(options, Vec::new());
         let key = ("te_x".to_owned(), 1);

@@ -121,7 +121,9 @@ pub enum Event {
         attempt: u32,
         lease_until: Millis,
     },
+    /// The lease holder reports how its attempt ended.
     Settle {
+        worker_id: String,
         attempt: u32,
         outcome: Outcome,
     },
@@ -228,6 +230,22 @@ pub enum Ignored {
     NotDue,
     #[error("cancellation was already requested")]
     AlreadyRequested,
+    /// The event names the current attempt, but another worker holds its lease.
+    #[error("another worker holds this attempt's lease")]
+    NotHolder,
+}
+
+/// Whether `worker_id` holds `lease` for `attempt`. A worker naming an older
+/// attempt is stale (it may have held it once); one naming the current attempt
+/// of somebody else's lease never held it.
+fn held(lease: &Lease, worker_id: &str, attempt: u32) -> Result<(), Ignored> {
+    if lease.attempt != attempt {
+        Err(Ignored::StaleAttempt)
+    } else if lease.worker_id != worker_id {
+        Err(Ignored::NotHolder)
+    } else {
+        Ok(())
+    }
 }
 
 pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ignored> {
@@ -265,17 +283,13 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
         }
         Event::Heartbeat { worker_id, attempt, lease_until } => {
             let lease = next.phase.lease_mut().ok_or(Ignored::WrongStatus)?;
-            if lease.worker_id != *worker_id || lease.attempt != *attempt {
-                return Err(Ignored::StaleAttempt);
-            }
+            held(lease, worker_id, *attempt)?;
             lease.expires_at = lease.expires_at.max(*lease_until);
             next.owner_loss_detection_at = None;
         }
-        Event::Settle { attempt, outcome } => {
+        Event::Settle { worker_id, attempt, outcome } => {
             let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
-            if lease.attempt != *attempt {
-                return Err(Ignored::StaleAttempt);
-            }
+            held(lease, worker_id, *attempt)?;
             next.owner_loss_detection_at = None;
             match outcome {
                 Outcome::Success => next.phase = Phase::Completed,
@@ -359,9 +373,7 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
         }
         Event::Undelivered { worker_id, attempt } => {
             let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
-            if lease.worker_id != *worker_id || lease.attempt != *attempt {
-                return Err(Ignored::StaleAttempt);
-            }
+            held(lease, worker_id, *attempt)?;
             if !state.remote_task {
                 next.attempts -= 1;
             }
@@ -370,9 +382,7 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
         }
         Event::RemoteTaskRecorded { worker_id, attempt, deadline } => {
             let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
-            if lease.worker_id != *worker_id || lease.attempt != *attempt {
-                return Err(Ignored::StaleAttempt);
-            }
+            held(lease, worker_id, *attempt)?;
             next.remote_task = true;
             if let Some(d) = deadline {
                 next.deadline = next.deadline.min(*d);
@@ -380,9 +390,7 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
         }
         Event::InputRequested { worker_id, attempt } => {
             let lease = state.phase.lease().ok_or(Ignored::WrongStatus)?;
-            if lease.worker_id != *worker_id || lease.attempt != *attempt {
-                return Err(Ignored::StaleAttempt);
-            }
+            held(lease, worker_id, *attempt)?;
             next.phase = Phase::InputRequired { lease: lease.clone() };
         }
         Event::InputAnswered { all_answered } => {

@@ -34,7 +34,7 @@ fn table_of_settlements() {
         (Outcome::ToolError { retryable: false }, Status::Failed),
     ];
     for (outcome, status) in cases {
-        let t = apply(&working, &Event::Settle { attempt: 1, outcome }, 10).expect("settle");
+        let t = apply(&working, &Event::Settle { worker_id: "w1".into(), attempt: 1, outcome }, 10).expect("settle");
         assert_eq!(t.next.status(), status, "{outcome:?}");
         assert_eq!(t.effects.contains(&Effect::Terminal), status.is_terminal());
     }
@@ -43,24 +43,40 @@ fn table_of_settlements() {
 #[test]
 fn a_stop_nobody_asked_for_is_not_a_cancellation() {
     let working = run(&pending(), &[claim("w1")], 5);
-    let settle = Event::Settle { attempt: 1, outcome: Outcome::Cancelled };
+    let settle = Event::Settle { worker_id: "w1".into(), attempt: 1, outcome: Outcome::Cancelled };
     let at_deadline = apply(&working, &settle, DEADLINE).expect("settle").next;
     assert_eq!(at_deadline.phase, Phase::Failed { reason: FailureReason::DeadlineExceeded });
     let early = apply(&working, &settle, 10).expect("settle").next;
     assert_eq!(early.phase, Phase::Failed { reason: FailureReason::ToolError });
-    let retry = Event::Settle { attempt: 1, outcome: Outcome::ToolError { retryable: true } };
+    let retry = Event::Settle { worker_id: "w1".into(), attempt: 1, outcome: Outcome::ToolError { retryable: true } };
     assert_eq!(apply(&working, &retry, 10).expect("settle").next.status(), Status::Pending);
 }
 
 #[test]
 fn duplicate_and_stale_settlements_are_ignored() {
     let working = run(&pending(), &[claim("w1")], 5);
-    let done = apply(&working, &Event::Settle { attempt: 1, outcome: Outcome::Success }, 6).expect("settle").next;
-    assert_eq!(apply(&done, &Event::Settle { attempt: 1, outcome: Outcome::Success }, 7), Err(Ignored::Terminal));
+    let done = apply(&working, &Event::Settle { worker_id: "w1".into(), attempt: 1, outcome: Outcome::Success }, 6)
+        .expect("settle")
+        .next;
     assert_eq!(
-        apply(&working, &Event::Settle { attempt: 2, outcome: Outcome::Success }, 7),
+        apply(&done, &Event::Settle { worker_id: "w1".into(), attempt: 1, outcome: Outcome::Success }, 7),
+        Err(Ignored::Terminal)
+    );
+    assert_eq!(
+        apply(&working, &Event::Settle { worker_id: "w1".into(), attempt: 2, outcome: Outcome::Success }, 7),
         Err(Ignored::StaleAttempt)
     );
+}
+
+#[test]
+fn only_the_lease_holder_settles_or_keeps_the_lease() {
+    let working = run(&pending(), &[claim("w1")], 5);
+    let forged = Event::Settle { worker_id: "w2".into(), attempt: 1, outcome: Outcome::Success };
+    assert_eq!(apply(&working, &forged, 6), Err(Ignored::NotHolder));
+    let heartbeat = Event::Heartbeat { worker_id: "w2".into(), attempt: 1, lease_until: 99 };
+    assert_eq!(apply(&working, &heartbeat, 6), Err(Ignored::NotHolder));
+    let reclaim = Event::Undelivered { worker_id: "w2".into(), attempt: 1 };
+    assert_eq!(apply(&working, &reclaim, 6), Err(Ignored::NotHolder));
 }
 
 #[test]
@@ -70,9 +86,13 @@ fn retryable_failures_retry_up_to_the_limit_then_fail() {
     for attempt in 1..=3 {
         now += 60_000;
         s = apply(&s, &claim("w"), now).expect("claimable").next;
-        s = apply(&s, &Event::Settle { attempt, outcome: Outcome::ToolError { retryable: true } }, now)
-            .expect("settle")
-            .next;
+        s = apply(
+            &s,
+            &Event::Settle { worker_id: "w".into(), attempt, outcome: Outcome::ToolError { retryable: true } },
+            now,
+        )
+        .expect("settle")
+        .next;
     }
     assert_eq!(s.phase, Phase::Failed { reason: FailureReason::ToolError });
     assert_eq!(s.attempts, 3);
@@ -81,9 +101,13 @@ fn retryable_failures_retry_up_to_the_limit_then_fail() {
 #[test]
 fn a_retry_waits_for_its_backoff() {
     let s = run(&pending(), &[claim("w")], 0);
-    let s = apply(&s, &Event::Settle { attempt: 1, outcome: Outcome::ToolError { retryable: true } }, 100)
-        .expect("settle")
-        .next;
+    let s = apply(
+        &s,
+        &Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::ToolError { retryable: true } },
+        100,
+    )
+    .expect("settle")
+    .next;
     assert_eq!(apply(&s, &claim("w"), 101), Err(Ignored::NotDue));
     assert!(apply(&s, &claim("w"), 300).is_ok());
 }
@@ -103,8 +127,12 @@ fn cancel_of_pending_is_immediate_and_of_working_sends_a_stop() {
 #[test]
 fn a_retryable_failure_after_cancel_does_not_retry() {
     let s = run(&pending(), &[claim("w"), Event::RequestCancel], 1);
-    let t =
-        apply(&s, &Event::Settle { attempt: 1, outcome: Outcome::ToolError { retryable: true } }, 2).expect("settle");
+    let t = apply(
+        &s,
+        &Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::ToolError { retryable: true } },
+        2,
+    )
+    .expect("settle");
     assert_eq!(t.next.status(), Status::Failed);
 }
 
@@ -126,14 +154,14 @@ fn a_heartbeat_clears_owner_loss_detection() {
     let s = apply(&s, &hb, 11_000).expect("heartbeat").next;
     assert_eq!(s.owner_loss_detection_at, None);
     let other = Event::Heartbeat { worker_id: "w2".into(), attempt: 1, lease_until: 30_000 };
-    assert_eq!(apply(&s, &other, 11_000), Err(Ignored::StaleAttempt));
+    assert_eq!(apply(&s, &other, 11_000), Err(Ignored::NotHolder));
 }
 
 #[test]
 fn an_undelivered_attempt_is_claimable_again_without_using_an_attempt() {
     let s = run(&pending(), &[claim("w1")], 1);
     let wrong = Event::Undelivered { worker_id: "w2".into(), attempt: 1 };
-    assert_eq!(apply(&s, &wrong, 2), Err(Ignored::StaleAttempt));
+    assert_eq!(apply(&s, &wrong, 2), Err(Ignored::NotHolder));
     let t = apply(&s, &Event::Undelivered { worker_id: "w1".into(), attempt: 1 }, 2).expect("undelivered");
     assert_eq!(t.next.phase, Phase::Pending { not_before: 2 });
     assert_eq!(t.next.attempts, 0);
@@ -165,7 +193,9 @@ fn input_requests_pause_and_answers_resume() {
     assert_eq!(partial.status(), Status::InputRequired);
     let all = apply(&s, &Event::InputAnswered { all_answered: true }, 3).expect("all").next;
     assert_eq!(all.status(), Status::Working);
-    let t = apply(&all, &Event::Settle { attempt: 1, outcome: Outcome::UnsupportedInteraction }, 4).expect("settle");
+    let t =
+        apply(&all, &Event::Settle { worker_id: "w1".into(), attempt: 1, outcome: Outcome::UnsupportedInteraction }, 4)
+            .expect("settle");
     assert_eq!(t.next.phase, Phase::Failed { reason: FailureReason::UnsupportedInteraction });
 }
 
@@ -198,7 +228,8 @@ fn any_event() -> impl Strategy<Value = Event> {
             attempt,
             lease_until
         }),
-        (0u32..5, outcome).prop_map(|(attempt, outcome)| Event::Settle { attempt, outcome }),
+        (prop_oneof![Just("w1".to_string()), Just("w2".to_string())], 0u32..5, outcome)
+            .prop_map(|(worker_id, attempt, outcome)| Event::Settle { worker_id, attempt, outcome }),
         Just(Event::RequestCancel),
         (0..DEADLINE).prop_map(|detect_at| Event::LeaseLapsed { detect_at }),
         Just(Event::OwnerLossDue),

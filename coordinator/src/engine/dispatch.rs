@@ -6,7 +6,6 @@
 use super::{Engine, now_ms};
 use crate::admission::Ticket;
 use crate::crypto::Field;
-use baton_proto::coordinator::v1::{DeliverCancelRequest, DeliverInputRequest, peer_client::PeerClient};
 use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +33,9 @@ impl Engine {
     async fn dispatch_round(&self) -> bool {
         let mut assigned = false;
         for session in self.sessions.snapshot() {
-            let slots = session.take_slots(BATCH);
+            // Never claim more than the session's outbox can take without
+            // waiting: a worker that stops reading stops getting work.
+            let slots = session.take_slots(BATCH.min(session.room()));
             if slots == 0 {
                 continue;
             }
@@ -68,6 +69,7 @@ impl Engine {
                 }
                 self.changed(&c.record.id);
             }));
+            let mut undelivered = Vec::new();
             for c in &claimed {
                 assigned = true;
                 let record = &c.record;
@@ -95,65 +97,30 @@ impl Engine {
                     }
                     _ => (String::new(), Vec::new()),
                 };
-                let sent = session
-                    .send(Msg::Assignment(wpb::Assignment {
-                        execution_id: record.id.clone(),
-                        attempt: c.attempt,
-                        tool_name: record.tool_name.clone(),
-                        input_json: input,
-                        deadline_ms: record.execution_deadline,
-                        traceparent,
-                        resume_remote_task_id,
-                        pending_input,
-                    }))
-                    .await;
+                let sent = session.send(Msg::Assignment(wpb::Assignment {
+                    execution_id: record.id.clone(),
+                    attempt: c.attempt,
+                    tool_name: record.tool_name.clone(),
+                    input_json: input,
+                    deadline_ms: record.execution_deadline,
+                    traceparent,
+                    resume_remote_task_id,
+                    pending_input,
+                }));
                 if !sent {
-                    tracing::warn!(execution_id = %record.id, "worker session closed before assignment; lease will lapse");
+                    // Never queued, so never delivered: claimable again now, not
+                    // owner_lost a lease later.
+                    undelivered.push((record.id.clone(), c.attempt));
                 }
             }
             bookkeeping.await;
+            if !undelivered.is_empty() {
+                session.return_slots(undelivered.len() as i64);
+                if let Err(e) = self.undelivered(&session.worker_id, undelivered, now_ms()).await {
+                    tracing::warn!(error = %e, "undelivered assignments wait for their lease to lapse");
+                }
+            }
         }
         assigned
     }
-}
-
-/// Asks the replica at `url` to deliver a stop to a worker session it holds.
-pub(super) async fn deliver_via_peer(
-    url: &str,
-    worker_id: &str,
-    execution_id: &str,
-    attempt: u32,
-    reason: &str,
-) -> bool {
-    let call = async {
-        let mut client = PeerClient::connect(url.to_owned()).await.ok()?;
-        let mut request = tonic::Request::new(DeliverCancelRequest {
-            worker_id: worker_id.to_owned(),
-            execution_id: execution_id.to_owned(),
-            attempt,
-            reason: reason.to_owned(),
-        });
-        request.set_timeout(Duration::from_secs(3));
-        baton_proto::trace::inject(request.metadata_mut());
-        client.deliver_cancel(request).await.ok().map(|r| r.into_inner().delivered)
-    };
-    tokio::time::timeout(Duration::from_secs(5), call).await.ok().flatten().unwrap_or(false)
-}
-
-/// Asks the replica at `url` to relay an owner's answer to a worker session it holds.
-pub(super) async fn deliver_input_via_peer(url: &str, worker_id: &str, m: wpb::InputResponse) -> bool {
-    let call = async {
-        let mut client = PeerClient::connect(url.to_owned()).await.ok()?;
-        let mut request = tonic::Request::new(DeliverInputRequest {
-            worker_id: worker_id.to_owned(),
-            execution_id: m.execution_id,
-            attempt: m.attempt,
-            remote_key: m.remote_key,
-            action: m.action,
-            content_json: m.content_json,
-        });
-        request.set_timeout(Duration::from_secs(3));
-        client.deliver_input(request).await.ok().map(|r| r.into_inner().delivered)
-    };
-    tokio::time::timeout(Duration::from_secs(5), call).await.ok().flatten().unwrap_or(false)
 }

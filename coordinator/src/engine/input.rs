@@ -6,7 +6,7 @@ use super::sessions::Session;
 use super::{Engine, Error, Result, now_ms};
 use crate::authz::Principal;
 use crate::crypto::Field;
-use crate::domain::Event;
+use crate::domain::{Event, Ignored};
 use crate::store::EventData;
 use baton_proto::coordinator::v1 as pb;
 use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg};
@@ -24,16 +24,20 @@ impl Engine {
             return Err(Error::Invalid("remote task id is empty".into()));
         }
         let now = now_ms();
-        let deadline = (m.remote_ttl_ms > 0).then(|| now + m.remote_ttl_ms);
+        // The ttl comes from a third-party server: it must not overflow.
+        let deadline = (m.remote_ttl_ms > 0).then(|| now.saturating_add(m.remote_ttl_ms));
         let event = Event::RemoteTaskRecorded { worker_id: session.worker_id.clone(), attempt: m.attempt, deadline };
         let data = EventData { remote_task_id: Some(m.remote_task_id), ..Default::default() };
         match self.store.apply(&m.execution_id, &event, &data, now).await? {
             Some(Ok(applied)) => {
                 self.after_commit(&applied.record, &applied.effects).await;
-                session.send(ack(&m.execution_id, m.attempt, "remote_task")).await;
+                session.send(ack(&m.execution_id, m.attempt, "remote_task"));
+            }
+            Some(Err((Ignored::NotHolder, _))) => {
+                session.refuse(&m.execution_id, m.attempt, "remote_task");
             }
             _ => {
-                session.stop(&m.execution_id, m.attempt, "owner_lost").await;
+                session.stop(&m.execution_id, m.attempt, "owner_lost");
             }
         }
         Ok(())
@@ -56,7 +60,7 @@ impl Engine {
         let fresh: Vec<&wpb::InputRequestSpec> =
             m.requests.iter().filter(|r| !known.contains_key(&r.remote_key)).collect();
         if fresh.is_empty() && !still_open {
-            session.send(ack(&m.execution_id, m.attempt, "input_requested")).await;
+            session.send(ack(&m.execution_id, m.attempt, "input_requested"));
             return Ok(());
         }
         let mut published = Vec::with_capacity(fresh.len());
@@ -72,17 +76,24 @@ impl Engine {
         match self.store.apply(&m.execution_id, &event, &data, now_ms()).await? {
             Some(Ok(applied)) => {
                 self.after_commit(&applied.record, &applied.effects).await;
-                session.send(ack(&m.execution_id, m.attempt, "input_requested")).await;
+                session.send(ack(&m.execution_id, m.attempt, "input_requested"));
+            }
+            Some(Err((Ignored::NotHolder, _))) => {
+                session.refuse(&m.execution_id, m.attempt, "input_requested");
             }
             _ => {
-                session.stop(&m.execution_id, m.attempt, "owner_lost").await;
+                session.stop(&m.execution_id, m.attempt, "owner_lost");
             }
         }
         Ok(())
     }
 
-    pub async fn input_delivered(&self, m: wpb::InputDelivered) -> Result<()> {
-        Ok(self.store.mark_input_delivered(&m.execution_id, &m.remote_key).await?)
+    /// The worker relayed an answer; only the lease holder may say so.
+    pub async fn input_delivered(&self, session: &Session, m: wpb::InputDelivered) -> Result<()> {
+        if !self.store.mark_input_delivered(&m.execution_id, m.attempt, &m.remote_key, &session.worker_id).await? {
+            session.refuse(&m.execution_id, m.attempt, "input_delivered");
+        }
+        Ok(())
     }
 
     /// The owner answers a published request. Access and revocation are checked
@@ -127,11 +138,11 @@ impl Engine {
     /// Sends an answer to the session holding the lease, wherever it lives.
     pub async fn deliver_input(&self, worker_id: &str, m: wpb::InputResponse) -> bool {
         if let Some(s) = self.sessions.get(worker_id) {
-            return s.send(Msg::InputResponse(m)).await;
+            return s.send(Msg::InputResponse(m));
         }
         match self.store.worker_coordinator(worker_id).await {
             Ok(Some((coordinator_id, url))) if coordinator_id != self.options.id => {
-                super::dispatch::deliver_input_via_peer(&url, worker_id, m).await
+                self.peers.deliver_input(&url, worker_id, m).await
             }
             _ => false,
         }

@@ -203,8 +203,7 @@ impl Engine {
         let notified = watch.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (p, record) = self.read_owned(authorization, org_id, project_id, id).await?;
-        let p = &p;
+        let (_, record) = self.read_owned(authorization, org_id, project_id, id).await?;
         let baseline = if known_status.is_empty() {
             record.status()
         } else {
@@ -223,7 +222,9 @@ impl Engine {
             }
             notified.set(watch.notify.notified());
             notified.as_mut().enable();
-            let record = self.owned(p, org_id, project_id, id).await?;
+            // The caller is authenticated again before anything is answered: a
+            // credential revoked during the wait gets 401, not the execution.
+            let (_, record) = self.read_owned(authorization, org_id, project_id, id).await?;
             if record.status() != baseline || record.status().is_terminal() || tokio::time::Instant::now() >= until {
                 return Ok(record);
             }

@@ -15,7 +15,8 @@ mod settlement;
 pub use bus::Bus;
 pub use creates::Creates;
 pub use reads::Reads;
-pub use sessions::{Session, Sessions};
+pub use sessions::{CloseReason, Session, Sessions, outbox};
+pub use settlement::Settled;
 
 use crate::admission::{self, Admission, Rejection, Ticket};
 use crate::authz::{self, Principal};
@@ -76,6 +77,8 @@ pub struct Engine {
     pub shutdown: CancellationToken,
     /// The Redis admission, when clustered, for periodic rebuilds from Postgres.
     pub cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
+    /// Authenticated calls to other replicas' `Peer` service.
+    pub peers: crate::grpc::peer::Peers,
 }
 
 /// The stored form of the bearer token in an `authorization` header.
@@ -176,11 +179,11 @@ impl Engine {
     /// True only when the stop reached a live session.
     pub async fn deliver_stop(&self, worker_id: &str, execution_id: &str, attempt: u32, reason: StopReason) -> bool {
         if let Some(s) = self.sessions.get(worker_id) {
-            return s.stop(execution_id, attempt, reason.as_str()).await;
+            return s.stop(execution_id, attempt, reason.as_str());
         }
         match self.store.worker_coordinator(worker_id).await {
             Ok(Some((coordinator_id, url))) if coordinator_id != self.options.id => {
-                dispatch::deliver_via_peer(&url, worker_id, execution_id, attempt, reason.as_str()).await
+                self.peers.deliver_stop(&url, worker_id, execution_id, attempt, reason.as_str()).await
             }
             Ok(_) => false,
             Err(e) => {

@@ -1,34 +1,108 @@
-//! Worker sessions held by this replica: who is connected, which tools they
-//! serve, how many free slots they have, and the channel to reach them.
+//! Worker sessions held by this replica: who is connected (and under which
+//! credential), which tools they serve, how many free slots they have, and the
+//! channel to reach them. Nothing here ever waits on a worker: a session whose
+//! outbox is full is simply not sent to, so one stuck worker cannot hold up
+//! dispatch, stops or the sweeper for anybody else.
 
 use baton_proto::worker::v1::{self as wpb, CoordinatorMessage, coordinator_message::Msg};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 pub type Outbox = mpsc::Sender<Result<CoordinatorMessage, Status>>;
 
+/// Messages beyond one per assignment slot that an outbox holds (stops, acks,
+/// input relays), so a full outbox means the worker stopped reading.
+const OUTBOX_SLACK: usize = 256;
+
+/// An outbox sized for a session of `capacity` slots.
+pub fn outbox(capacity: u32) -> (Outbox, mpsc::Receiver<Result<CoordinatorMessage, Status>>) {
+    mpsc::channel(capacity as usize + OUTBOX_SLACK)
+}
+
+/// Why this replica ended a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The worker credential was revoked.
+    Revoked = 1,
+    /// The same worker registered again (a reconnect): the newer session wins.
+    Replaced = 2,
+}
+
 pub struct Session {
     /// Distinguishes this connection from an older one of the same worker.
     pub connection: u64,
+    /// Bound to `credential_id` for good (see `Store::bind_worker`).
     pub worker_id: String,
+    pub credential_id: String,
     pub project_id: String,
     pub tools: Vec<String>,
-    pub outbox: Outbox,
+    outbox: Outbox,
+    /// Declared capacity, clamped to the configured maximum.
+    pub capacity: i64,
     /// Capacity minus assignments not yet settled.
     pub free: AtomicI64,
+    /// Cancelled when this replica ends the session; both directions stop.
+    pub closed: CancellationToken,
+    close_reason: AtomicU8,
 }
 
 impl Session {
-    pub async fn send(&self, msg: Msg) -> bool {
-        self.outbox.send(Ok(CoordinatorMessage { msg: Some(msg) })).await.is_ok()
+    pub fn new(
+        connection: u64,
+        worker_id: String,
+        credential_id: String,
+        project_id: String,
+        tools: Vec<String>,
+        outbox: Outbox,
+        capacity: i64,
+    ) -> Self {
+        Session {
+            connection,
+            worker_id,
+            credential_id,
+            project_id,
+            tools,
+            outbox,
+            capacity,
+            free: AtomicI64::new(capacity),
+            closed: CancellationToken::new(),
+            close_reason: AtomicU8::new(0),
+        }
     }
 
-    pub async fn stop(&self, execution_id: &str, attempt: u32, reason: &str) -> bool {
+    /// Queues a message without waiting: false when the worker is gone or its
+    /// outbox is full (it stopped reading). A message that was not queued was
+    /// provably not delivered.
+    pub fn send(&self, msg: Msg) -> bool {
+        !self.closed.is_cancelled() && self.outbox.try_send(Ok(CoordinatorMessage { msg: Some(msg) })).is_ok()
+    }
+
+    pub fn stop(&self, execution_id: &str, attempt: u32, reason: &str) -> bool {
         self.send(Msg::Stop(wpb::Stop { execution_id: execution_id.to_owned(), attempt, reason: reason.to_owned() }))
-            .await
+    }
+
+    /// Tells the worker a message it sent named an attempt it does not hold.
+    pub fn refuse(&self, execution_id: &str, attempt: u32, kind: &str) -> bool {
+        tracing::warn!(worker_id = %self.worker_id, %execution_id, attempt, kind, "worker message refused: not the lease holder");
+        self.send(Msg::Refused(wpb::Refused {
+            execution_id: execution_id.to_owned(),
+            attempt,
+            kind: kind.to_owned(),
+            code: "permission_denied".into(),
+            message: "this worker does not hold the named attempt".into(),
+        }))
+    }
+
+    /// Room left in the outbox: never claim more assignments than fit.
+    pub fn room(&self) -> i64 {
+        if self.closed.is_cancelled() || self.outbox.is_closed() {
+            return 0;
+        }
+        self.outbox.capacity().saturating_sub(OUTBOX_SLACK / 2) as i64
     }
 
     /// Takes up to `want` slots; returns how many were taken.
@@ -46,8 +120,27 @@ impl Session {
         }
     }
 
+    /// Gives back slots, never beyond the session's capacity.
     pub fn return_slots(&self, n: i64) {
-        self.free.fetch_add(n, Ordering::AcqRel);
+        let _ = self.free.fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| Some((f + n).min(self.capacity)));
+    }
+
+    /// The worker's own count of free slots, believed only up to the capacity.
+    pub fn set_free(&self, reported: u32) {
+        self.free.store(i64::from(reported).min(self.capacity), Ordering::Release);
+    }
+
+    pub fn close(&self, reason: CloseReason) {
+        let _ = self.close_reason.compare_exchange(0, reason as u8, Ordering::AcqRel, Ordering::Acquire);
+        self.closed.cancel();
+    }
+
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        match self.close_reason.load(Ordering::Acquire) {
+            1 => Some(CloseReason::Revoked),
+            2 => Some(CloseReason::Replaced),
+            _ => None,
+        }
     }
 }
 
@@ -57,9 +150,11 @@ pub struct Sessions {
 }
 
 impl Sessions {
+    /// Holds `s`; an older session of the same worker (a reconnect) ends.
     pub fn insert(&self, s: Arc<Session>) {
-        if let Ok(mut map) = self.by_worker.write() {
-            map.insert(s.worker_id.clone(), s);
+        let previous = self.by_worker.write().ok().and_then(|mut map| map.insert(s.worker_id.clone(), s));
+        if let Some(old) = previous {
+            old.close(CloseReason::Replaced);
         }
     }
 

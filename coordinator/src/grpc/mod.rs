@@ -3,6 +3,7 @@
 pub mod api;
 pub mod convert;
 pub mod peer;
+pub mod peer_auth;
 pub mod status;
 pub mod worker;
 

@@ -1,16 +1,37 @@
 //! `baton.coordinator.v1.Peer`: another replica asks this one to deliver a stop
-//! to a worker session held here.
+//! or an owner's answer to a worker session held here. Callable only with the
+//! cluster credential (`peer_auth`), never with a worker or gateway token; it
+//! shares the coordinator's port (see ARCHITECTURE.md).
 
+use super::peer_auth;
 use crate::engine::Engine;
 use baton_proto::coordinator::v1::{
-    DeliverCancelRequest, DeliverCancelResponse, DeliverInputRequest, peer_server::Peer,
+    DeliverCancelRequest, DeliverCancelResponse, DeliverInputRequest, peer_client::PeerClient, peer_server::Peer,
 };
 use baton_proto::worker::v1::{InputResponse, coordinator_message::Msg};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
 pub struct PeerService {
     pub engine: Arc<Engine>,
+}
+
+impl PeerService {
+    fn authorize<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let Some(secret) = self.engine.options.cluster_secret.as_deref() else {
+            return Err(Status::permission_denied("peer calls need security.cluster_secret on this coordinator"));
+        };
+        let presented = req.metadata().get(peer_auth::METADATA_KEY).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if peer_auth::verify(secret.as_bytes(), presented, peer_auth::unix_seconds()) {
+            Ok(())
+        } else {
+            tracing::warn!("peer call without a valid cluster credential refused");
+            Err(Status::unauthenticated("peer calls need the cluster credential"))
+        }
+    }
 }
 
 #[tonic::async_trait]
@@ -19,9 +40,10 @@ impl Peer for PeerService {
         &self,
         req: Request<DeliverCancelRequest>,
     ) -> Result<Response<DeliverCancelResponse>, Status> {
+        self.authorize(&req)?;
         let r = req.into_inner();
         let delivered = match self.engine.sessions.get(&r.worker_id) {
-            Some(session) => session.stop(&r.execution_id, r.attempt, &r.reason).await,
+            Some(session) => session.stop(&r.execution_id, r.attempt, &r.reason),
             None => false,
         };
         Ok(Response::new(DeliverCancelResponse { delivered }))
@@ -31,21 +53,110 @@ impl Peer for PeerService {
         &self,
         req: Request<DeliverInputRequest>,
     ) -> Result<Response<DeliverCancelResponse>, Status> {
+        self.authorize(&req)?;
         let r = req.into_inner();
         let delivered = match self.engine.sessions.get(&r.worker_id) {
-            Some(session) => {
-                session
-                    .send(Msg::InputResponse(InputResponse {
-                        execution_id: r.execution_id,
-                        attempt: r.attempt,
-                        remote_key: r.remote_key,
-                        action: r.action,
-                        content_json: r.content_json,
-                    }))
-                    .await
-            }
+            Some(session) => session.send(Msg::InputResponse(InputResponse {
+                execution_id: r.execution_id,
+                attempt: r.attempt,
+                remote_key: r.remote_key,
+                action: r.action,
+                content_json: r.content_json,
+            })),
             None => false,
         };
         Ok(Response::new(DeliverCancelResponse { delivered }))
+    }
+}
+
+/// Calls to other replicas, one lazily connected channel per replica URL,
+/// each carrying the cluster credential.
+#[derive(Clone, Default)]
+pub struct Peers {
+    secret: Option<Arc<str>>,
+    tls: Option<ClientTlsConfig>,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+/// The longest a peer call may take; past it the delivery counts as unknown.
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Peers {
+    pub fn new(secret: Option<String>, tls: Option<ClientTlsConfig>) -> Self {
+        Peers { secret: secret.map(Arc::from), tls, channels: Default::default() }
+    }
+
+    fn channel(&self, url: &str) -> Option<Channel> {
+        let mut channels = self.channels.lock().ok()?;
+        if let Some(c) = channels.get(url) {
+            return Some(c.clone());
+        }
+        let mut endpoint = Endpoint::from_shared(url.to_owned())
+            .ok()?
+            .connect_timeout(CALL_TIMEOUT)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(5));
+        if url.starts_with("https://") {
+            // Without a configured CA, peers are verified against the system roots.
+            let tls = self.tls.clone().unwrap_or_else(|| ClientTlsConfig::new().with_enabled_roots());
+            endpoint = endpoint.tls_config(tls).ok()?;
+        }
+        let channel = endpoint.connect_lazy();
+        channels.insert(url.to_owned(), channel.clone());
+        Some(channel)
+    }
+
+    fn request<T>(&self, body: T) -> Option<Request<T>> {
+        let secret = self.secret.as_deref()?;
+        let mut request = Request::new(body);
+        request.set_timeout(CALL_TIMEOUT);
+        let token = peer_auth::token(secret.as_bytes(), peer_auth::unix_seconds());
+        request.metadata_mut().insert(peer_auth::METADATA_KEY, token.parse().ok()?);
+        baton_proto::trace::inject(request.metadata_mut());
+        Some(request)
+    }
+
+    /// Asks the replica at `url` to deliver a stop to a worker session it holds.
+    pub async fn deliver_stop(
+        &self,
+        url: &str,
+        worker_id: &str,
+        execution_id: &str,
+        attempt: u32,
+        reason: &str,
+    ) -> bool {
+        let body = DeliverCancelRequest {
+            worker_id: worker_id.to_owned(),
+            execution_id: execution_id.to_owned(),
+            attempt,
+            reason: reason.to_owned(),
+        };
+        let (Some(channel), Some(request)) = (self.channel(url), self.request(body)) else { return false };
+        let mut client = PeerClient::new(channel);
+        let call = client.deliver_cancel(request);
+        match tokio::time::timeout(CALL_TIMEOUT, call).await {
+            Ok(Ok(r)) => r.into_inner().delivered,
+            _ => false,
+        }
+    }
+
+    /// Asks the replica at `url` to relay an owner's answer to a worker session it holds.
+    pub async fn deliver_input(&self, url: &str, worker_id: &str, m: InputResponse) -> bool {
+        let body = DeliverInputRequest {
+            worker_id: worker_id.to_owned(),
+            execution_id: m.execution_id,
+            attempt: m.attempt,
+            remote_key: m.remote_key,
+            action: m.action,
+            content_json: m.content_json,
+        };
+        let (Some(channel), Some(request)) = (self.channel(url), self.request(body)) else { return false };
+        let mut client = PeerClient::new(channel);
+        let call = client.deliver_input(request);
+        match tokio::time::timeout(CALL_TIMEOUT, call).await {
+            Ok(Ok(r)) => r.into_inner().delivered,
+            _ => false,
+        }
     }
 }

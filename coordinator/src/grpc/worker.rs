@@ -1,17 +1,20 @@
 //! `baton.worker.v1.WorkerSession`: one bidirectional stream per worker.
-//! Settlements are acknowledged only after they are durable.
+//! Callable with a worker credential only (checked at `register`); every later
+//! message is checked against the lease it names, under the session's bound
+//! worker id. Settlements are acknowledged only after they are durable.
 
 use super::status::to_status;
-use crate::engine::{Engine, Session};
+use crate::engine::{CloseReason, Engine, Session, Settled, now_ms, outbox};
 use baton_proto::worker::v1::{
     CoordinatorMessage, WorkerMessage, coordinator_message::Msg, worker_message, worker_session_server::WorkerSession,
 };
 use futures_util::FutureExt as _;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::{Request, Response, Status, Streaming};
 
 pub struct WorkerService {
@@ -20,8 +23,6 @@ pub struct WorkerService {
 
 /// Most worker messages applied together.
 const MAX_BATCH: usize = 256;
-
-type Outgoing = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl WorkerSession for WorkerService {
@@ -33,13 +34,16 @@ impl WorkerSession for WorkerService {
         let Some(worker_message::Msg::Register(register)) = first else {
             return Err(Status::invalid_argument("the first message of a session must be register"));
         };
-        let (tx, rx) = mpsc::channel(1024);
-        let session = self.engine.register(register, tx.clone()).await.map_err(to_status)?;
+        let (tx, rx) = outbox(self.engine.session_capacity(register.capacity));
+        let session = self.engine.register(register, tx).await.map_err(to_status)?;
         let engine = self.engine.clone();
+        let reading = session.clone();
         self.engine.tasks.spawn(async move {
+            let session = reading;
             loop {
                 let next = tokio::select! {
                     _ = engine.shutdown.cancelled() => break,
+                    _ = session.closed.cancelled() => break,
                     m = incoming.message() => m,
                 };
                 let first = match next {
@@ -69,7 +73,64 @@ impl WorkerSession for WorkerService {
             }
             engine.disconnect(&session).await;
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let closed = Box::pin(session.closed.clone().cancelled_owned());
+        Ok(Response::new(Outgoing { rx, session, closed, engine: self.engine.clone(), ended: false }))
+    }
+}
+
+/// The coordinator's half of a session. Ends with an error status when this
+/// replica closes the session; when it is dropped, assignments still queued
+/// provably never reached the worker and are made claimable at once.
+pub struct Outgoing {
+    rx: mpsc::Receiver<Result<CoordinatorMessage, Status>>,
+    session: Arc<Session>,
+    closed: Pin<Box<WaitForCancellationFutureOwned>>,
+    engine: Arc<Engine>,
+    ended: bool,
+}
+
+impl Stream for Outgoing {
+    type Item = Result<CoordinatorMessage, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if self.session.closed.is_cancelled() {
+            self.ended = true;
+            let status = match self.session.close_reason() {
+                Some(CloseReason::Revoked) => Status::unauthenticated("the worker credential was revoked"),
+                _ => Status::aborted("this worker registered again on another connection"),
+            };
+            return Poll::Ready(Some(Err(status)));
+        }
+        if self.closed.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        self.rx.close();
+        let mut undelivered = Vec::new();
+        while let Ok(m) = self.rx.try_recv() {
+            if let Ok(CoordinatorMessage { msg: Some(Msg::Assignment(a)) }) = m {
+                undelivered.push((a.execution_id, a.attempt));
+            }
+        }
+        if undelivered.is_empty() {
+            return;
+        }
+        let engine = self.engine.clone();
+        let worker_id = self.session.worker_id.clone();
+        self.engine.tasks.spawn(async move {
+            if let Err(e) = engine.undelivered(&worker_id, undelivered, now_ms()).await {
+                tracing::warn!(error = %e, "undelivered assignments wait for their lease to lapse");
+            }
+        });
     }
 }
 
@@ -89,7 +150,7 @@ async fn handle_batch(engine: &Engine, session: &Session, batch: Vec<worker_mess
             worker_message::Msg::Register(_) => Ok(()),
             worker_message::Msg::RemoteTaskStarted(m) => engine.remote_task_started(session, m).await,
             worker_message::Msg::InputRequested(m) => engine.input_requested(session, m).await,
-            worker_message::Msg::InputDelivered(m) => engine.input_delivered(m).await,
+            worker_message::Msg::InputDelivered(m) => engine.input_delivered(session, m).await,
         };
         if let Err(e) = handled {
             tracing::warn!(error = %e, worker_id = %session.worker_id, "worker message not applied");
@@ -100,12 +161,17 @@ async fn handle_batch(engine: &Engine, session: &Session, batch: Vec<worker_mess
     }
     // Acknowledged only once durable; what failed is resent by the worker,
     // here or on another replica.
-    for (ack, settled) in engine.settle_batch(session, settlements).await {
+    for settled in engine.settle_batch(session, settlements).await {
         match settled {
-            Ok(()) => {
-                session.send(Msg::SettlementAck(ack)).await;
+            Settled::Acked(ack) => {
+                session.send(Msg::SettlementAck(ack));
             }
-            Err(e) => tracing::warn!(error = %e, worker_id = %session.worker_id, "settlement not applied"),
+            Settled::Refused(ack) => {
+                session.refuse(&ack.execution_id, ack.attempt, "settlement");
+            }
+            Settled::Failed(_, e) => {
+                tracing::warn!(error = %e, worker_id = %session.worker_id, "settlement not applied")
+            }
         }
     }
 }

@@ -76,7 +76,7 @@ fn tools() -> Vec<String> {
 }
 
 async fn settle(s: &Store, id: &str, attempt: u32, outcome: Outcome, now: i64) -> ExecutionRecord {
-    let event = Event::Settle { attempt, outcome };
+    let event = Event::Settle { worker_id: "w".into(), attempt, outcome };
     match s.apply(id, &event, &EventData::default(), now).await.expect("apply") {
         Some(Ok(a)) => a.record,
         other => panic!("settle not applied: {other:?}"),
@@ -237,7 +237,7 @@ async fn settlement_completes_once_and_duplicates_are_ignored() {
         b.store.create_execution(&new).await.expect("create");
         b.store.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim");
         let data = EventData { output_ct: Some(vec![9; 4]), payload_bytes: 4, ..Default::default() };
-        let event = Event::Settle { attempt: 1, outcome: Outcome::Success };
+        let event = Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
         let done = b.store.apply(&new.id, &event, &data, 1_500).await.expect("apply").expect("found").expect("applied");
         assert_eq!(done.record.status(), Status::Completed, "{}", b.name);
         let stored = b.store.get_execution(&new.id).await.expect("get").expect("exists");
@@ -399,7 +399,12 @@ async fn a_payload_canary_never_reaches_the_database_in_clear() {
             ..Default::default()
         };
         b.store
-            .apply(&new.id, &Event::Settle { attempt: 1, outcome: Outcome::Success }, &data, 1_100)
+            .apply(
+                &new.id,
+                &Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success },
+                &data,
+                1_100,
+            )
             .await
             .expect("apply");
         let rec = b.store.get_execution(&new.id).await.expect("get").expect("exists");

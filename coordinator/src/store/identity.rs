@@ -260,6 +260,49 @@ impl Store {
         Ok(())
     }
 
+    /// Binds `worker_id` to `credential_id` unless another credential holds it:
+    /// true when the id is (now) this credential's.
+    pub async fn bind_worker(
+        &self,
+        worker_id: &str,
+        credential_id: &str,
+        project_id: &str,
+        now: Millis,
+    ) -> Result<bool> {
+        sqlx::query(
+            "INSERT INTO worker_bindings (worker_id, credential_id, project_id, bound_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (worker_id) DO NOTHING",
+        )
+        .bind(worker_id)
+        .bind(credential_id)
+        .bind(project_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        let holder: Option<String> =
+            sqlx::query_scalar("SELECT credential_id FROM worker_bindings WHERE worker_id = $1")
+                .bind(worker_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(holder.as_deref() == Some(credential_id))
+    }
+
+    /// Of `credential_ids`, those revoked (or gone): their sessions must end.
+    pub async fn revoked_among(&self, credential_ids: &[String]) -> Result<Vec<String>> {
+        if credential_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=credential_ids.len()).map(|i| format!("${i}")).collect();
+        let sql =
+            format!("SELECT id FROM credentials WHERE id IN ({}) AND revoked_at IS NULL", placeholders.join(", "));
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).persistent(false);
+        for id in credential_ids {
+            query = query.bind(id);
+        }
+        let live: std::collections::HashSet<String> = query.fetch_all(&self.pool).await?.into_iter().collect();
+        Ok(credential_ids.iter().filter(|id| !live.contains(*id)).cloned().collect())
+    }
+
     /// The advertised URL of the coordinator holding `worker_id`'s session, if any.
     pub async fn worker_coordinator(&self, worker_id: &str) -> Result<Option<(String, String)>> {
         let row = sqlx::query(

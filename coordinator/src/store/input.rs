@@ -95,16 +95,33 @@ impl Store {
         }))
     }
 
-    pub async fn mark_input_delivered(&self, execution_id: &str, remote_key: &str) -> Result<()> {
+    /// Marks an answer relayed, only when `worker_id` holds the execution's
+    /// lease for `attempt`: false when it does not (nothing changes).
+    pub async fn mark_input_delivered(
+        &self,
+        execution_id: &str,
+        attempt: u32,
+        remote_key: &str,
+        worker_id: &str,
+    ) -> Result<bool> {
+        let holder: Option<(Option<String>, Option<i64>)> =
+            sqlx::query_as("SELECT worker_id, lease_attempt FROM executions WHERE id = $1")
+                .bind(execution_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        if holder != Some((Some(worker_id.to_owned()), Some(i64::from(attempt)))) {
+            return Ok(false);
+        }
         sqlx::query(
             "UPDATE input_requests SET state = 'delivered' WHERE execution_id = $1 AND remote_key = $2 \
-             AND state = 'answered'",
+             AND state = 'answered' AND attempt = $3",
         )
         .bind(execution_id)
         .bind(remote_key)
+        .bind(i64::from(attempt))
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(true)
     }
 
     /// Answers not yet relayed for the open executions leased to `worker_id`.

@@ -138,6 +138,7 @@ impl Store {
                     "tool_client_capabilities",
                     include_str!("../../../migrations/postgres/0002_tool_client_capabilities.sql"),
                 ),
+                (3, "worker_bindings", include_str!("../../../migrations/postgres/0003_worker_bindings.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -146,6 +147,7 @@ impl Store {
                     "tool_client_capabilities",
                     include_str!("../../../migrations/sqlite/0002_tool_client_capabilities.sql"),
                 ),
+                (3, "worker_bindings", include_str!("../../../migrations/sqlite/0003_worker_bindings.sql")),
             ],
         };
         let migrations = sources

@@ -125,7 +125,7 @@ pub async fn persist_many(
         }
         let finished_attempt = match (p.event, before.state.phase.lease()) {
             (Event::Undelivered { .. }, _) => None,
-            (Event::Settle { attempt, outcome }, _) => Some((*attempt, matches!(outcome, Outcome::Success))),
+            (Event::Settle { attempt, outcome, .. }, _) => Some((*attempt, matches!(outcome, Outcome::Success))),
             (_, Some(lease)) if next.phase.lease().is_none() => Some((lease.attempt, false)),
             _ => None,
         };

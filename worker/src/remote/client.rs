@@ -71,10 +71,12 @@ impl Client {
     /// Finds out which dialect the server speaks and opens a session if it
     /// needs one.
     pub async fn connect(server: RemoteServer) -> Result<Client, CallError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| CallError::from_reqwest(&e))?;
+        crate::dial::install_crypto_provider();
+        let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
+        if server.ca_file.is_some() {
+            builder = builder.tls_certs_only(server.root_certificates().map_err(CallError::Tls)?);
+        }
+        let http = builder.build().map_err(|e| CallError::from_reqwest(&e))?;
         let mut client = Client {
             http,
             server,

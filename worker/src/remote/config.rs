@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// A credential or header value that must never reach a log line.
 #[derive(Clone, Deserialize, PartialEq, Eq)]
@@ -64,6 +65,10 @@ pub struct RemoteServer {
     pub tools: Vec<String>,
     #[serde(default)]
     pub protocol: Protocol,
+    /// PEM CA bundle that alone verifies an `https://` server (a private CA);
+    /// without it the system trust store is used.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl RemoteServer {
@@ -76,6 +81,7 @@ impl RemoteServer {
             toolkit_version: None,
             tools: Vec::new(),
             protocol: Protocol::Auto,
+            ca_file: None,
         }
     }
 
@@ -96,8 +102,11 @@ impl RemoteServer {
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             return Err(format!("url {:?} must be http:// or https://", self.display_url()));
         }
-        if self.url.starts_with("https://") {
-            return Err("https:// is not supported yet: this build has no TLS for remote servers".into());
+        if let Some(path) = &self.ca_file {
+            if !self.url.starts_with("https://") {
+                return Err("ca_file is set but the url is not https://".into());
+            }
+            self.root_certificates().map_err(|problem| format!("ca_file {}: {problem}", path.display()))?;
         }
         for name in self.headers.keys() {
             if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
@@ -111,6 +120,17 @@ impl RemoteServer {
         }
         Ok(())
     }
+
+    /// The certificates of `ca_file` (none when it is unset).
+    pub fn root_certificates(&self) -> Result<Vec<reqwest::Certificate>, String> {
+        let Some(path) = &self.ca_file else { return Ok(Vec::new()) };
+        let pem = std::fs::read(path).map_err(|e| e.to_string())?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|_| "is not a PEM certificate bundle")?;
+        if certs.is_empty() {
+            return Err("holds no PEM certificate".into());
+        }
+        Ok(certs)
+    }
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -123,6 +143,7 @@ impl std::fmt::Debug for RemoteServer {
             .field("toolkit_version", &self.toolkit_version)
             .field("tools", &self.tools)
             .field("protocol", &self.protocol)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -141,6 +162,22 @@ mod tests {
             assert!(!shown.contains(secret), "{secret} leaked: {shown}");
         }
         assert!(shown.contains("http://example.test:8/mcp"), "{shown}");
+    }
+
+    #[test]
+    fn a_ca_file_needs_https_and_a_readable_pem_bundle() {
+        let mut s = RemoteServer::new("http://127.0.0.1:1/mcp");
+        assert!(s.validate().is_ok());
+        s.ca_file = Some(std::env::temp_dir().join("baton-no-such-ca.pem"));
+        assert!(s.validate().expect_err("http").contains("https"));
+        s.url = "https://127.0.0.1:1/mcp".into();
+        assert!(s.validate().expect_err("missing").contains("ca_file"));
+        let garbage = std::env::temp_dir().join(format!("baton-garbage-ca-{}.pem", std::process::id()));
+        std::fs::write(&garbage, "no certificate here").expect("write");
+        s.ca_file = Some(garbage);
+        assert!(s.validate().expect_err("garbage").contains("ca_file"));
+        s.ca_file = None;
+        assert!(s.validate().is_ok(), "https with the system trust store");
     }
 
     #[test]

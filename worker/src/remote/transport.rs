@@ -29,6 +29,25 @@ pub enum CallError {
     /// The server asked this client for something Baton does not support.
     #[error("the remote server requested an unsupported interaction: {0}")]
     Unsupported(String),
+    /// This worker's TLS setup for the server is unusable (its `ca_file`).
+    #[error("remote server tls: {0}")]
+    Tls(String),
+}
+
+/// The rustls error somewhere in `e`'s sources, if a TLS handshake failed.
+/// It sits inside nested `io::Error`s, whose `source` skips the wrapped error.
+fn tls_cause(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        next = match err.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
 }
 
 impl CallError {
@@ -48,7 +67,13 @@ impl CallError {
         } else {
             "request failed"
         };
-        if e.is_connect() { CallError::Unreached(what.into()) } else { CallError::Transport(what.into()) }
+        // A failed TLS handshake says why (an unknown issuer, a wrong name):
+        // rustls' message names no URL.
+        let what = match tls_cause(e) {
+            Some(tls) => format!("{what}: tls: {tls}"),
+            None => what.to_owned(),
+        };
+        if e.is_connect() { CallError::Unreached(what) } else { CallError::Transport(what) }
     }
 
     pub fn rpc(error: &Value) -> Self {

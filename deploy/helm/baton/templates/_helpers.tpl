@@ -34,8 +34,85 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{- .Values.secrets.existingSecret | default (include "baton.fullname" .) -}}
 {{- end -}}
 
+{{- define "baton.grpcScheme" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}
+{{- end -}}
+
 {{- define "baton.coordinatorUrl" -}}
-http://{{ include "baton.fullname" . }}-coordinator:{{ .Values.coordinator.port }}
+{{ include "baton.grpcScheme" . }}://{{ include "baton.fullname" . }}-coordinator:{{ .Values.coordinator.port }}
+{{- end -}}
+
+{{/*
+TLS on the gRPC hops (tls.enabled). Files are mounted from Secrets under
+/etc/baton-tls and named to the engine as BATON_TLS__* env vars:
+own/tls.crt + own/tls.key (the coordinators' server certificate, or the client
+certificate of gateways and workers) and ca/ca.crt (verifies coordinators and,
+with mTLS, client certificates). Call with (list $ "coordinator"|"gateway"|"worker").
+*/}}
+{{- define "baton.tlsOwnSecret" -}}
+{{- $ctx := index . 0 -}}
+{{- $t := $ctx.Values.tls -}}
+{{- if eq (index . 1) "coordinator" -}}
+{{- required "tls.coordinatorSecret is required when tls.enabled" $t.coordinatorSecret -}}
+{{- else if ne $t.clientAuth "none" -}}
+{{- required "tls.clientSecret is required when tls.enabled and tls.clientAuth is not none" $t.clientSecret -}}
+{{- else -}}
+{{- $t.clientSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "baton.tlsEnv" -}}
+{{- $ctx := index . 0 -}}
+{{- $t := $ctx.Values.tls -}}
+{{- if $t.enabled -}}
+- name: BATON_TLS__CA_FILE
+  value: /etc/baton-tls/ca/ca.crt
+{{- if include "baton.tlsOwnSecret" . }}
+- name: BATON_TLS__CERT_FILE
+  value: /etc/baton-tls/own/tls.crt
+- name: BATON_TLS__KEY_FILE
+  value: /etc/baton-tls/own/tls.key
+{{- end }}
+# Peers dial pod IPs, so every client checks the Service name on the certificate.
+- name: BATON_TLS__SERVER_NAME
+  value: {{ $t.serverName | default (printf "%s-coordinator" (include "baton.fullname" $ctx)) | quote }}
+{{- if and (eq (index . 1) "coordinator") (ne $t.clientAuth "none") }}
+- name: BATON_TLS__CLIENT_CA_FILE
+  value: /etc/baton-tls/ca/ca.crt
+- name: BATON_TLS__REQUIRE_CLIENT_CERT
+  value: {{ eq $t.clientAuth "required" | quote }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{- define "baton.tlsMounts" -}}
+{{- $ctx := index . 0 -}}
+{{- if $ctx.Values.tls.enabled -}}
+- {name: tls-ca, mountPath: /etc/baton-tls/ca, readOnly: true}
+{{- if include "baton.tlsOwnSecret" . }}
+- {name: tls-own, mountPath: /etc/baton-tls/own, readOnly: true}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{- define "baton.tlsVolumes" -}}
+{{- $ctx := index . 0 -}}
+{{- $t := $ctx.Values.tls -}}
+{{- if $t.enabled -}}
+- name: tls-ca
+  secret:
+    secretName: {{ required "tls.caSecret is required when tls.enabled" $t.caSecret }}
+    items:
+      - {key: {{ $t.caKey }}, path: ca.crt}
+{{- with include "baton.tlsOwnSecret" . }}
+- name: tls-own
+  secret:
+    secretName: {{ . }}
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+{{- end }}
+{{- end -}}
 {{- end -}}
 
 {{/*

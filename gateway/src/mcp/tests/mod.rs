@@ -55,6 +55,7 @@ pub async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harness {
         session_key: [42u8; 32],
         allowed_hosts: vec![],
         anonymous_mcp_token: None,
+        coordinator_tls: None,
     };
     configure(&mut options);
     let app = crate::router(crate::state(options.clone()).expect("gateway state"));
