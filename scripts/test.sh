@@ -31,6 +31,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "cargo build"
 cargo build --workspace --all-targets --quiet
 
+step "cargo test: tidy (the source tree's own rules)"
+cargo test -p baton-tests --test tidy --quiet
+
 step "cargo test: unit, store and admission contracts (SQLite, Postgres, Redis)"
 cargo test --workspace --lib --bins --quiet
 

@@ -37,7 +37,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let tasks: Vec<_> = (0..args.concurrency.max(1))
         .map(|task| {
             let admission = admission.clone();
-            tokio::spawn(async move {
+            baton_worker::supervise::spawn_supervised("admission bench task", async move {
                 let mut admit_latency = Vec::with_capacity(per_task);
                 let mut errors = 0usize;
                 for i in 0..per_task {

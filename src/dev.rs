@@ -164,7 +164,18 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     example_server.toolkit_name = Some("Example".into());
     example_server.toolkit_version = Some("1.0.0".into());
     worker_options.remote_servers.push(example_server);
-    tokio::spawn(baton_worker::remote::example_server::serve(example, servers.clone()));
+    let example_server = baton_worker::remote::example_server::serve(example, servers.clone());
+    let stopping = baton_worker::supervise::supervisor().stopping();
+    baton_worker::supervise::spawn_supervised("example MCP server", async move {
+        tokio::select! {
+            served = example_server => {
+                if let Err(e) = served {
+                    tracing::warn!(error = %e, "the example MCP server stopped");
+                }
+            }
+            () = stopping.cancelled() => {}
+        }
+    });
     let coordinator = supervise(
         "coordinator",
         baton_coordinator::run(coordinator_options, coordinator_listener, servers.clone()),
@@ -247,7 +258,7 @@ fn supervise<E: std::fmt::Display>(
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<bool> {
     let shutdown = shutdown.clone();
-    tokio::spawn(async move {
+    baton_worker::supervise::spawn_supervised(role, async move {
         match fut.await {
             Ok(()) => true,
             Err(e) => {

@@ -19,6 +19,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 const EX_CONFIG: u8 = 64;
+/// How long background tasks get to end once the command is over.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Parser)]
 #[command(name = "baton", version, about = "Durable background tool executions for AI agents")]
@@ -90,7 +92,7 @@ enum Command {
 fn shutdown_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
-    tokio::spawn(async move {
+    let signal = async move {
         #[cfg(unix)]
         {
             let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -110,6 +112,14 @@ fn shutdown_on_signal() -> CancellationToken {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down");
         t.cancel();
+    };
+    // The listener also ends when the process stops for another reason.
+    let stopping = baton_worker::supervise::supervisor().stopping();
+    baton_worker::supervise::spawn_supervised("signal listener", async move {
+        tokio::select! {
+            () = signal => {}
+            () = stopping.cancelled() => {}
+        }
     });
     token
 }
@@ -133,13 +143,18 @@ fn configure<T>(
 async fn main() -> ExitCode {
     tls::install_crypto_provider();
     let cli = Cli::parse();
-    match run(cli).await {
+    let code = match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("baton: {e:#}");
             ExitCode::FAILURE
         }
+    };
+    let late = baton_worker::supervise::supervisor().shutdown(EXIT_GRACE).await;
+    if !late.is_empty() {
+        tracing::debug!(tasks = ?late, "background tasks still running at exit");
     }
+    code
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -108,8 +108,15 @@ pub async fn run_worker(
         tracing::info!(addr = %listener.local_addr()?, "worker metrics listening");
         let router = worker.metrics.router();
         let stop = shutdown.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+        let stopping = baton_worker::supervise::supervisor().stopping();
+        baton_worker::supervise::spawn_supervised("worker metrics server", async move {
+            let stopped = async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = stopping.cancelled() => {}
+                }
+            };
+            let _ = axum::serve(listener, router).with_graceful_shutdown(stopped).await;
         });
     }
     worker.run(shutdown, Duration::from_secs(10)).await?;

@@ -6,25 +6,24 @@ pub mod admin;
 pub mod admission;
 pub mod authz;
 pub mod crypto;
-pub mod domain;
 pub mod engine;
 pub mod grpc;
 mod notify;
 pub mod options;
 pub mod schema;
 pub mod store;
-mod sweeper;
 
+/// The pure core, its own crate so that it cannot reach for I/O.
+pub use baton_domain as domain;
 pub use options::Options;
 
 use admission::Admission;
 use baton_proto::coordinator::v1::{coordinator_server::CoordinatorServer, peer_server::PeerServer};
 use baton_proto::worker::v1::worker_session_server::WorkerSessionServer;
-use engine::{Bus, Engine, Sessions};
+use engine::{Bus, Engine};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -64,44 +63,20 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         }
         None => (Arc::new(admission::memory::MemoryAdmission::new(options.bounds)), None),
     };
-    let peers = grpc::peer::Peers::new(options.cluster_secret.clone(), options.client_tls.clone());
-    Ok(Arc::new(Engine {
-        reads: engine::Reads::start(store.clone()),
-        creates: engine::Creates::start(store.clone()),
-        store,
-        ring: options.key_ring.clone(),
-        admission,
-        changes: Default::default(),
-        bus,
-        sessions: Sessions::default(),
-        dispatch_wake: Default::default(),
-        options: Arc::new(options),
-        tasks: TaskTracker::new(),
-        shutdown,
-        cluster_admission,
-        peers,
-    }))
+    let peers = Arc::new(grpc::peer::Peers::new(options.cluster_secret.clone(), options.client_tls.clone()));
+    Ok(Engine::new(engine::Parts { store, admission, cluster_admission, bus, peers, options, shutdown }))
 }
 
 /// Serves the coordinator's gRPC services on `listener` until `shutdown` fires.
 pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
     let mut server = server(&options)?;
     let engine = engine(options, shutdown.clone()).await?;
-    let e = engine.clone();
-    engine.tasks.spawn(e.run_dispatcher());
-    engine.tasks.spawn(engine.bus.clone().listen(
-        engine.changes.clone(),
-        engine.dispatch_wake.clone(),
-        shutdown.clone(),
-    ));
-    engine.tasks.spawn(sweeper::run(engine.clone()));
-    engine.tasks.spawn(sweeper::reconcile_admission(engine.clone()));
-    engine.tasks.spawn(engine.clone().run_session_audit());
+    engine.start_background();
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, coordinator_id = %engine.options.id, "coordinator listening");
+    tracing::info!(%addr, coordinator_id = %engine.options().id, "coordinator listening");
     // Small frames must not wait for the peer's delayed ACK (Nagle): the
     // builder's `tcp_nodelay` only covers listeners tonic binds itself.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -112,9 +87,7 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
         .add_service(PeerServer::new(grpc::peer::PeerService { engine: engine.clone() }))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())
         .await;
-    engine.tasks.close();
-    engine.tasks.wait().await;
-    engine.store.close().await;
+    engine.stopped().await;
     served?;
     Ok(())
 }

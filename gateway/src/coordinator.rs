@@ -1,8 +1,14 @@
-//! The typed client the gateway uses for every request: one coordinator RPC per
-//! HTTP or MCP request, the caller's bearer forwarded, trace context injected.
+//! The typed coordinator client: every coordinator call the gateway makes,
+//! REST and MCP alike, is one method here taking the caller's `Bearer`, the
+//! `Scope` it acts in and typed arguments. The bearer is forwarded verbatim,
+//! trace context injected, and nothing else in the gateway builds a request.
 
-use baton_proto::coordinator::v1::coordinator_client::CoordinatorClient;
+use crate::json::canonical;
+use baton_proto::coordinator::v1 as pb;
 use baton_proto::error::{ErrorCode, WireError};
+use http::{HeaderMap, header};
+use pb::coordinator_client::CoordinatorClient;
+use serde_json::Value;
 use std::future::Future;
 use std::time::Duration;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
@@ -18,6 +24,96 @@ impl std::fmt::Debug for Bearer {
     }
 }
 
+/// A request without a usable `Authorization: Bearer …` header.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("missing or malformed bearer token")]
+pub struct MissingBearer;
+
+impl Bearer {
+    /// The token of `Authorization: Bearer …` (scheme case-insensitive,
+    /// surrounding spaces trimmed).
+    pub fn from_headers(headers: &HeaderMap) -> Result<Bearer, MissingBearer> {
+        let value = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        match value.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
+                Ok(Bearer(token.trim().to_owned()))
+            }
+            _ => Err(MissingBearer),
+        }
+    }
+}
+
+/// Where a call acts; the coordinator decides whether the bearer may.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub org_id: String,
+    pub project_id: String,
+    /// The gateway a start goes through and the only one a listing shows;
+    /// `None` lists every gateway's executions. Reads by id ignore it.
+    pub gateway_id: Option<String>,
+}
+
+impl Scope {
+    fn gateway(&self) -> String {
+        self.gateway_id.clone().unwrap_or_default()
+    }
+}
+
+/// What a start asks for, besides its scope.
+#[derive(Clone, Copy, Debug)]
+pub struct NewExecution<'a> {
+    pub tool_name: &'a str,
+    pub input: &'a Value,
+    /// On whose behalf a project API key starts it.
+    pub user_id: Option<&'a str>,
+    pub run_at_ms: Option<i64>,
+    pub ttl_ms: Option<i64>,
+    pub idempotency_key: Option<&'a str>,
+    pub surface: pb::Surface,
+}
+
+impl<'a> NewExecution<'a> {
+    /// Runs `tool_name` on `input` as soon as possible, with no `user_id`
+    /// (an end-user token acts for its own user) and no idempotency key.
+    pub fn new(tool_name: &'a str, input: &'a Value, surface: pb::Surface) -> Self {
+        NewExecution { tool_name, input, user_id: None, run_at_ms: None, ttl_ms: None, idempotency_key: None, surface }
+    }
+}
+
+/// The request fingerprint, what an `Idempotency-Key` promises: canonical
+/// JSON of the semantic request (gateway, tool, input, user, run-at, ttl; not
+/// the key nor the surface). One form for every surface; executions already
+/// stored carry it, so it must not change.
+pub fn fingerprint(gateway_id: &str, new: &NewExecution<'_>) -> String {
+    canonical(&serde_json::json!({
+        "gateway_id": gateway_id,
+        "tool_name": new.tool_name,
+        "input": new.input,
+        "user_id": new.user_id,
+        "run_at_ms": new.run_at_ms,
+        "ttl_ms": new.ttl_ms,
+    }))
+    .to_string()
+}
+
+/// An owner's answer to one input request.
+#[derive(Clone, Copy, Debug)]
+pub struct InputAnswer<'a> {
+    pub request_key: &'a str,
+    /// accept | decline | cancel
+    pub action: &'a str,
+    pub content: &'a Value,
+}
+
+/// The gateway could not set up its coordinator connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("invalid coordinator url: {0}")]
+    Url(#[from] tonic::transport::Error),
+    #[error("coordinator tls: {0}")]
+    Tls(String),
+}
+
 #[derive(Clone, Debug)]
 pub struct Coordinator {
     client: CoordinatorClient<Channel>,
@@ -25,6 +121,8 @@ pub struct Coordinator {
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+/// A long poll may take this much longer than its wait before it times out.
+const WAIT_GRACE: Duration = Duration::from_secs(5);
 /// A ping goes out after this long without a frame from the coordinator, idle
 /// or not, and a connection whose answer takes longer than the timeout is
 /// dropped and redialled: a half-open connection fails fast instead of
@@ -36,7 +134,7 @@ impl Coordinator {
     /// Connects lazily: the gateway starts (and reports not-ready) while the
     /// coordinator is still coming up. An `https://` url is dialled with TLS:
     /// `tls` (CA, client identity, name to verify) or else the system roots.
-    pub fn connect_lazy(url: &str, tls: Option<ClientTlsConfig>) -> Result<Self, crate::Error> {
+    pub fn connect_lazy(url: &str, tls: Option<ClientTlsConfig>) -> Result<Self, ConnectError> {
         let endpoint = Endpoint::from_shared(url.to_owned())?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true)
@@ -45,9 +143,7 @@ impl Coordinator {
             .keep_alive_while_idle(true);
         let endpoint = if endpoint.uri().scheme_str() == Some("https") {
             let config = tls.unwrap_or_else(|| ClientTlsConfig::new().with_enabled_roots());
-            endpoint
-                .tls_config(config)
-                .map_err(|e| crate::Error::CoordinatorTls(baton_proto::error::with_sources(&e)))?
+            endpoint.tls_config(config).map_err(|e| ConnectError::Tls(baton_proto::error::with_sources(&e)))?
         } else {
             endpoint
         };
@@ -55,8 +151,164 @@ impl Coordinator {
         Ok(Coordinator { client: CoordinatorClient::new(channel.clone()), channel })
     }
 
+    /// Ready when the coordinator answers its gRPC health check.
+    pub async fn ready(&self) -> bool {
+        let mut health = tonic_health::pb::health_client::HealthClient::new(self.channel.clone());
+        let mut req = Request::new(tonic_health::pb::HealthCheckRequest { service: String::new() });
+        req.set_timeout(Duration::from_secs(2));
+        matches!(
+            health.check(req).await,
+            Ok(r) if r.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        )
+    }
+
+    /// Resolves the bearer; with a legacy MCP session id, also says whether
+    /// that session was ended.
+    pub async fn who_am_i(
+        &self,
+        bearer: &Bearer,
+        mcp_session_id: Option<&str>,
+    ) -> Result<pb::WhoAmIResponse, WireError> {
+        let request = pb::WhoAmIRequest { mcp_session_id: mcp_session_id.unwrap_or_default().to_owned() };
+        self.call(bearer, request, None, |mut c, r| async move { c.who_am_i(r).await }).await
+    }
+
+    /// Ends a legacy MCP session for every replica.
+    pub async fn end_mcp_session(&self, bearer: &Bearer, mcp_session_id: &str) -> Result<(), WireError> {
+        let request = pb::EndMcpSessionRequest { mcp_session_id: mcp_session_id.to_owned() };
+        self.call(bearer, request, None, |mut c, r| async move { c.end_mcp_session(r).await }).await?;
+        Ok(())
+    }
+
+    /// The tools of the scope's project.
+    pub async fn tools(&self, bearer: &Bearer, scope: &Scope) -> Result<Vec<pb::ToolDefinition>, WireError> {
+        let request = pb::ListToolsRequest { org_id: scope.org_id.clone(), project_id: scope.project_id.clone() };
+        let answer = self.call(bearer, request, None, |mut c, r| async move { c.list_tools(r).await }).await?;
+        Ok(answer.tools)
+    }
+
+    /// Starts an execution through the scope's gateway, fingerprinted by
+    /// [`fingerprint`].
+    pub async fn start(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        new: &NewExecution<'_>,
+    ) -> Result<pb::ExecutionView, WireError> {
+        let gateway_id = scope.gateway();
+        let request = pb::StartExecutionRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            request_fingerprint: fingerprint(&gateway_id, new),
+            gateway_id,
+            tool_name: new.tool_name.to_owned(),
+            input_json: new.input.to_string(),
+            user_id: new.user_id.unwrap_or_default().to_owned(),
+            run_at_ms: new.run_at_ms,
+            ttl_ms: new.ttl_ms,
+            idempotency_key: new.idempotency_key.unwrap_or_default().to_owned(),
+            surface: new.surface as i32,
+        };
+        let started = self.call(bearer, request, None, |mut c, r| async move { c.start_execution(r).await }).await?;
+        started.execution.ok_or_else(|| WireError::new(ErrorCode::Internal, "internal error"))
+    }
+
+    pub async fn execution(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::ExecutionView, WireError> {
+        let request = pb::GetExecutionRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            execution_id: id.to_owned(),
+        };
+        self.call(bearer, request, None, |mut c, r| async move { c.get_execution(r).await }).await
+    }
+
+    /// Long-polls until the status differs from `known_status` (empty: any
+    /// change) or `wait` passes.
+    pub async fn wait(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        wait: Duration,
+        known_status: &str,
+    ) -> Result<pb::ExecutionView, WireError> {
+        let request = pb::WaitExecutionRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            execution_id: id.to_owned(),
+            wait_ms: i64::try_from(wait.as_millis()).unwrap_or(i64::MAX),
+            known_status: known_status.to_owned(),
+        };
+        let timeout = wait.saturating_add(WAIT_GRACE);
+        self.call(bearer, request, Some(timeout), |mut c, r| async move { c.wait_execution(r).await }).await
+    }
+
+    /// The execution and, once it completed, its tool result.
+    pub async fn result(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::GetResultResponse, WireError> {
+        let request = pb::GetResultRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            execution_id: id.to_owned(),
+        };
+        self.call(bearer, request, None, |mut c, r| async move { c.get_result(r).await }).await
+    }
+
+    /// One page of the scope's executions (of its gateway only, when it names one).
+    pub async fn list(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        cursor: &str,
+        limit: u32,
+    ) -> Result<pb::ListExecutionsResponse, WireError> {
+        let request = pb::ListExecutionsRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            limit,
+            cursor: cursor.to_owned(),
+            gateway_id: scope.gateway(),
+        };
+        self.call(bearer, request, None, |mut c, r| async move { c.list_executions(r).await }).await
+    }
+
+    pub async fn cancel(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+    ) -> Result<pb::CancelExecutionResponse, WireError> {
+        let request = pb::CancelExecutionRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            execution_id: id.to_owned(),
+        };
+        self.call(bearer, request, None, |mut c, r| async move { c.cancel_execution(r).await }).await
+    }
+
+    /// Relays an answer to an input request; true when the coordinator acknowledged it.
+    pub async fn provide_input(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        answer: &InputAnswer<'_>,
+    ) -> Result<bool, WireError> {
+        let request = pb::ProvideInputRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            execution_id: id.to_owned(),
+            request_key: answer.request_key.to_owned(),
+            response: Some(pb::InputResponse {
+                action: answer.action.to_owned(),
+                content_json: answer.content.to_string(),
+            }),
+        };
+        let ack = self.call(bearer, request, None, |mut c, r| async move { c.provide_input(r).await }).await?;
+        Ok(ack.acknowledged)
+    }
+
     /// Calls the coordinator with the caller's bearer; `timeout` bounds long polls.
-    pub async fn call<Req, Resp, F, Fut>(
+    async fn call<Req, Resp, F, Fut>(
         &self,
         bearer: &Bearer,
         message: Req,
@@ -79,15 +331,48 @@ impl Coordinator {
         baton_proto::trace::inject(request.metadata_mut());
         f(self.client.clone(), request).await.map(Response::into_inner).map_err(|s| WireError::from_status(&s))
     }
+}
 
-    /// Ready when the coordinator answers its gRPC health check.
-    pub async fn ready(&self) -> bool {
-        let mut health = tonic_health::pb::health_client::HealthClient::new(self.channel.clone());
-        let mut req = Request::new(tonic_health::pb::HealthCheckRequest { service: String::new() });
-        req.set_timeout(Duration::from_secs(2));
-        matches!(
-            health.check(req).await,
-            Ok(r) if r.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
-        )
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+    use serde_json::json;
+
+    fn new(input: &Value) -> NewExecution<'_> {
+        NewExecution::new("T", input, pb::Surface::Rest)
+    }
+
+    #[test]
+    fn fingerprint_is_the_stored_canonical_form() {
+        let input = json!({"b": [{"y": 1, "x": 2}], "a": 1});
+        assert_eq!(
+            fingerprint("g", &new(&input)),
+            r#"{"gateway_id":"g","input":{"a":1,"b":[{"x":2,"y":1}]},"run_at_ms":null,"tool_name":"T","ttl_ms":null,"user_id":null}"#
+        );
+    }
+
+    #[test]
+    fn fingerprint_ignores_the_key_and_the_surface() {
+        let input = json!({});
+        let plain = new(&input);
+        let keyed = NewExecution { idempotency_key: Some("k"), surface: pb::Surface::McpNative, ..plain };
+        assert_eq!(fingerprint("g", &plain), fingerprint("g", &keyed));
+        let other_user = NewExecution { user_id: Some("u"), ..plain };
+        assert_ne!(fingerprint("g", &plain), fingerprint("g", &other_user));
+    }
+
+    #[test]
+    fn bearer_needs_the_scheme_and_a_token() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(v));
+            Bearer::from_headers(&h).map(|b| b.0)
+        };
+        assert_eq!(with("Bearer abc"), Ok("abc".to_owned()));
+        assert_eq!(with("bearer  abc "), Ok("abc".to_owned()));
+        assert_eq!(with("Basic abc"), Err(MissingBearer));
+        assert_eq!(with("Bearer "), Err(MissingBearer));
+        assert_eq!(Bearer::from_headers(&HeaderMap::new()).map(|b| b.0), Err(MissingBearer));
     }
 }

@@ -2,6 +2,7 @@
 //! by the code table in `baton_proto::error`. Saturation and unavailability carry
 //! `Retry-After` in whole seconds.
 
+use crate::coordinator::MissingBearer;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_proto::error::{ErrorCode, WireError};
@@ -28,6 +29,13 @@ impl From<WireError> for ApiError {
             return ApiError::execution_not_found();
         }
         ApiError(e)
+    }
+}
+
+/// 401 before any coordinator call.
+impl From<MissingBearer> for ApiError {
+    fn from(e: MissingBearer) -> Self {
+        ApiError::new(ErrorCode::Unauthenticated, e.to_string())
     }
 }
 

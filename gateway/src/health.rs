@@ -1,6 +1,6 @@
 //! Liveness and readiness. Ready only while the coordinator answers.
 
-use crate::AppState;
+use crate::app::AppState;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -102,7 +102,8 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
         deadline: Instant::now() + s.max_time,
     });
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = tokio::spawn(sample(sh.clone(), gateway, stop.clone()));
+    let sampler =
+        baton_worker::supervise::spawn_supervised("waiters sampler", sample(sh.clone(), gateway, stop.clone()));
     let for_drive = sh.clone();
     let answers = drive(s.waiters, s.waiters, sh.deadline, move |i| {
         let sh = for_drive.clone();

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod remote;
 pub mod runtime;
 pub mod sdk;
+pub mod supervise;
 
 pub use runtime::{Options, Worker};
 pub use sdk::{Background, Context, Failure, Output, Tool, ToolSpec};

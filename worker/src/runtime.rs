@@ -3,21 +3,23 @@
 //! reconnects and coordinator restarts. A session rejected for a permanent reason
 //! (bad credential, refused tool) ends the worker with that error.
 
+mod attempts;
+
 use crate::metrics::Metrics;
 use crate::remote::link::{Relay, Uplink};
 use crate::remote::{RemoteServer, RemoteTool};
 use crate::sdk::{Context, Failure, Tool};
+use crate::supervise::Supervisor;
+use attempts::{Attempts, Key};
 use baton_proto::worker::v1::{
     self as wpb, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
     worker_session_client::WorkerSessionClient,
 };
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 #[derive(Clone, Debug)]
@@ -47,19 +49,10 @@ pub enum Error {
     Url(String),
 }
 
-type Key = (String, u32);
-
 #[derive(Default)]
 struct State {
-    running: HashMap<Key, CancellationToken>,
-    /// Drivers of running remote-tool attempts: acks, answers and stops go there.
-    relays: HashMap<Key, mpsc::UnboundedSender<Relay>>,
-    /// Settlements sent but not yet acknowledged; resent after every reconnect.
-    unacked: HashMap<Key, wpb::Settlement>,
-    /// When each unacknowledged settlement was last sent: one still unanswered
-    /// after a heartbeat interval is sent again (the coordinator may have failed
-    /// to store it; duplicates are harmless).
-    sent_at: HashMap<Key, tokio::time::Instant>,
+    /// Every attempt started here and not yet acknowledged as settled.
+    attempts: Attempts,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
     /// Set at shutdown: take no new work, finish and settle what runs.
     draining_since: Option<tokio::time::Instant>,
@@ -73,7 +66,8 @@ pub struct Worker {
     remote: std::sync::OnceLock<Vec<RemoteTool>>,
     state: Mutex<State>,
     pub metrics: Metrics,
-    tasks: TaskTracker,
+    /// Tool runs and their helpers, awaited (briefly) when the worker stops.
+    tasks: Supervisor,
 }
 
 fn msg(m: worker_message::Msg) -> WorkerMessage {
@@ -104,7 +98,7 @@ impl Worker {
             remote: std::sync::OnceLock::new(),
             state: Mutex::new(State::default()),
             metrics: Metrics::default(),
-            tasks: TaskTracker::new(),
+            tasks: Supervisor::new(),
         })
     }
 
@@ -152,8 +146,9 @@ impl Worker {
             }))
             .collect();
         let attempt = |(id, attempt): &Key| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt };
-        let (running, settling) =
-            self.with_state(|s| (s.running.keys().map(attempt).collect(), s.unacked.keys().map(attempt).collect()));
+        let (running, settling) = self.with_state(|s| {
+            (s.attempts.running().map(attempt).collect(), s.attempts.settling().map(attempt).collect())
+        });
         wpb::Register {
             worker_id: self.options.worker_id.clone(),
             worker_token: self.options.token.clone(),
@@ -205,15 +200,14 @@ impl Worker {
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
-        self.tasks.close();
         let unfinished = self.with_state(|s| {
-            s.running.values().for_each(CancellationToken::cancel);
-            s.running.len() + s.unacked.len()
+            s.attempts.cancel_all();
+            s.attempts.len()
         });
         if unfinished > 0 {
             tracing::warn!(unfinished, "drain period over; stopped what still ran");
         }
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.tasks.wait()).await;
+        let _ = self.tasks.shutdown(Duration::from_secs(2)).await;
         Ok(())
     }
 
@@ -231,7 +225,7 @@ impl Worker {
     /// Draining, and either idle (nothing running or unsettled) or out of time.
     fn drained(&self, drain: Duration) -> bool {
         self.with_state(|s| match s.draining_since {
-            Some(since) => (s.running.is_empty() && s.unacked.is_empty()) || since.elapsed() >= drain,
+            Some(since) => s.attempts.is_empty() || since.elapsed() >= drain,
             None => false,
         })
     }
@@ -290,7 +284,7 @@ impl Worker {
                     }
                     let pending: Vec<_> = self.with_state(|s| {
                         s.outbox = Some(tx.clone());
-                        s.unacked.values().cloned().collect()
+                        s.attempts.unacknowledged()
                     });
                     for settlement in pending {
                         let _ = tx.send(msg(worker_message::Msg::Settlement(settlement))).await;
@@ -301,11 +295,7 @@ impl Worker {
                 Msg::Ack(a) => self.relay(&(a.execution_id, a.attempt), Relay::Ack(a.kind)),
                 Msg::InputResponse(r) => self.relay(&(r.execution_id.clone(), r.attempt), Relay::Input(r)),
                 Msg::SettlementAck(ack) => {
-                    self.with_state(|s| {
-                        let key = (ack.execution_id, ack.attempt);
-                        s.sent_at.remove(&key);
-                        s.unacked.remove(&key)
-                    });
+                    self.with_state(|s| s.attempts.acknowledged(&(ack.execution_id, ack.attempt)));
                 }
                 // The coordinator says this worker does not hold the attempt: what
                 // it sent changed nothing, and sending it again would not either.
@@ -313,10 +303,7 @@ impl Worker {
                     tracing::error!(execution_id = %r.execution_id, attempt = r.attempt, kind = %r.kind, code = %r.code, "coordinator refused a message: {}", r.message);
                     let key = (r.execution_id, r.attempt);
                     if r.kind == "settlement" {
-                        self.with_state(|s| {
-                            s.sent_at.remove(&key);
-                            s.unacked.remove(&key)
-                        });
+                        self.with_state(|s| s.attempts.acknowledged(&key));
                     } else {
                         self.stop(&key, "owner_lost");
                     }
@@ -328,24 +315,14 @@ impl Worker {
     /// Unacknowledged settlements last sent more than `after` before `now`,
     /// marked as sent at `now`.
     fn overdue_settlements(&self, after: Duration, now: tokio::time::Instant) -> Vec<wpb::Settlement> {
-        self.with_state(|s| {
-            let overdue: Vec<Key> =
-                s.sent_at.iter().filter(|(_, at)| now.duration_since(**at) >= after).map(|(k, _)| k.clone()).collect();
-            overdue
-                .into_iter()
-                .filter_map(|k| {
-                    s.sent_at.insert(k.clone(), now);
-                    s.unacked.get(&k).cloned()
-                })
-                .collect()
-        })
+        self.with_state(|s| s.attempts.overdue(after, now))
     }
 
     fn heartbeat(&self) -> WorkerMessage {
         let (running, busy, draining) = self.with_state(|s| {
             let running: Vec<_> = s
-                .running
-                .keys()
+                .attempts
+                .running()
                 .map(|(id, attempt)| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt })
                 .collect();
             let busy = running.len();
@@ -362,49 +339,35 @@ impl Worker {
     /// The coordinator's stop: a remote driver decides what it means for its
     /// remote task; a hosted tool is cancelled.
     fn stop(&self, key: &Key, reason: &str) {
-        self.with_state(|s| {
-            if let Some(relay) = s.relays.get(key) {
-                let _ = relay.send(Relay::Stop(reason.to_owned()));
-            } else if let Some(token) = s.running.get(key) {
-                token.cancel();
-            }
-        });
+        self.with_state(|s| s.attempts.stop(key, reason));
     }
 
     /// Routes an acknowledgement or an answer to the driver of `key`, if it runs here.
     fn relay(&self, key: &Key, r: Relay) {
-        self.with_state(|s| {
-            if let Some(relay) = s.relays.get(key) {
-                let _ = relay.send(r);
-            }
-        });
+        self.with_state(|s| s.attempts.relay(key, r));
     }
 
     fn start(self: Arc<Self>, a: wpb::Assignment) {
         let key = (a.execution_id.clone(), a.attempt);
         let cancel = CancellationToken::new();
-        let already = self.with_state(|s| {
-            // A redelivered assignment for an attempt already running or settled is ignored.
-            let known = s.running.contains_key(&key) || s.unacked.contains_key(&key);
-            if !known {
-                s.running.insert(key.clone(), cancel.clone());
+        let remote = self.remote_tools().iter().find(|t| t.spec.name == a.tool_name).cloned();
+        let (relay_tx, relay) = match remote {
+            Some(_) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (Some(tx), Some(rx))
             }
-            known
-        });
-        if already {
+            None => (None, None),
+        };
+        // A redelivered assignment for an attempt already running or settled is ignored.
+        if !self.with_state(|s| s.attempts.start(key.clone(), cancel.clone(), relay_tx)) {
             return;
         }
         let span =
             tracing::info_span!("tool", execution_id = %a.execution_id, tool = %a.tool_name, attempt = a.attempt);
         baton_proto::trace::adopt_traceparent(&a.traceparent, &span);
         let worker = self.clone();
-        let remote = self.remote_tools().iter().find(|t| t.spec.name == a.tool_name).cloned();
-        let relay = remote.as_ref().map(|_| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            self.with_state(|s| s.relays.insert(key.clone(), tx));
-            rx
-        });
         self.tasks.spawn(
+            "tool attempt",
             async move {
                 let outcome = match (remote, relay) {
                     (Some(tool), Some(mut relay)) => {
@@ -418,10 +381,7 @@ impl Worker {
                 };
                 let Some(outcome) = outcome else {
                     // Abandoned: the recorded remote task is left to its next owner.
-                    worker.with_state(|s| {
-                        s.running.remove(&key);
-                        s.relays.remove(&key);
-                    });
+                    worker.with_state(|s| s.attempts.abandoned(&key));
                     return;
                 };
                 let settlement = wpb::Settlement {
@@ -430,10 +390,7 @@ impl Worker {
                     outcome: Some(outcome),
                 };
                 let outbox = worker.with_state(|s| {
-                    s.running.remove(&key);
-                    s.relays.remove(&key);
-                    s.unacked.insert(key.clone(), settlement.clone());
-                    s.sent_at.insert(key.clone(), tokio::time::Instant::now());
+                    s.attempts.settled(key, settlement.clone(), tokio::time::Instant::now());
                     s.outbox.clone()
                 });
                 if let Some(tx) = outbox {
@@ -459,7 +416,7 @@ impl Worker {
         let until_deadline =
             deadline.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_millis(250);
         let guard = cancel.clone();
-        let deadline_timer = tokio::spawn(async move {
+        let deadline_timer = self.tasks.spawn("tool deadline", async move {
             tokio::time::sleep(until_deadline).await;
             guard.cancel();
         });
@@ -467,7 +424,7 @@ impl Worker {
         let cx = Context { execution_id: a.execution_id.clone(), attempt: a.attempt, cancel, deadline, progress };
         self.metrics.invoked(&a.tool_name);
         let outbox = self.with_state(|s| s.outbox.clone());
-        let forward = tokio::spawn(async move {
+        let forward = self.tasks.spawn("tool progress", async move {
             while let Some((execution_id, attempt, message)) = progress_rx.recv().await {
                 if let Some(tx) = &outbox {
                     let _ = tx
@@ -541,20 +498,14 @@ mod resend_tests {
         let settlement = wpb::Settlement { execution_id: key.0.clone(), attempt: 1, outcome: None };
         let t0 = tokio::time::Instant::now();
         let period = Duration::from_secs(2);
-        worker.with_state(|s| {
-            s.unacked.insert(key.clone(), settlement.clone());
-            s.sent_at.insert(key.clone(), t0);
-        });
+        worker.with_state(|s| s.attempts.settled(key.clone(), settlement.clone(), t0));
         assert!(worker.overdue_settlements(period, t0 + Duration::from_secs(1)).is_empty(), "just sent");
         assert_eq!(worker.overdue_settlements(period, t0 + Duration::from_secs(3)), vec![settlement]);
         assert!(
             worker.overdue_settlements(period, t0 + Duration::from_secs(4)).is_empty(),
             "marked as sent again at the resend"
         );
-        worker.with_state(|s| {
-            s.sent_at.remove(&key);
-            s.unacked.remove(&key);
-        });
+        worker.with_state(|s| s.attempts.acknowledged(&key));
         assert!(
             worker.overdue_settlements(period, t0 + Duration::from_secs(9)).is_empty(),
             "acknowledged ones are done"

@@ -66,19 +66,6 @@ pub struct Ticket {
     pub expires_at_ms: i64,
 }
 
-impl Ticket {
-    pub fn from_record(r: &crate::store::ExecutionRecord) -> Self {
-        Ticket {
-            execution_id: r.id.clone(),
-            org_id: r.org_id.clone(),
-            project_id: r.project_id.clone(),
-            user_id: r.user_id.clone(),
-            payload_bytes: u64::try_from(r.input_ct.as_ref().map_or(0, Vec::len)).unwrap_or(0),
-            expires_at_ms: r.execution_deadline,
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rejection {
     pub scope: Scope,

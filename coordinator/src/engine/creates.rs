@@ -39,6 +39,7 @@ impl Creates {
 
 async fn create_batch(store: &Store, jobs: Vec<Job>) {
     let mut alone = Vec::new();
+    let mut contended = Vec::new();
     if jobs.len() > 1 {
         let news: Vec<&NewExecution> = jobs.iter().map(|j| &j.new).collect();
         match store.create_many(&news).await {
@@ -48,7 +49,8 @@ async fn create_batch(store: &Store, jobs: Vec<Job>) {
                         Some(c) => {
                             let _ = job.reply.send(Ok(c));
                         }
-                        None => alone.push(job),
+                        // The key is taken: decide between its holder and a conflict.
+                        None => contended.push(job),
                     }
                 }
             }
@@ -62,6 +64,10 @@ async fn create_batch(store: &Store, jobs: Vec<Job>) {
     }
     for job in alone {
         let created = store.create_execution(&job.new).await;
+        let _ = job.reply.send(created);
+    }
+    for job in contended {
+        let created = store.create_contended(&job.new).await;
         let _ = job.reply.send(created);
     }
 }

@@ -3,10 +3,9 @@
 //! work (locally or over the bus); a slow tick covers scheduled runs and lost
 //! signals.
 
+use super::messages::{Assignment, AttemptRef, Command};
 use super::{Engine, now_ms};
-use crate::admission::Ticket;
 use crate::crypto::Field;
-use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +29,7 @@ impl Engine {
     }
 
     /// One pass over idle sessions; true when anything was assigned.
-    async fn dispatch_round(&self) -> bool {
+    pub(super) async fn dispatch_round(&self) -> bool {
         let mut assigned = false;
         for session in self.sessions.snapshot() {
             // Never claim more than the session's outbox can take without
@@ -64,7 +63,7 @@ impl Engine {
             // Leaving the backlog and waking waiters are independent of the
             // assignments: do them for the whole batch at once.
             let bookkeeping = futures_util::future::join_all(claimed.iter().map(|c| async move {
-                if let Err(e) = self.admission.started(&Ticket::from_record(&c.record), now).await {
+                if let Err(e) = self.admission.started(&super::ticket(&c.record), now).await {
                     tracing::warn!(error = %e, "admission backlog release failed");
                 }
                 self.changed(&c.record.id);
@@ -97,9 +96,8 @@ impl Engine {
                     }
                     _ => (String::new(), Vec::new()),
                 };
-                let sent = session.send(Msg::Assignment(wpb::Assignment {
-                    execution_id: record.id.clone(),
-                    attempt: c.attempt,
+                let sent = session.send(Command::Assign(Assignment {
+                    attempt: AttemptRef::new(&record.id, c.attempt),
                     tool_name: record.tool_name.clone(),
                     input_json: input,
                     deadline_ms: record.execution_deadline,

@@ -2,42 +2,40 @@
 //! worker records a remote task before relying on it, publishes input requests
 //! under keys Baton mints, and relays the owners' answers.
 
+use super::messages::{
+    AttemptRef, Command, InputAnswer, InputDelivered, InputRequested, MessageKind, OpenInputRequest, OwnerAnswer,
+    RemoteTaskStarted,
+};
 use super::sessions::Session;
-use super::{Engine, Error, Result, now_ms};
-use crate::authz::Principal;
+use super::{Engine, Error, Result, Scope, now_ms};
 use crate::crypto::Field;
-use crate::domain::{Event, Ignored};
-use crate::store::EventData;
-use baton_proto::coordinator::v1 as pb;
-use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg};
+use crate::domain::{Event, Ignored, StopReason};
+use crate::store::{EventData, PublishedRequest};
 use serde_json::{Value, json};
-
-fn ack(m_execution: &str, attempt: u32, kind: &str) -> Msg {
-    Msg::Ack(wpb::Ack { execution_id: m_execution.to_owned(), attempt, kind: kind.to_owned() })
-}
 
 impl Engine {
     /// Records the remote task of the session's lease, then acknowledges: only
     /// then may the worker rely on it. A shorter remote ttl shortens the deadline.
-    pub async fn remote_task_started(&self, session: &Session, m: wpb::RemoteTaskStarted) -> Result<()> {
+    pub async fn remote_task_started(&self, session: &Session, m: RemoteTaskStarted) -> Result<()> {
         if m.remote_task_id.is_empty() {
             return Err(Error::Invalid("remote task id is empty".into()));
         }
         let now = now_ms();
         // The ttl comes from a third-party server: it must not overflow.
         let deadline = (m.remote_ttl_ms > 0).then(|| now.saturating_add(m.remote_ttl_ms));
-        let event = Event::RemoteTaskRecorded { worker_id: session.worker_id.clone(), attempt: m.attempt, deadline };
+        let at = m.attempt;
+        let event = Event::RemoteTaskRecorded { worker_id: session.worker_id.clone(), attempt: at.attempt, deadline };
         let data = EventData { remote_task_id: Some(m.remote_task_id), ..Default::default() };
-        match self.store.apply(&m.execution_id, &event, &data, now).await? {
+        match self.store.apply(&at.execution_id, &event, &data, now).await? {
             Some(Ok(applied)) => {
                 self.after_commit(&applied.record, &applied.effects).await;
-                session.send(ack(&m.execution_id, m.attempt, "remote_task"));
+                session.send(Command::Ack { attempt: at, kind: MessageKind::RemoteTask });
             }
             Some(Err((Ignored::NotHolder, _))) => {
-                session.refuse(&m.execution_id, m.attempt, "remote_task");
+                session.refuse(at, MessageKind::RemoteTask);
             }
             _ => {
-                session.stop(&m.execution_id, m.attempt, "owner_lost");
+                session.stop(&at.execution_id, at.attempt, StopReason::OwnerLost);
             }
         }
         Ok(())
@@ -45,22 +43,23 @@ impl Engine {
 
     /// Publishes the remote server's requests under fresh keys; the execution
     /// turns input_required.
-    pub async fn input_requested(&self, session: &Session, m: wpb::InputRequested) -> Result<()> {
+    pub async fn input_requested(&self, session: &Session, m: InputRequested) -> Result<()> {
+        let at = m.attempt;
         // A request already published for this attempt (a resent message, or a
         // new owner that sees the same remote request again) keeps its key.
         let known: std::collections::HashMap<String, String> = self
             .store
-            .list_input_requests(&m.execution_id)
+            .list_input_requests(&at.execution_id)
             .await?
             .into_iter()
-            .filter(|r| r.attempt == m.attempt)
+            .filter(|r| r.attempt == at.attempt)
             .map(|r| (r.remote_key, r.state))
             .collect();
         let still_open = m.requests.iter().any(|r| known.get(&r.remote_key).is_some_and(|s| s == "open"));
-        let fresh: Vec<&wpb::InputRequestSpec> =
+        let fresh: Vec<&super::messages::RemoteInputRequest> =
             m.requests.iter().filter(|r| !known.contains_key(&r.remote_key)).collect();
         if fresh.is_empty() && !still_open {
-            session.send(ack(&m.execution_id, m.attempt, "input_requested"));
+            session.send(Command::Ack { attempt: at, kind: MessageKind::InputRequested });
             return Ok(());
         }
         let mut published = Vec::with_capacity(fresh.len());
@@ -68,30 +67,31 @@ impl Engine {
             let key = crate::domain::id::random_id("ir_", 128);
             let schema: Value = serde_json::from_str(&r.requested_schema_json).unwrap_or(Value::Null);
             let spec = json!({"message": r.message, "requested_schema": schema}).to_string();
-            let sealed = self.ring.seal(&m.execution_id, Field::InputRequest, spec.as_bytes())?;
-            published.push((key, r.remote_key.clone(), sealed));
+            let sealed = self.ring.seal(&at.execution_id, Field::InputRequest, spec.as_bytes())?;
+            published.push(PublishedRequest { request_key: key, remote_key: r.remote_key.clone(), spec_ct: sealed });
         }
-        let event = Event::InputRequested { worker_id: session.worker_id.clone(), attempt: m.attempt };
+        let event = Event::InputRequested { worker_id: session.worker_id.clone(), attempt: at.attempt };
         let data = EventData { new_input_requests: published, ..Default::default() };
-        match self.store.apply(&m.execution_id, &event, &data, now_ms()).await? {
+        match self.store.apply(&at.execution_id, &event, &data, now_ms()).await? {
             Some(Ok(applied)) => {
                 self.after_commit(&applied.record, &applied.effects).await;
-                session.send(ack(&m.execution_id, m.attempt, "input_requested"));
+                session.send(Command::Ack { attempt: at, kind: MessageKind::InputRequested });
             }
             Some(Err((Ignored::NotHolder, _))) => {
-                session.refuse(&m.execution_id, m.attempt, "input_requested");
+                session.refuse(at, MessageKind::InputRequested);
             }
             _ => {
-                session.stop(&m.execution_id, m.attempt, "owner_lost");
+                session.stop(&at.execution_id, at.attempt, StopReason::OwnerLost);
             }
         }
         Ok(())
     }
 
     /// The worker relayed an answer; only the lease holder may say so.
-    pub async fn input_delivered(&self, session: &Session, m: wpb::InputDelivered) -> Result<()> {
-        if !self.store.mark_input_delivered(&m.execution_id, m.attempt, &m.remote_key, &session.worker_id).await? {
-            session.refuse(&m.execution_id, m.attempt, "input_delivered");
+    pub async fn input_delivered(&self, session: &Session, m: InputDelivered) -> Result<()> {
+        let at = m.attempt;
+        if !self.store.mark_input_delivered(&at.execution_id, at.attempt, &m.remote_key, &session.worker_id).await? {
+            session.refuse(at, MessageKind::InputDelivered);
         }
         Ok(())
     }
@@ -101,13 +101,13 @@ impl Engine {
     /// does not say whether the key was current.
     pub async fn provide_input(
         &self,
-        p: &Principal,
-        scope: (&str, &str),
+        authorization: Option<&str>,
+        scope: Scope<'_>,
         id: &str,
         request_key: &str,
-        response: Option<pb::InputResponse>,
+        response: Option<OwnerAnswer>,
     ) -> Result<bool> {
-        let _record = self.owned(p, scope.0, scope.1, id).await?;
+        let (p, _record) = self.read_owned(authorization, scope, id).await?;
         p.may_act()?;
         let response = response.ok_or_else(|| Error::Invalid("`response` is required".into()))?;
         if !["accept", "decline", "cancel"].contains(&response.action.as_str()) {
@@ -121,9 +121,8 @@ impl Engine {
         };
         self.after_commit(&answered.applied.record, &answered.applied.effects).await;
         if let Some(lease) = answered.applied.record.state.phase.lease() {
-            let msg = wpb::InputResponse {
-                execution_id: id.to_owned(),
-                attempt: answered.attempt,
+            let msg = InputAnswer {
+                attempt: AttemptRef::new(id, answered.attempt),
                 remote_key: answered.remote_key,
                 action: response.action,
                 content_json: content.to_string(),
@@ -136,37 +135,32 @@ impl Engine {
     }
 
     /// Sends an answer to the session holding the lease, wherever it lives.
-    pub async fn deliver_input(&self, worker_id: &str, m: wpb::InputResponse) -> bool {
+    pub async fn deliver_input(&self, worker_id: &str, m: InputAnswer) -> bool {
         if let Some(s) = self.sessions.get(worker_id) {
-            return s.send(Msg::InputResponse(m));
+            return s.send(Command::Answer(m));
         }
         match self.store.worker_coordinator(worker_id).await {
             Ok(Some((coordinator_id, url))) if coordinator_id != self.options.id => {
-                self.peers.deliver_input(&url, worker_id, m).await
+                self.peers.deliver_answer(&url, worker_id, m).await
             }
             _ => false,
         }
     }
 
     /// Answers recorded but not yet relayed, as messages for their lease holder.
-    pub async fn pending_answers(&self, execution_id: &str) -> Result<Vec<wpb::InputResponse>> {
+    pub async fn pending_answers(&self, execution_id: &str) -> Result<Vec<InputAnswer>> {
         let rows = self.store.list_input_requests(execution_id).await?;
         rows.into_iter().filter(|r| r.state == "answered").map(|r| self.answer_message(execution_id, &r)).collect()
     }
 
-    pub(super) fn answer_message(
-        &self,
-        execution_id: &str,
-        r: &crate::store::InputRequestRow,
-    ) -> Result<wpb::InputResponse> {
+    pub(super) fn answer_message(&self, execution_id: &str, r: &crate::store::InputRequestRow) -> Result<InputAnswer> {
         let body = match &r.response_ct {
             Some(ct) => serde_json::from_slice::<Value>(&self.ring.open(execution_id, Field::InputResponse, ct)?)
                 .unwrap_or(Value::Null),
             None => Value::Null,
         };
-        Ok(wpb::InputResponse {
-            execution_id: execution_id.to_owned(),
-            attempt: r.attempt,
+        Ok(InputAnswer {
+            attempt: AttemptRef::new(execution_id, r.attempt),
             remote_key: r.remote_key.clone(),
             action: body["action"].as_str().unwrap_or("cancel").to_owned(),
             content_json: body["content"].to_string(),
@@ -174,7 +168,7 @@ impl Engine {
     }
 
     /// The open requests of an execution, for the owner's view.
-    pub async fn open_requests(&self, execution_id: &str) -> Result<Vec<pb::InputRequest>> {
+    pub async fn open_requests(&self, execution_id: &str) -> Result<Vec<OpenInputRequest>> {
         let rows = self.store.list_input_requests(execution_id).await?;
         rows.into_iter()
             .filter(|r| r.state == "open")
@@ -182,11 +176,10 @@ impl Engine {
                 let spec: Value =
                     serde_json::from_slice(&self.ring.open(execution_id, Field::InputRequest, &r.spec_ct)?)
                         .unwrap_or(Value::Null);
-                Ok(pb::InputRequest {
+                Ok(OpenInputRequest {
                     request_key: r.request_key,
                     message: spec["message"].as_str().unwrap_or_default().to_owned(),
                     requested_schema_json: spec["requested_schema"].to_string(),
-                    state: "open".into(),
                 })
             })
             .collect()

@@ -1,12 +1,12 @@
 //! The owner lifecycle: start, read, wait, list, result, input and cancel, each
 //! authorized here against the current credential.
 
-use super::{Engine, Error, Result, now_ms, token_hash};
+use super::{Engine, Error, Result, Scope, now_ms, token_hash};
 use crate::admission::Ticket;
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
 use crate::domain::{Event, ExecutionId, Ignored, Status};
-use crate::store::{self, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
+use crate::store::{Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
 use base64::Engine as _;
 use std::time::Duration;
 
@@ -103,7 +103,7 @@ impl Engine {
 
     /// Authenticates the caller (with the tool lookup, in one store round trip)
     /// and creates the execution.
-    pub async fn start(&self, authorization: Option<&str>, req: StartRequest) -> Result<(ExecutionRecord, bool)> {
+    pub async fn start(&self, authorization: Option<&str>, req: StartRequest) -> Result<Created> {
         let hash = token_hash(authorization)?;
         let (credential, tool) = self
             .store
@@ -157,14 +157,8 @@ impl Engine {
         };
         if let Err(rejection) = self.admission.admit(&ticket, now).await? {
             // A retry of admitted work is answered with it, even when saturated.
-            if let Some(key) = &new.idempotency_key
-                && let Some(existing) = self.store.find_idempotent(&new.project_id, &new.user_id, key, now).await?
-            {
-                return if existing.request_fingerprint == new.request_fingerprint {
-                    Ok((existing, true))
-                } else {
-                    Err(store::Error::IdempotencyConflict.into())
-                };
+            if let Some(answer) = self.store.replay(&new, now).await? {
+                return Ok(answer?);
             }
             return Err(Error::Capacity(rejection));
         }
@@ -178,14 +172,14 @@ impl Engine {
         };
         if created.replayed {
             let _ = self.admission.release(&ticket, now).await;
-            return Ok((created.record, true));
+            return Ok(created);
         }
         match run_at {
             Some(at) if at > now => self.wake_at(at),
             _ => self.wake_dispatch(),
         }
         tracing::debug!(execution_id = %created.record.id, tool = %created.record.tool_name, "execution created");
-        Ok((created.record, false))
+        Ok(created)
     }
 
     /// Returns once the status differs from `known_status` (or from the current
@@ -193,8 +187,7 @@ impl Engine {
     pub async fn wait(
         &self,
         authorization: Option<&str>,
-        org_id: &str,
-        project_id: &str,
+        scope: Scope<'_>,
         id: &str,
         wait_ms: u64,
         known_status: &str,
@@ -203,7 +196,7 @@ impl Engine {
         let notified = watch.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (_, record) = self.read_owned(authorization, org_id, project_id, id).await?;
+        let (_, record) = self.read_owned(authorization, scope, id).await?;
         let baseline = if known_status.is_empty() {
             record.status()
         } else {
@@ -224,7 +217,7 @@ impl Engine {
             notified.as_mut().enable();
             // The caller is authenticated again before anything is answered: a
             // credential revoked during the wait gets 401, not the execution.
-            let (_, record) = self.read_owned(authorization, org_id, project_id, id).await?;
+            let (_, record) = self.read_owned(authorization, scope, id).await?;
             if record.status() != baseline || record.status().is_terminal() || tokio::time::Instant::now() >= until {
                 return Ok(record);
             }
@@ -233,14 +226,15 @@ impl Engine {
 
     pub async fn list(
         &self,
-        p: &Principal,
-        org_id: &str,
-        project_id: &str,
+        authorization: Option<&str>,
+        scope: Scope<'_>,
         gateway_id: Option<String>,
         limit: u32,
         cursor: &str,
     ) -> Result<(Vec<ExecutionRecord>, Option<String>)> {
-        p.in_scope(org_id, project_id)?;
+        let p = &self.authenticate(authorization).await?;
+        let project_id = scope.project_id;
+        p.in_scope(scope.org_id, project_id)?;
         let filter = match p {
             Principal::EndUser { user_id, .. } => {
                 ListFilter::User { project_id: project_id.to_owned(), user_id: user_id.clone(), gateway_id }
@@ -263,11 +257,10 @@ impl Engine {
     pub async fn result(
         &self,
         authorization: Option<&str>,
-        org_id: &str,
-        project_id: &str,
+        scope: Scope<'_>,
         id: &str,
     ) -> Result<(ExecutionRecord, Option<String>)> {
-        let (_, record) = self.read_owned(authorization, org_id, project_id, id).await?;
+        let (_, record) = self.read_owned(authorization, scope, id).await?;
         let result = match (&record.output_ct, record.status()) {
             (Some(ct), Status::Completed) => {
                 Some(String::from_utf8(self.ring.open(&record.id, Field::Output, ct)?).unwrap_or_default())
@@ -279,12 +272,11 @@ impl Engine {
 
     pub async fn cancel(
         &self,
-        p: &Principal,
-        org_id: &str,
-        project_id: &str,
+        authorization: Option<&str>,
+        scope: Scope<'_>,
         id: &str,
     ) -> Result<(CancelOutcome, ExecutionRecord)> {
-        let record = self.owned(p, org_id, project_id, id).await?;
+        let (p, record) = self.read_owned(authorization, scope, id).await?;
         p.may_act()?;
         match self.store.apply(id, &Event::RequestCancel, &EventData::default(), now_ms()).await? {
             None => Err(authz::Error::NotFound.into()),
@@ -303,8 +295,9 @@ impl Engine {
         }
     }
 
-    pub async fn tools(&self, p: &Principal, org_id: &str, project_id: &str) -> Result<Vec<ToolRecord>> {
-        p.in_scope(org_id, project_id)?;
-        Ok(self.store.list_tools(project_id).await?)
+    pub async fn tools(&self, authorization: Option<&str>, scope: Scope<'_>) -> Result<Vec<ToolRecord>> {
+        let p = self.authenticate(authorization).await?;
+        p.in_scope(scope.org_id, scope.project_id)?;
+        Ok(self.store.list_tools(scope.project_id).await?)
     }
 }

@@ -8,15 +8,40 @@ mod creates;
 mod dispatch;
 mod input;
 pub mod lifecycle;
+pub mod messages;
 mod reads;
 mod sessions;
-mod settlement;
+mod sweeper;
+#[cfg(test)]
+mod tests;
+mod workers;
 
 pub use bus::Bus;
 pub use creates::Creates;
 pub use reads::Reads;
 pub use sessions::{CloseReason, Session, Sessions, outbox};
-pub use settlement::Settled;
+pub use workers::{FromWorker, Settled};
+
+/// How the engine reaches a worker session held by another replica. The gRPC
+/// `Peer` client implements it; the engine knows nothing of the wire.
+pub trait PeerLink: Send + Sync {
+    /// Asks the replica at `url` to deliver a stop; true only when it reached a live session.
+    fn deliver_stop<'a>(
+        &'a self,
+        url: &'a str,
+        worker_id: &'a str,
+        attempt: messages::AttemptRef,
+        reason: StopReason,
+    ) -> BoxFuture<'a, bool>;
+
+    /// Asks the replica at `url` to relay an owner's answer to the lease holder.
+    fn deliver_answer<'a>(
+        &'a self,
+        url: &'a str,
+        worker_id: &'a str,
+        answer: messages::InputAnswer,
+    ) -> BoxFuture<'a, bool>;
+}
 
 use crate::admission::{self, Admission, Rejection, Ticket};
 use crate::authz::{self, Principal};
@@ -25,6 +50,7 @@ use crate::domain::{Effect, Millis, StopReason};
 use crate::notify::Changes;
 use crate::options::Options;
 use crate::store::{self, ExecutionRecord, Store};
+use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -60,30 +86,145 @@ pub fn now_ms() -> Millis {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// The coordinator's use cases over one store, admission and bus. Built once
+/// per process with [`Engine::new`]; adapters reach it only through methods.
 pub struct Engine {
-    pub store: Store,
+    store: Store,
     /// Owner reads, coalesced across concurrent callers.
-    pub reads: Reads,
+    reads: Reads,
     /// Creates, coalesced into shared statements and commits.
-    pub creates: Creates,
-    pub ring: Arc<KeyRing>,
-    pub admission: Arc<dyn Admission>,
-    pub changes: Changes,
-    pub bus: Bus,
-    pub sessions: Sessions,
-    pub dispatch_wake: Arc<Notify>,
-    pub options: Arc<Options>,
-    pub tasks: TaskTracker,
-    pub shutdown: CancellationToken,
+    creates: Creates,
+    ring: Arc<KeyRing>,
+    admission: Arc<dyn Admission>,
+    changes: Changes,
+    bus: Bus,
+    sessions: Sessions,
+    dispatch_wake: Arc<Notify>,
+    options: Arc<Options>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
     /// The Redis admission, when clustered, for periodic rebuilds from Postgres.
-    pub cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
+    cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
     /// Authenticated calls to other replicas' `Peer` service.
-    pub peers: crate::grpc::peer::Peers,
+    peers: Arc<dyn PeerLink>,
+}
+
+/// What an engine is made of; `lib.rs` connects them, tests pick their own.
+pub struct Parts {
+    pub store: Store,
+    pub admission: Arc<dyn Admission>,
+    /// Set in a cluster: rebuilt from the store periodically.
+    pub cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
+    pub bus: Bus,
+    pub peers: Arc<dyn PeerLink>,
+    pub options: Options,
+    pub shutdown: CancellationToken,
+}
+
+impl Engine {
+    pub fn new(parts: Parts) -> Arc<Engine> {
+        let Parts { store, admission, cluster_admission, bus, peers, options, shutdown } = parts;
+        Arc::new(Engine {
+            reads: Reads::start(store.clone()),
+            creates: Creates::start(store.clone()),
+            store,
+            ring: options.key_ring.clone(),
+            admission,
+            changes: Changes::default(),
+            bus,
+            sessions: Sessions::default(),
+            dispatch_wake: Arc::default(),
+            options: Arc::new(options),
+            tasks: TaskTracker::new(),
+            shutdown,
+            cluster_admission,
+            peers,
+        })
+    }
+
+    /// Starts this replica's background work: dispatch, bus wake-ups, the
+    /// sweeper, admission rebuilds and the revocation audit of sessions.
+    pub fn start_background(self: &Arc<Self>) {
+        self.tasks.spawn(self.clone().run_dispatcher());
+        self.tasks.spawn(self.bus.clone().listen(
+            self.changes.clone(),
+            self.dispatch_wake.clone(),
+            self.shutdown.clone(),
+        ));
+        self.tasks.spawn(sweeper::run(self.clone()));
+        self.tasks.spawn(sweeper::reconcile_admission(self.clone()));
+        self.tasks.spawn(self.clone().run_session_audit());
+    }
+
+    /// Waits for every task this engine started, then closes the store.
+    pub async fn stopped(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+        self.store.close().await;
+    }
+
+    /// Runs `task` as part of this engine: awaited by [`Engine::stopped`].
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.spawn(task);
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// This replica's session of `worker_id`, if it holds one.
+    pub fn session(&self, worker_id: &str) -> Option<Arc<Session>> {
+        self.sessions.get(worker_id)
+    }
+
+    /// Records that a legacy MCP session ended (by its owner's DELETE).
+    pub async fn end_mcp_session(&self, authorization: Option<&str>, session: &str) -> Result<()> {
+        let p = self.authenticate(authorization).await?;
+        if session.is_empty() || session.len() > 256 {
+            return Err(Error::Invalid("mcp_session_id must be 1 to 256 characters".into()));
+        }
+        Ok(self.store.end_mcp_session(session, p.credential_id(), now_ms()).await?)
+    }
+
+    pub async fn mcp_session_ended(&self, session: &str) -> Result<bool> {
+        Ok(!session.is_empty() && self.store.mcp_session_ended(session).await?)
+    }
+}
+
+/// Where an owner call is aimed: the organization and project in its path.
+///
+/// The one convention of every caller-facing use case: it takes the caller's
+/// `authorization` header as sent, and a `Scope`, and authenticates itself, so
+/// that reads can authenticate in the same store round trip as the row they
+/// load and no adapter can skip the check.
+#[derive(Clone, Copy, Debug)]
+pub struct Scope<'a> {
+    pub org_id: &'a str,
+    pub project_id: &'a str,
 }
 
 /// The stored form of the bearer token in an `authorization` header.
 fn token_hash(authorization: Option<&str>) -> Result<Vec<u8>, authz::Error> {
     authz::bearer_token(authorization).map(authz::hash_token).ok_or(authz::Error::Unauthenticated)
+}
+
+/// What an execution holds in admission.
+fn ticket(r: &ExecutionRecord) -> Ticket {
+    Ticket {
+        execution_id: r.id.clone(),
+        org_id: r.org_id.clone(),
+        project_id: r.project_id.clone(),
+        user_id: r.user_id.clone(),
+        payload_bytes: u64::try_from(r.input_ct.as_ref().map_or(0, Vec::len)).unwrap_or(0),
+        expires_at_ms: r.execution_deadline,
+    }
 }
 
 /// The record when `p` may see it; anything else is the uniform not-found.
@@ -107,26 +248,19 @@ impl Engine {
         Ok(Principal::from_credential(credential)?)
     }
 
-    /// Reads an execution the principal may own; anything else is the uniform not-found.
-    pub async fn owned(&self, p: &Principal, org_id: &str, project_id: &str, id: &str) -> Result<ExecutionRecord> {
-        p.in_scope(org_id, project_id)?;
-        Ok(visible(p, org_id, project_id, self.reads.execution(id).await?)?)
-    }
-
     /// Authenticates the caller and reads an execution they may own, in one
     /// store round trip (the hot path of every poll).
     pub async fn read_owned(
         &self,
         authorization: Option<&str>,
-        org_id: &str,
-        project_id: &str,
+        scope: Scope<'_>,
         id: &str,
     ) -> Result<(Principal, ExecutionRecord)> {
         let hash = token_hash(authorization)?;
         let (credential, record) =
             self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
         let p = Principal::from_credential(credential)?;
-        let record = visible(&p, org_id, project_id, record)?;
+        let record = visible(&p, scope.org_id, scope.project_id, record)?;
         Ok((p, record))
     }
 
@@ -137,7 +271,7 @@ impl Engine {
         for effect in effects {
             match effect {
                 Effect::Terminal => {
-                    if let Err(e) = self.admission.release(&Ticket::from_record(record), now_ms()).await {
+                    if let Err(e) = self.admission.release(&ticket(record), now_ms()).await {
                         tracing::warn!(error = %e, execution_id = %record.id, "admission release failed; entry expires at the deadline");
                     }
                 }
@@ -145,7 +279,11 @@ impl Engine {
                     delivered = Some(self.deliver_stop(worker_id, &record.id, *attempt, *reason).await);
                 }
                 Effect::RetryAt(at) => self.wake_at(*at),
-                Effect::Invoke { .. } | Effect::Resume { .. } => {}
+                // Written with the transition by the store.
+                Effect::Invoke { .. }
+                | Effect::Resume { .. }
+                | Effect::AttemptFinished { .. }
+                | Effect::AttemptVoided { .. } => {}
             }
         }
         delivered
@@ -179,11 +317,11 @@ impl Engine {
     /// True only when the stop reached a live session.
     pub async fn deliver_stop(&self, worker_id: &str, execution_id: &str, attempt: u32, reason: StopReason) -> bool {
         if let Some(s) = self.sessions.get(worker_id) {
-            return s.stop(execution_id, attempt, reason.as_str());
+            return s.stop(execution_id, attempt, reason);
         }
         match self.store.worker_coordinator(worker_id).await {
             Ok(Some((coordinator_id, url))) if coordinator_id != self.options.id => {
-                self.peers.deliver_stop(&url, worker_id, execution_id, attempt, reason.as_str()).await
+                self.peers.deliver_stop(&url, worker_id, messages::AttemptRef::new(execution_id, attempt), reason).await
             }
             Ok(_) => false,
             Err(e) => {

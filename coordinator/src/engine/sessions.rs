@@ -4,22 +4,22 @@
 //! outbox is full is simply not sent to, so one stuck worker cannot hold up
 //! dispatch, stops or the sweeper for anybody else.
 
-use baton_proto::worker::v1::{self as wpb, CoordinatorMessage, coordinator_message::Msg};
+use super::messages::{AttemptRef, Command, MessageKind};
+use crate::domain::StopReason;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tonic::Status;
 
-pub type Outbox = mpsc::Sender<Result<CoordinatorMessage, Status>>;
+pub type Outbox = mpsc::Sender<Command>;
 
 /// Messages beyond one per assignment slot that an outbox holds (stops, acks,
 /// input relays), so a full outbox means the worker stopped reading.
 const OUTBOX_SLACK: usize = 256;
 
 /// An outbox sized for a session of `capacity` slots.
-pub fn outbox(capacity: u32) -> (Outbox, mpsc::Receiver<Result<CoordinatorMessage, Status>>) {
+pub fn outbox(capacity: u32) -> (Outbox, mpsc::Receiver<Command>) {
     mpsc::channel(capacity as usize + OUTBOX_SLACK)
 }
 
@@ -32,69 +32,64 @@ pub enum CloseReason {
     Replaced = 2,
 }
 
-pub struct Session {
-    /// Distinguishes this connection from an older one of the same worker.
-    pub connection: u64,
+/// Who a session is: fixed at registration.
+pub struct SessionIdentity {
     /// Bound to `credential_id` for good (see `Store::bind_worker`).
     pub worker_id: String,
     pub credential_id: String,
     pub project_id: String,
     pub tools: Vec<String>,
-    outbox: Outbox,
     /// Declared capacity, clamped to the configured maximum.
     pub capacity: i64,
+}
+
+pub struct Session {
+    /// Distinguishes this connection from an older one of the same worker.
+    pub connection: u64,
+    pub worker_id: String,
+    pub credential_id: String,
+    pub project_id: String,
+    pub tools: Vec<String>,
+    outbox: Outbox,
+    pub capacity: i64,
     /// Capacity minus assignments not yet settled.
-    pub free: AtomicI64,
+    free: AtomicI64,
     /// Cancelled when this replica ends the session; both directions stop.
     pub closed: CancellationToken,
     close_reason: AtomicU8,
 }
 
 impl Session {
-    pub fn new(
-        connection: u64,
-        worker_id: String,
-        credential_id: String,
-        project_id: String,
-        tools: Vec<String>,
-        outbox: Outbox,
-        capacity: i64,
-    ) -> Self {
+    pub fn new(connection: u64, who: SessionIdentity, outbox: Outbox) -> Self {
         Session {
             connection,
-            worker_id,
-            credential_id,
-            project_id,
-            tools,
+            worker_id: who.worker_id,
+            credential_id: who.credential_id,
+            project_id: who.project_id,
+            tools: who.tools,
             outbox,
-            capacity,
-            free: AtomicI64::new(capacity),
+            capacity: who.capacity,
+            free: AtomicI64::new(who.capacity),
             closed: CancellationToken::new(),
             close_reason: AtomicU8::new(0),
         }
     }
 
-    /// Queues a message without waiting: false when the worker is gone or its
-    /// outbox is full (it stopped reading). A message that was not queued was
+    /// Queues a command without waiting: false when the worker is gone or its
+    /// outbox is full (it stopped reading). A command that was not queued was
     /// provably not delivered.
-    pub fn send(&self, msg: Msg) -> bool {
-        !self.closed.is_cancelled() && self.outbox.try_send(Ok(CoordinatorMessage { msg: Some(msg) })).is_ok()
+    pub fn send(&self, command: Command) -> bool {
+        !self.closed.is_cancelled() && self.outbox.try_send(command).is_ok()
     }
 
-    pub fn stop(&self, execution_id: &str, attempt: u32, reason: &str) -> bool {
-        self.send(Msg::Stop(wpb::Stop { execution_id: execution_id.to_owned(), attempt, reason: reason.to_owned() }))
+    pub fn stop(&self, execution_id: &str, attempt: u32, reason: StopReason) -> bool {
+        self.send(Command::Stop { attempt: AttemptRef::new(execution_id, attempt), reason })
     }
 
     /// Tells the worker a message it sent named an attempt it does not hold.
-    pub fn refuse(&self, execution_id: &str, attempt: u32, kind: &str) -> bool {
-        tracing::warn!(worker_id = %self.worker_id, %execution_id, attempt, kind, "worker message refused: not the lease holder");
-        self.send(Msg::Refused(wpb::Refused {
-            execution_id: execution_id.to_owned(),
-            attempt,
-            kind: kind.to_owned(),
-            code: "permission_denied".into(),
-            message: "this worker does not hold the named attempt".into(),
-        }))
+    pub fn refuse(&self, attempt: AttemptRef, kind: MessageKind) -> bool {
+        tracing::warn!(worker_id = %self.worker_id, execution_id = %attempt.execution_id, attempt = attempt.attempt, ?kind, "worker message refused: not the lease holder");
+        self.send(Command::Refused { attempt, kind })
     }
 
     /// Room left in the outbox: never claim more assignments than fit.

@@ -3,8 +3,9 @@
 use super::convert::{self, view};
 use super::status::to_status;
 use super::{authorization, span};
-use crate::engine::Engine;
 use crate::engine::lifecycle::StartRequest;
+use crate::engine::messages::OwnerAnswer;
+use crate::engine::{Engine, Scope};
 use baton_proto::coordinator::v1::{self as pb, coordinator_server::Coordinator};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -21,14 +22,26 @@ impl Api {
     async fn view(&self, record: &crate::store::ExecutionRecord) -> Result<pb::ExecutionView, Status> {
         let mut v = view(record);
         if record.status() == crate::domain::Status::InputRequired {
-            v.input_requests = self.engine.open_requests(&record.id).await.map_err(to_status)?;
+            v.input_requests = self
+                .engine
+                .open_requests(&record.id)
+                .await
+                .map_err(to_status)?
+                .into_iter()
+                .map(|r| pb::InputRequest {
+                    request_key: r.request_key,
+                    message: r.message,
+                    requested_schema_json: r.requested_schema_json,
+                    state: "open".into(),
+                })
+                .collect();
         }
         Ok(v)
     }
+}
 
-    async fn principal<T>(&self, req: &Request<T>) -> Result<crate::authz::Principal, Status> {
-        self.engine.authenticate(authorization(req)).await.map_err(to_status)
-    }
+fn scope<'a>(org_id: &'a str, project_id: &'a str) -> Scope<'a> {
+    Scope { org_id, project_id }
 }
 
 #[tonic::async_trait]
@@ -52,8 +65,11 @@ impl Coordinator for Api {
                 request_fingerprint: r.request_fingerprint,
                 surface,
             };
-            let (record, replayed) = self.engine.start(authorization.as_deref(), start).await.map_err(to_status)?;
-            Ok(Response::new(pb::StartExecutionResponse { execution: Some(view(&record)), replayed }))
+            let created = self.engine.start(authorization.as_deref(), start).await.map_err(to_status)?;
+            Ok(Response::new(pb::StartExecutionResponse {
+                execution: Some(view(&created.record)),
+                replayed: created.replayed,
+            }))
         }
         .instrument(span)
         .await
@@ -64,8 +80,7 @@ impl Coordinator for Api {
             .engine
             .read_owned(
                 authorization(&req),
-                &req.get_ref().org_id,
-                &req.get_ref().project_id,
+                Scope { org_id: &req.get_ref().org_id, project_id: &req.get_ref().project_id },
                 &req.get_ref().execution_id,
             )
             .await
@@ -78,19 +93,21 @@ impl Coordinator for Api {
         let wait_ms = u64::try_from(r.wait_ms).unwrap_or(0).min(45_000);
         let record = self
             .engine
-            .wait(authorization(&req), &r.org_id, &r.project_id, &r.execution_id, wait_ms, &r.known_status)
+            .wait(authorization(&req), scope(&r.org_id, &r.project_id), &r.execution_id, wait_ms, &r.known_status)
             .await
             .map_err(to_status)?;
         Ok(Response::new(self.view(&record).await?))
     }
 
     async fn list_executions(&self, req: Request<pb::ListExecutionsRequest>) -> Reply<pb::ListExecutionsResponse> {
-        let p = self.principal(&req).await?;
-        let r = req.into_inner();
-        let gateway = (!r.gateway_id.is_empty()).then_some(r.gateway_id);
+        let r = req.get_ref();
+        let gateway = (!r.gateway_id.is_empty()).then(|| r.gateway_id.clone());
         let limit = if r.limit == 0 { 50 } else { r.limit };
-        let (rows, next) =
-            self.engine.list(&p, &r.org_id, &r.project_id, gateway, limit, &r.cursor).await.map_err(to_status)?;
+        let (rows, next) = self
+            .engine
+            .list(authorization(&req), scope(&r.org_id, &r.project_id), gateway, limit, &r.cursor)
+            .await
+            .map_err(to_status)?;
         let mut executions = Vec::with_capacity(rows.len());
         for r in &rows {
             executions.push(self.view(r).await?);
@@ -102,18 +119,23 @@ impl Coordinator for Api {
         let r = req.get_ref();
         let (record, result) = self
             .engine
-            .result(authorization(&req), &r.org_id, &r.project_id, &r.execution_id)
+            .result(authorization(&req), scope(&r.org_id, &r.project_id), &r.execution_id)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::GetResultResponse { execution: Some(self.view(&record).await?), result_json: result }))
     }
 
     async fn provide_input(&self, req: Request<pb::ProvideInputRequest>) -> Reply<pb::ProvideInputResponse> {
-        let p = self.principal(&req).await?;
-        let r = req.into_inner();
+        let r = req.get_ref();
         let acknowledged = self
             .engine
-            .provide_input(&p, (&r.org_id, &r.project_id), &r.execution_id, &r.request_key, r.response)
+            .provide_input(
+                authorization(&req),
+                scope(&r.org_id, &r.project_id),
+                &r.execution_id,
+                &r.request_key,
+                r.response.clone().map(|a| OwnerAnswer { action: a.action, content_json: a.content_json }),
+            )
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ProvideInputResponse { acknowledged }))
@@ -122,10 +144,12 @@ impl Coordinator for Api {
     async fn cancel_execution(&self, req: Request<pb::CancelExecutionRequest>) -> Reply<pb::CancelExecutionResponse> {
         let span = span("CancelExecution", &req);
         async move {
-            let p = self.principal(&req).await?;
-            let r = req.into_inner();
-            let (outcome, record) =
-                self.engine.cancel(&p, &r.org_id, &r.project_id, &r.execution_id).await.map_err(to_status)?;
+            let r = req.get_ref();
+            let (outcome, record) = self
+                .engine
+                .cancel(authorization(&req), scope(&r.org_id, &r.project_id), &r.execution_id)
+                .await
+                .map_err(to_status)?;
             Ok(Response::new(pb::CancelExecutionResponse {
                 outcome: outcome.as_str().to_owned(),
                 execution: Some(view(&record)),
@@ -136,18 +160,16 @@ impl Coordinator for Api {
     }
 
     async fn list_tools(&self, req: Request<pb::ListToolsRequest>) -> Reply<pb::ListToolsResponse> {
-        let p = self.principal(&req).await?;
-        let r = req.into_inner();
-        let tools = self.engine.tools(&p, &r.org_id, &r.project_id).await.map_err(to_status)?;
+        let r = req.get_ref();
+        let tools = self.engine.tools(authorization(&req), scope(&r.org_id, &r.project_id)).await.map_err(to_status)?;
         Ok(Response::new(pb::ListToolsResponse { tools: tools.iter().map(convert::tool).collect() }))
     }
 
     async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> Reply<pb::WhoAmIResponse> {
         use crate::authz::Principal;
-        let p = self.principal(&req).await?;
+        let p = self.engine.authenticate(authorization(&req)).await.map_err(to_status)?;
         let session = req.into_inner().mcp_session_id;
-        let ended = !session.is_empty()
-            && self.engine.store.mcp_session_ended(&session).await.map_err(|e| to_status(e.into()))?;
+        let ended = self.engine.mcp_session_ended(&session).await.map_err(to_status)?;
         let mut out = pb::WhoAmIResponse {
             org_id: p.org_id().to_owned(),
             project_id: p.project_id().to_owned(),
@@ -170,13 +192,8 @@ impl Coordinator for Api {
     }
 
     async fn end_mcp_session(&self, req: Request<pb::EndMcpSessionRequest>) -> Reply<pb::EndMcpSessionResponse> {
-        let p = self.principal(&req).await?;
-        let session = req.into_inner().mcp_session_id;
-        if session.is_empty() || session.len() > 256 {
-            return Err(to_status(crate::engine::Error::Invalid("mcp_session_id must be 1 to 256 characters".into())));
-        }
-        let now = crate::engine::now_ms();
-        self.engine.store.end_mcp_session(&session, p.credential_id(), now).await.map_err(|e| to_status(e.into()))?;
+        let session = &req.get_ref().mcp_session_id;
+        self.engine.end_mcp_session(authorization(&req), session).await.map_err(to_status)?;
         Ok(Response::new(pb::EndMcpSessionResponse {}))
     }
 }

@@ -4,11 +4,13 @@
 //! shares the coordinator's port (see ARCHITECTURE.md).
 
 use super::peer_auth;
-use crate::engine::Engine;
+use crate::domain::StopReason;
+use crate::engine::messages::{AttemptRef, Command, InputAnswer};
+use crate::engine::{Engine, PeerLink};
 use baton_proto::coordinator::v1::{
     DeliverCancelRequest, DeliverCancelResponse, DeliverInputRequest, peer_client::PeerClient, peer_server::Peer,
 };
-use baton_proto::worker::v1::{InputResponse, coordinator_message::Msg};
+use futures_util::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +23,7 @@ pub struct PeerService {
 
 impl PeerService {
     fn authorize<T>(&self, req: &Request<T>) -> Result<(), Status> {
-        let Some(secret) = self.engine.options.cluster_secret.as_deref() else {
+        let Some(secret) = self.engine.options().cluster_secret.as_deref() else {
             return Err(Status::permission_denied("peer calls need security.cluster_secret on this coordinator"));
         };
         let presented = req.metadata().get(peer_auth::METADATA_KEY).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -42,8 +44,9 @@ impl Peer for PeerService {
     ) -> Result<Response<DeliverCancelResponse>, Status> {
         self.authorize(&req)?;
         let r = req.into_inner();
-        let delivered = match self.engine.sessions.get(&r.worker_id) {
-            Some(session) => session.stop(&r.execution_id, r.attempt, &r.reason),
+        let reason = StopReason::parse(&r.reason).ok_or_else(|| Status::invalid_argument("unknown stop reason"))?;
+        let delivered = match self.engine.session(&r.worker_id) {
+            Some(session) => session.stop(&r.execution_id, r.attempt, reason),
             None => false,
         };
         Ok(Response::new(DeliverCancelResponse { delivered }))
@@ -55,10 +58,9 @@ impl Peer for PeerService {
     ) -> Result<Response<DeliverCancelResponse>, Status> {
         self.authorize(&req)?;
         let r = req.into_inner();
-        let delivered = match self.engine.sessions.get(&r.worker_id) {
-            Some(session) => session.send(Msg::InputResponse(InputResponse {
-                execution_id: r.execution_id,
-                attempt: r.attempt,
+        let delivered = match self.engine.session(&r.worker_id) {
+            Some(session) => session.send(Command::Answer(InputAnswer {
+                attempt: AttemptRef { execution_id: r.execution_id, attempt: r.attempt },
                 remote_key: r.remote_key,
                 action: r.action,
                 content_json: r.content_json,
@@ -117,20 +119,12 @@ impl Peers {
         Some(request)
     }
 
-    /// Asks the replica at `url` to deliver a stop to a worker session it holds.
-    pub async fn deliver_stop(
-        &self,
-        url: &str,
-        worker_id: &str,
-        execution_id: &str,
-        attempt: u32,
-        reason: &str,
-    ) -> bool {
+    async fn stop(&self, url: &str, worker_id: &str, attempt: AttemptRef, reason: StopReason) -> bool {
         let body = DeliverCancelRequest {
             worker_id: worker_id.to_owned(),
-            execution_id: execution_id.to_owned(),
-            attempt,
-            reason: reason.to_owned(),
+            execution_id: attempt.execution_id,
+            attempt: attempt.attempt,
+            reason: reason.as_str().to_owned(),
         };
         let (Some(channel), Some(request)) = (self.channel(url), self.request(body)) else { return false };
         let mut client = PeerClient::new(channel);
@@ -141,12 +135,11 @@ impl Peers {
         }
     }
 
-    /// Asks the replica at `url` to relay an owner's answer to a worker session it holds.
-    pub async fn deliver_input(&self, url: &str, worker_id: &str, m: InputResponse) -> bool {
+    async fn answer(&self, url: &str, worker_id: &str, m: InputAnswer) -> bool {
         let body = DeliverInputRequest {
             worker_id: worker_id.to_owned(),
-            execution_id: m.execution_id,
-            attempt: m.attempt,
+            execution_id: m.attempt.execution_id,
+            attempt: m.attempt.attempt,
             remote_key: m.remote_key,
             action: m.action,
             content_json: m.content_json,
@@ -158,5 +151,21 @@ impl Peers {
             Ok(Ok(r)) => r.into_inner().delivered,
             _ => false,
         }
+    }
+}
+
+impl PeerLink for Peers {
+    fn deliver_stop<'a>(
+        &'a self,
+        url: &'a str,
+        worker_id: &'a str,
+        attempt: AttemptRef,
+        reason: StopReason,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(self.stop(url, worker_id, attempt, reason))
+    }
+
+    fn deliver_answer<'a>(&'a self, url: &'a str, worker_id: &'a str, answer: InputAnswer) -> BoxFuture<'a, bool> {
+        Box::pin(self.answer(url, worker_id, answer))
     }
 }

@@ -4,9 +4,15 @@
 //! worker id. Settlements are acknowledged only after they are durable.
 
 use super::status::to_status;
-use crate::engine::{CloseReason, Engine, Session, Settled, now_ms, outbox};
+use crate::engine::messages::{
+    AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, MessageKind, Registration,
+    RemoteInputRequest, RemoteTaskStarted, Reported, Settlement,
+};
+use crate::engine::{CloseReason, Engine, FromWorker, Session, now_ms, outbox};
+use crate::store::ToolRecord;
 use baton_proto::worker::v1::{
-    CoordinatorMessage, WorkerMessage, coordinator_message::Msg, worker_message, worker_session_server::WorkerSession,
+    self as wpb, CoordinatorMessage, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
+    worker_session_server::WorkerSession,
 };
 use futures_util::FutureExt as _;
 use std::pin::Pin;
@@ -35,30 +41,28 @@ impl WorkerSession for WorkerService {
             return Err(Status::invalid_argument("the first message of a session must be register"));
         };
         let (tx, rx) = outbox(self.engine.session_capacity(register.capacity));
-        let session = self.engine.register(register, tx).await.map_err(to_status)?;
+        let session = self.engine.register(registration(register), tx).await.map_err(to_status)?;
         let engine = self.engine.clone();
         let reading = session.clone();
-        self.engine.tasks.spawn(async move {
+        self.engine.spawn(async move {
             let session = reading;
             loop {
                 let next = tokio::select! {
-                    _ = engine.shutdown.cancelled() => break,
+                    _ = engine.shutdown().cancelled() => break,
                     _ = session.closed.cancelled() => break,
                     m = incoming.message() => m,
                 };
-                let first = match next {
-                    Ok(Some(WorkerMessage { msg: Some(m) })) => m,
-                    Ok(Some(_)) => continue,
+                let mut batch = Vec::new();
+                match next {
+                    Ok(Some(m)) => batch.extend(from_worker(m)),
                     Ok(None) | Err(_) => break,
-                };
+                }
                 // Take whatever else is already waiting, so settlements that
                 // arrive together share one transaction (one commit).
-                let mut batch = vec![first];
                 let mut closed = false;
                 while batch.len() < MAX_BATCH {
                     match incoming.message().now_or_never() {
-                        Some(Ok(Some(WorkerMessage { msg: Some(m) }))) => batch.push(m),
-                        Some(Ok(Some(_))) => {}
+                        Some(Ok(Some(m))) => batch.extend(from_worker(m)),
                         Some(Ok(None) | Err(_)) => {
                             closed = true;
                             break;
@@ -66,7 +70,7 @@ impl WorkerSession for WorkerService {
                         None => break,
                     }
                 }
-                handle_batch(&engine, &session, batch).await;
+                engine.handle(&session, batch).await;
                 if closed {
                     break;
                 }
@@ -82,7 +86,7 @@ impl WorkerSession for WorkerService {
 /// replica closes the session; when it is dropped, assignments still queued
 /// provably never reached the worker and are made claimable at once.
 pub struct Outgoing {
-    rx: mpsc::Receiver<Result<CoordinatorMessage, Status>>,
+    rx: mpsc::Receiver<Command>,
     session: Arc<Session>,
     closed: Pin<Box<WaitForCancellationFutureOwned>>,
     engine: Arc<Engine>,
@@ -108,7 +112,7 @@ impl Stream for Outgoing {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        self.rx.poll_recv(cx)
+        self.rx.poll_recv(cx).map(|c| c.map(|c| Ok(CoordinatorMessage { msg: Some(to_worker(c)) })))
     }
 }
 
@@ -116,9 +120,9 @@ impl Drop for Outgoing {
     fn drop(&mut self) {
         self.rx.close();
         let mut undelivered = Vec::new();
-        while let Ok(m) = self.rx.try_recv() {
-            if let Ok(CoordinatorMessage { msg: Some(Msg::Assignment(a)) }) = m {
-                undelivered.push((a.execution_id, a.attempt));
+        while let Ok(command) = self.rx.try_recv() {
+            if let Command::Assign(a) = command {
+                undelivered.push((a.attempt.execution_id, a.attempt.attempt));
             }
         }
         if undelivered.is_empty() {
@@ -126,7 +130,7 @@ impl Drop for Outgoing {
         }
         let engine = self.engine.clone();
         let worker_id = self.session.worker_id.clone();
-        self.engine.tasks.spawn(async move {
+        self.engine.spawn(async move {
             if let Err(e) = engine.undelivered(&worker_id, undelivered, now_ms()).await {
                 tracing::warn!(error = %e, "undelivered assignments wait for their lease to lapse");
             }
@@ -134,44 +138,148 @@ impl Drop for Outgoing {
     }
 }
 
-async fn handle_batch(engine: &Engine, session: &Session, batch: Vec<worker_message::Msg>) {
-    let mut settlements = Vec::new();
-    for msg in batch {
-        let handled = match msg {
-            worker_message::Msg::Settlement(s) => {
-                settlements.push(s);
-                Ok(())
-            }
-            worker_message::Msg::Heartbeat(hb) => engine.heartbeat(session, hb).await,
-            worker_message::Msg::Progress(p) => {
-                tracing::debug!(execution_id = %p.execution_id, "progress");
-                Ok(())
-            }
-            worker_message::Msg::Register(_) => Ok(()),
-            worker_message::Msg::RemoteTaskStarted(m) => engine.remote_task_started(session, m).await,
-            worker_message::Msg::InputRequested(m) => engine.input_requested(session, m).await,
-            worker_message::Msg::InputDelivered(m) => engine.input_delivered(session, m).await,
-        };
-        if let Err(e) = handled {
-            tracing::warn!(error = %e, worker_id = %session.worker_id, "worker message not applied");
-        }
+fn attempt(execution_id: String, attempt: u32) -> AttemptRef {
+    AttemptRef { execution_id, attempt }
+}
+
+fn running(list: Vec<wpb::RunningAttempt>) -> Vec<AttemptRef> {
+    list.into_iter().map(|r| attempt(r.execution_id, r.attempt)).collect()
+}
+
+fn registration(r: wpb::Register) -> Registration {
+    let tools = r
+        .tools
+        .into_iter()
+        .map(|t| ToolRecord {
+            name: t.name,
+            toolkit_name: t.toolkit_name,
+            toolkit_version: t.toolkit_version,
+            description: t.description,
+            input_schema: t.input_schema_json,
+            background: t.background,
+            task_time_input: t.task_time_input,
+            max_attempts: t.max_attempts,
+            max_ttl_ms: Some(t.max_ttl_ms),
+            remote: t.remote,
+            required_client_capabilities: t.required_client_capabilities,
+        })
+        .collect();
+    Registration {
+        worker_id: r.worker_id,
+        worker_token: r.worker_token,
+        tools,
+        capacity: r.capacity,
+        running: running(r.running),
+        settling: running(r.settling),
     }
-    if settlements.is_empty() {
-        return;
-    }
-    // Acknowledged only once durable; what failed is resent by the worker,
-    // here or on another replica.
-    for settled in engine.settle_batch(session, settlements).await {
-        match settled {
-            Settled::Acked(ack) => {
-                session.send(Msg::SettlementAck(ack));
-            }
-            Settled::Refused(ack) => {
-                session.refuse(&ack.execution_id, ack.attempt, "settlement");
-            }
-            Settled::Failed(_, e) => {
-                tracing::warn!(error = %e, worker_id = %session.worker_id, "settlement not applied")
-            }
+}
+
+/// The engine's reading of a worker message; a second `register` and empty
+/// messages mean nothing.
+fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
+    use worker_message::Msg as W;
+    Some(match m.msg? {
+        W::Register(_) => return None,
+        W::Heartbeat(hb) => {
+            FromWorker::Heartbeat(Heartbeat { running: running(hb.running), free_slots: hb.free_slots })
         }
+        W::Settlement(s) => FromWorker::Settlement(Settlement {
+            attempt: attempt(s.execution_id, s.attempt),
+            outcome: s.outcome.map(|o| match o {
+                settlement::Outcome::ResultJson(json) => Reported::Result(json),
+                settlement::Outcome::Error(e) => {
+                    Reported::ToolError { message: e.message, retryable: e.retryable, detail_json: e.detail_json }
+                }
+                settlement::Outcome::Cancelled(_) => Reported::Cancelled,
+                settlement::Outcome::UnsupportedInteraction(what) => Reported::UnsupportedInteraction(what),
+            }),
+        }),
+        W::Progress(p) => FromWorker::Progress { attempt: attempt(p.execution_id, p.attempt), message: p.message },
+        W::RemoteTaskStarted(m) => FromWorker::RemoteTaskStarted(RemoteTaskStarted {
+            attempt: attempt(m.execution_id, m.attempt),
+            remote_task_id: m.remote_task_id,
+            remote_ttl_ms: m.remote_ttl_ms,
+        }),
+        W::InputRequested(m) => FromWorker::InputRequested(InputRequested {
+            attempt: attempt(m.execution_id, m.attempt),
+            requests: m
+                .requests
+                .into_iter()
+                .map(|r| RemoteInputRequest {
+                    remote_key: r.remote_key,
+                    message: r.message,
+                    requested_schema_json: r.requested_schema_json,
+                })
+                .collect(),
+        }),
+        W::InputDelivered(m) => FromWorker::InputDelivered(InputDelivered {
+            attempt: attempt(m.execution_id, m.attempt),
+            remote_key: m.remote_key,
+        }),
+    })
+}
+
+fn kind(k: MessageKind) -> &'static str {
+    match k {
+        MessageKind::Settlement => "settlement",
+        MessageKind::Heartbeat => "heartbeat",
+        MessageKind::RemoteTask => "remote_task",
+        MessageKind::InputRequested => "input_requested",
+        MessageKind::InputDelivered => "input_delivered",
+    }
+}
+
+fn running_attempt(a: AttemptRef) -> wpb::RunningAttempt {
+    wpb::RunningAttempt { execution_id: a.execution_id, attempt: a.attempt }
+}
+
+fn answer(a: InputAnswer) -> wpb::InputResponse {
+    wpb::InputResponse {
+        execution_id: a.attempt.execution_id,
+        attempt: a.attempt.attempt,
+        remote_key: a.remote_key,
+        action: a.action,
+        content_json: a.content_json,
+    }
+}
+
+fn to_worker(c: Command) -> Msg {
+    match c {
+        Command::Registered { coordinator_id, heartbeat_interval_ms, stop } => Msg::Registered(wpb::Registered {
+            coordinator_id,
+            heartbeat_interval_ms,
+            stop: stop.into_iter().map(running_attempt).collect(),
+        }),
+        Command::Assign(a) => Msg::Assignment(wpb::Assignment {
+            execution_id: a.attempt.execution_id,
+            attempt: a.attempt.attempt,
+            tool_name: a.tool_name,
+            input_json: a.input_json,
+            deadline_ms: a.deadline_ms,
+            traceparent: a.traceparent,
+            resume_remote_task_id: a.resume_remote_task_id,
+            pending_input: a.pending_input.into_iter().map(answer).collect(),
+        }),
+        Command::Stop { attempt, reason } => Msg::Stop(wpb::Stop {
+            execution_id: attempt.execution_id,
+            attempt: attempt.attempt,
+            reason: reason.as_str().to_owned(),
+        }),
+        Command::SettlementAck(a) => {
+            Msg::SettlementAck(wpb::SettlementAck { execution_id: a.execution_id, attempt: a.attempt })
+        }
+        Command::Ack { attempt, kind: k } => Msg::Ack(wpb::Ack {
+            execution_id: attempt.execution_id,
+            attempt: attempt.attempt,
+            kind: kind(k).to_owned(),
+        }),
+        Command::Answer(a) => Msg::InputResponse(answer(a)),
+        Command::Refused { attempt, kind: k } => Msg::Refused(wpb::Refused {
+            execution_id: attempt.execution_id,
+            attempt: attempt.attempt,
+            kind: kind(k).to_owned(),
+            code: "permission_denied".into(),
+            message: "this worker does not hold the named attempt".into(),
+        }),
     }
 }

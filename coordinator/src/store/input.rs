@@ -2,7 +2,8 @@
 //! A request is `open` until answered, `answered` until the worker relayed the
 //! answer to the remote server, then `delivered`.
 
-use super::executions::{Applied, EventData, fetch, persist};
+use super::executions::{Applied, fetch, persist};
+use super::write::EventData;
 use super::{Result, Store};
 use crate::domain::{self, Event, Millis};
 use sqlx::Row;

@@ -8,6 +8,7 @@
 //! transition (those are `domain::apply`, called inside the transaction here).
 
 mod access;
+mod create;
 mod executions;
 mod identity;
 mod input;
@@ -18,11 +19,13 @@ mod write;
 #[cfg(test)]
 mod contract_tests;
 
-pub use executions::{Applied, Claimed, Created, EventData, ListFilter};
+pub use create::Created;
+pub use executions::{Applied, Claimed, EventRecord, ListFilter};
 pub use identity::{Credential, CredentialKind, NewCredential, ToolRecord};
 pub use input::{Answered, InputRequestRow};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution};
-pub use sweep::SweepReport;
+pub use sweep::{OpenExecution, SweepReport};
+pub use write::{EventData, PublishedRequest};
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::{Migration, MigrationType, Migrator};

@@ -3,7 +3,8 @@
 //! so any number of replicas may sweep at once: a row another replica already
 //! moved is simply ignored.
 
-use super::executions::{Applied, EventData, delete_execution};
+use super::executions::{Applied, delete_execution};
+use super::write::EventData;
 use super::{Result, Store};
 use crate::domain::{Event, Millis};
 use sqlx::{AssertSqlSafe, Row};
@@ -16,12 +17,26 @@ pub struct SweepReport {
     pub deleted: usize,
 }
 
+/// A non-terminal execution as admission sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenExecution {
+    pub id: String,
+    pub org_id: String,
+    pub project_id: String,
+    pub user_id: String,
+    /// Stored (sealed) input bytes.
+    pub input_bytes: u64,
+    pub execution_deadline: Millis,
+    /// Left the backlog: claimed at least once.
+    pub started: bool,
+}
+
 const OPEN: &str = "status IN ('pending', 'working', 'input_required')";
 const LEASED: &str = "status IN ('working', 'input_required')";
 
 impl Store {
-    /// Every non-terminal execution as an admission ticket, and whether it started.
-    pub async fn open_tickets(&self) -> Result<Vec<(crate::admission::Ticket, bool)>> {
+    /// Every non-terminal execution, with what admission counts of it.
+    pub async fn open_executions(&self) -> Result<Vec<OpenExecution>> {
         let sql = format!(
             "SELECT id, org_id, project_id, user_id, execution_deadline, started_at, \
              COALESCE(LENGTH(input_ct), 0) AS input_bytes FROM executions WHERE {OPEN}"
@@ -31,15 +46,15 @@ impl Store {
             .map(|r| {
                 let started: Option<i64> = r.try_get("started_at")?;
                 let bytes: i64 = r.try_get("input_bytes")?;
-                let ticket = crate::admission::Ticket {
-                    execution_id: r.try_get("id")?,
+                Ok(OpenExecution {
+                    id: r.try_get("id")?,
                     org_id: r.try_get("org_id")?,
                     project_id: r.try_get("project_id")?,
                     user_id: r.try_get("user_id")?,
-                    payload_bytes: u64::try_from(bytes).unwrap_or(0),
-                    expires_at_ms: r.try_get("execution_deadline")?,
-                };
-                Ok((ticket, started.is_some()))
+                    input_bytes: u64::try_from(bytes).unwrap_or(0),
+                    execution_deadline: r.try_get("execution_deadline")?,
+                    started: started.is_some(),
+                })
             })
             .collect()
     }

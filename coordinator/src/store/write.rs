@@ -6,12 +6,36 @@
 //! with the batch size, so they are not kept as prepared statements (that would
 //! churn every connection's statement cache).
 
-use super::executions::EventData;
 use super::records::{ExecutionRecord, phase_columns};
 use super::{Error, Result};
-use crate::domain::{Effect, Event, FailureReason, Millis, Outcome, Phase, Transition};
+use crate::domain::{Effect, Event, FailureReason, Millis, Phase, Transition};
 use sqlx::any::{Any, AnyArguments};
 use sqlx::{Arguments, AssertSqlSafe, Transaction};
+
+/// Payload and message data that accompanies an event (settlements mostly).
+#[derive(Clone, Debug, Default)]
+pub struct EventData {
+    pub output_ct: Option<Vec<u8>>,
+    pub error_message: Option<String>,
+    pub error_detail_ct: Option<Vec<u8>>,
+    pub summary: Option<String>,
+    /// Extra bytes this event adds to the execution's retained payload.
+    pub payload_bytes: i64,
+    /// With `RemoteTaskRecorded`: the remote task id.
+    pub remote_task_id: Option<String>,
+    /// With `InputRequested`: the requests to publish.
+    pub new_input_requests: Vec<PublishedRequest>,
+}
+
+/// An input request a remote server made, published under a key Baton minted.
+#[derive(Clone, Debug)]
+pub struct PublishedRequest {
+    pub request_key: String,
+    /// The remote server's own identifier for it.
+    pub remote_key: String,
+    /// The sealed `{"message", "requested_schema"}`.
+    pub spec_ct: Vec<u8>,
+}
 
 /// One transition to write.
 pub struct Pending<'a> {
@@ -51,8 +75,40 @@ where
 
 const ROW_COLUMNS: &str = "id, old_version, status, failure_reason, not_before, worker_id, lease_attempt, \
     lease_expires_at, attempts, cancel_requested, owner_loss_detection_at, started_at, finished_at, updated_at, \
-    error_message, summary, output_ct, error_detail_ct, payload_add, version, deadline, remote_task, remote_task_id";
-const ROW_WIDTH: usize = 23;
+    error_message, summary, output_ct, error_detail_ct, payload_bytes, version, deadline, remote_task_id";
+const ROW_WIDTH: usize = 22;
+
+/// The error this transition reports: the tool's own message, or a system
+/// message for failures the tool did not report itself.
+fn reported_error(p: &Pending<'_>) -> Option<String> {
+    p.data.error_message.clone().or_else(|| match p.transition.next.phase {
+        Phase::Failed { reason } if reason != FailureReason::ToolError => Some(default_message(reason).to_owned()),
+        _ => None,
+    })
+}
+
+/// The execution row after `p`: the one place that decides every column, used
+/// both for the statement's values and for the record handed back.
+pub fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
+    let (before, next) = (p.before, &p.transition.next);
+    let started_now = p.transition.effects.iter().any(|e| matches!(e, Effect::Invoke { .. }));
+    let mut after = before.clone();
+    after.state = next.clone();
+    after.execution_deadline = next.deadline;
+    if started_now && after.started_at.is_none() {
+        after.started_at = Some(now);
+    }
+    after.finished_at = next.status().is_terminal().then_some(now);
+    after.updated_at = now;
+    after.error_message = reported_error(p).or(after.error_message);
+    after.summary = p.data.summary.clone().or(after.summary);
+    after.output_ct = p.data.output_ct.clone().or(after.output_ct);
+    after.error_detail_ct = p.data.error_detail_ct.clone().or(after.error_detail_ct);
+    after.payload_bytes += p.data.payload_bytes;
+    after.remote_task_id = if next.remote_task { p.data.remote_task_id.clone().or(after.remote_task_id) } else { None };
+    after.version = before.version + 1;
+    after
+}
 
 /// Writes the transitions (distinct executions) and returns the rows as written.
 pub async fn persist_many(
@@ -72,73 +128,62 @@ pub async fn persist_many(
     let mut finished_rows = 0;
     let mut written = Vec::with_capacity(items.len());
     for p in items {
-        let (before, next) = (p.before, &p.transition.next);
-        let cols = phase_columns(&next.phase);
-        let terminal = next.status().is_terminal();
-        let invoked = p.transition.effects.iter().find_map(|e| match e {
-            Effect::Invoke { worker_id, attempt } => Some((worker_id.clone(), *attempt)),
-            _ => None,
-        });
-        let error_message = p.data.error_message.clone().or_else(|| match next.phase {
-            Phase::Failed { reason } if reason != FailureReason::ToolError => Some(default_message(reason).to_owned()),
-            _ => None,
-        });
-        let version = before.version + 1;
-        add(&mut rows, before.id.clone())?;
-        add(&mut rows, before.version)?;
+        let after = next_row(p, now);
+        let cols = phase_columns(&after.state.phase);
+        add(&mut rows, after.id.clone())?;
+        add(&mut rows, p.before.version)?;
         add(&mut rows, cols.status)?;
         add(&mut rows, cols.failure_reason)?;
         add(&mut rows, cols.not_before)?;
         add(&mut rows, cols.worker_id.clone())?;
         add(&mut rows, cols.lease_attempt)?;
         add(&mut rows, cols.lease_expires_at)?;
-        add(&mut rows, i64::from(next.attempts))?;
-        add(&mut rows, i64::from(next.cancel_requested))?;
-        add(&mut rows, next.owner_loss_detection_at)?;
-        add(&mut rows, invoked.as_ref().map(|_| now))?;
-        add(&mut rows, terminal.then_some(now))?;
-        add(&mut rows, now)?;
-        add(&mut rows, error_message.clone())?;
-        add(&mut rows, p.data.summary.clone())?;
-        add(&mut rows, p.data.output_ct.clone())?;
-        add(&mut rows, p.data.error_detail_ct.clone())?;
-        add(&mut rows, p.data.payload_bytes)?;
-        add(&mut rows, version)?;
-        add(&mut rows, next.deadline)?;
-        add(&mut rows, i64::from(next.remote_task))?;
-        add(&mut rows, p.data.remote_task_id.clone())?;
+        add(&mut rows, i64::from(after.state.attempts))?;
+        add(&mut rows, i64::from(after.state.cancel_requested))?;
+        add(&mut rows, after.state.owner_loss_detection_at)?;
+        add(&mut rows, after.started_at)?;
+        add(&mut rows, after.finished_at)?;
+        add(&mut rows, after.updated_at)?;
+        add(&mut rows, after.error_message.clone())?;
+        add(&mut rows, after.summary.clone())?;
+        add(&mut rows, after.output_ct.clone())?;
+        add(&mut rows, after.error_detail_ct.clone())?;
+        add(&mut rows, after.payload_bytes)?;
+        add(&mut rows, after.version)?;
+        add(&mut rows, after.execution_deadline)?;
+        add(&mut rows, after.remote_task_id.clone())?;
         // Heartbeats only move the lease; they are not part of the history.
         if !matches!(p.event, Event::Heartbeat { .. }) {
-            add(&mut events, before.id.clone())?;
-            add(&mut events, version)?;
+            add(&mut events, after.id.clone())?;
+            add(&mut events, after.version)?;
             add(&mut events, now)?;
             add(&mut events, p.event.name())?;
             add(&mut events, cols.status)?;
             event_rows += 1;
         }
-        if let Some((worker_id, attempt)) = &invoked {
-            add(&mut started, before.id.clone())?;
-            add(&mut started, i64::from(*attempt))?;
-            add(&mut started, worker_id.clone())?;
-            add(&mut started, now)?;
-            started_rows += 1;
+        for effect in &p.transition.effects {
+            match effect {
+                Effect::Invoke { worker_id, attempt } => {
+                    add(&mut started, after.id.clone())?;
+                    add(&mut started, i64::from(*attempt))?;
+                    add(&mut started, worker_id.clone())?;
+                    add(&mut started, now)?;
+                    started_rows += 1;
+                }
+                Effect::AttemptFinished { attempt, success } => {
+                    add(&mut finished, after.id.clone())?;
+                    add(&mut finished, i64::from(*attempt))?;
+                    add(&mut finished, i64::from(*success))?;
+                    // What this attempt reported, not what an earlier one did.
+                    add(&mut finished, reported_error(p))?;
+                    add(&mut finished, p.data.output_ct.clone())?;
+                    add(&mut finished, p.data.error_detail_ct.clone())?;
+                    finished_rows += 1;
+                }
+                _ => {}
+            }
         }
-        let finished_attempt = match (p.event, before.state.phase.lease()) {
-            (Event::Undelivered { .. }, _) => None,
-            (Event::Settle { attempt, outcome, .. }, _) => Some((*attempt, matches!(outcome, Outcome::Success))),
-            (_, Some(lease)) if next.phase.lease().is_none() => Some((lease.attempt, false)),
-            _ => None,
-        };
-        if let Some((attempt, success)) = finished_attempt {
-            add(&mut finished, before.id.clone())?;
-            add(&mut finished, i64::from(attempt))?;
-            add(&mut finished, i64::from(success))?;
-            add(&mut finished, error_message.clone())?;
-            add(&mut finished, p.data.output_ct.clone())?;
-            add(&mut finished, p.data.error_detail_ct.clone())?;
-            finished_rows += 1;
-        }
-        written.push(after(before, p, error_message, invoked.is_some(), terminal, version, now));
+        written.push(after);
     }
 
     let sql = format!(
@@ -146,15 +191,11 @@ pub async fn persist_many(
          UPDATE executions SET status = v.status, failure_reason = v.failure_reason, not_before = v.not_before, \
          worker_id = v.worker_id, lease_attempt = v.lease_attempt, lease_expires_at = v.lease_expires_at, \
          attempts = v.attempts, cancel_requested = v.cancel_requested, \
-         owner_loss_detection_at = v.owner_loss_detection_at, \
-         started_at = COALESCE(executions.started_at, v.started_at), finished_at = v.finished_at, \
-         updated_at = v.updated_at, error_message = COALESCE(v.error_message, executions.error_message), \
-         summary = COALESCE(v.summary, executions.summary), output_ct = COALESCE(v.output_ct, executions.output_ct), \
-         error_detail_ct = COALESCE(v.error_detail_ct, executions.error_detail_ct), \
-         payload_bytes = executions.payload_bytes + v.payload_add, version = v.version, \
-         execution_deadline = v.deadline, \
-         remote_task_id = CASE WHEN v.remote_task = 1 THEN COALESCE(v.remote_task_id, executions.remote_task_id) \
-         ELSE NULL END \
+         owner_loss_detection_at = v.owner_loss_detection_at, started_at = v.started_at, \
+         finished_at = v.finished_at, updated_at = v.updated_at, error_message = v.error_message, \
+         summary = v.summary, output_ct = v.output_ct, error_detail_ct = v.error_detail_ct, \
+         payload_bytes = v.payload_bytes, version = v.version, execution_deadline = v.deadline, \
+         remote_task_id = v.remote_task_id \
          FROM v WHERE executions.id = v.id AND executions.version = v.old_version",
         placeholders(items.len(), ROW_WIDTH)
     );
@@ -197,7 +238,7 @@ pub async fn persist_many(
 
 /// The rare per-transition writes: published input requests, undelivered attempts.
 async fn extras(tx: &mut Transaction<'_, Any>, p: &Pending<'_>, now: Millis) -> Result<()> {
-    for (key, remote_key, spec_ct) in &p.data.new_input_requests {
+    for PublishedRequest { request_key: key, remote_key, spec_ct } in &p.data.new_input_requests {
         sqlx::query(
             "INSERT INTO input_requests (execution_id, request_key, remote_key, attempt, spec_ct, state, created_at) \
              VALUES ($1, $2, $3, $4, $5, 'open', $6)",
@@ -211,42 +252,14 @@ async fn extras(tx: &mut Transaction<'_, Any>, p: &Pending<'_>, now: Millis) -> 
         .execute(&mut **tx)
         .await?;
     }
-    if let Event::Undelivered { attempt, .. } = p.event {
-        // The tool never ran: this was not an attempt.
-        sqlx::query("DELETE FROM attempts WHERE execution_id = $1 AND attempt = $2")
-            .bind(&p.before.id)
-            .bind(i64::from(*attempt))
-            .execute(&mut **tx)
-            .await?;
+    for effect in &p.transition.effects {
+        if let Effect::AttemptVoided { attempt } = effect {
+            sqlx::query("DELETE FROM attempts WHERE execution_id = $1 AND attempt = $2")
+                .bind(&p.before.id)
+                .bind(i64::from(*attempt))
+                .execute(&mut **tx)
+                .await?;
+        }
     }
     Ok(())
-}
-
-/// The row as written, computed instead of read back.
-fn after(
-    before: &ExecutionRecord,
-    p: &Pending<'_>,
-    error_message: Option<String>,
-    started_now: bool,
-    terminal: bool,
-    version: i64,
-    now: Millis,
-) -> ExecutionRecord {
-    let next = &p.transition.next;
-    let mut after = before.clone();
-    after.state = next.clone();
-    after.execution_deadline = next.deadline;
-    if started_now && after.started_at.is_none() {
-        after.started_at = Some(now);
-    }
-    after.finished_at = terminal.then_some(now);
-    after.updated_at = now;
-    after.error_message = error_message.or(after.error_message);
-    after.summary = p.data.summary.clone().or(after.summary);
-    after.output_ct = p.data.output_ct.clone().or(after.output_ct);
-    after.error_detail_ct = p.data.error_detail_ct.clone().or(after.error_detail_ct);
-    after.payload_bytes += p.data.payload_bytes;
-    after.remote_task_id = if next.remote_task { p.data.remote_task_id.clone().or(after.remote_task_id) } else { None };
-    after.version = version;
-    after
 }

@@ -5,10 +5,12 @@
 //! `_ProvideToolExecutionInput`, `_CancelToolExecution`. The handle names only
 //! the opaque execution id: never remote task ids, transports or URLs.
 
-use super::context::{Ctx, is_execution_id};
+use super::context::Ctx;
 use super::error::RpcError;
 use super::task_view::{self, Snapshot};
-use crate::rest::view::rfc3339;
+use crate::coordinator::InputAnswer;
+use crate::execution::{is_execution_id, is_terminal};
+use crate::json::{self, rfc3339};
 use baton_proto::coordinator::v1::ExecutionView;
 use baton_proto::error::{ErrorCode, WireError};
 use serde_json::{Map, Value, json};
@@ -173,12 +175,10 @@ fn execution_id(args: &Value) -> Result<&str, Value> {
 fn bounded(args: &Value, field: &str, min: u64, max: u64) -> Result<Option<u64>, Value> {
     match args.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => {
-            match v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64)) {
-                Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-                _ => Err(refusal(&format!("`{field}` must be an integer between {min} and {max}"))),
-            }
-        }
+        Some(v) => match json::integer(v).and_then(|n| u64::try_from(n).ok()) {
+            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(refusal(&format!("`{field}` must be an integer between {min} and {max}"))),
+        },
     }
 }
 
@@ -198,12 +198,13 @@ pub async fn call(ctx: &Ctx, tool: Tool, args: &Value) -> Result<Value, RpcError
 type Outcome = Result<Result<Value, Value>, WireError>;
 
 async fn list(ctx: &Ctx, args: &Value) -> Outcome {
+    let caller = &ctx.caller;
     let limit = match bounded(args, "limit", 1, 100) {
         Ok(l) => l.unwrap_or(20) as u32,
         Err(refused) => return Ok(Err(refused)),
     };
     let cursor = args.get("cursor").and_then(Value::as_str).unwrap_or_default();
-    let page = ctx.caller.list(cursor, limit).await?;
+    let page = caller.coordinator().list(&caller.bearer, &caller.scope, cursor, limit).await?;
     let items: Vec<Value> = page
         .executions
         .iter()
@@ -222,6 +223,7 @@ async fn list(ctx: &Ctx, args: &Value) -> Outcome {
 }
 
 async fn get(ctx: &Ctx, args: &Value) -> Outcome {
+    let caller = &ctx.caller;
     let id = match execution_id(args) {
         Ok(id) => id,
         Err(refused) => return Ok(Err(refused)),
@@ -230,13 +232,15 @@ async fn get(ctx: &Ctx, args: &Value) -> Outcome {
         Ok(w) => w.unwrap_or(0),
         Err(refused) => return Ok(Err(refused)),
     };
-    let mut view = ctx.caller.execution(id).await?;
-    let terminal = |v: &ExecutionView| matches!(v.status.as_str(), "completed" | "failed" | "cancelled");
-    if wait_ms > 0 && !terminal(&view) {
+    let mut view = caller.coordinator().execution(&caller.bearer, &caller.scope, id).await?;
+    if wait_ms > 0 && !is_terminal(&view) {
         let status = view.status.clone();
-        view = ctx.caller.wait(id, Duration::from_millis(wait_ms), &status).await?;
+        view = caller
+            .coordinator()
+            .wait(&caller.bearer, &caller.scope, id, Duration::from_millis(wait_ms), &status)
+            .await?;
     }
-    let snap = task_view::complete(&ctx.caller, view).await?;
+    let snap = task_view::complete(caller, view).await?;
     Ok(Ok(describe(ctx, &snap)))
 }
 
@@ -278,6 +282,7 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
 }
 
 async fn provide(ctx: &Ctx, args: &Value) -> Outcome {
+    let caller = &ctx.caller;
     let id = match execution_id(args) {
         Ok(id) => id,
         Err(refused) => return Ok(Err(refused)),
@@ -295,7 +300,8 @@ async fn provide(ctx: &Ctx, args: &Value) -> Outcome {
         Some(c @ Value::Object(_)) => c.clone(),
         Some(_) => return Ok(Err(refusal("`response.content` must be an object"))),
     };
-    let acknowledged = ctx.caller.provide(id, key, action, &content).await?;
+    let answer = InputAnswer { request_key: key, action, content: &content };
+    let acknowledged = caller.coordinator().provide_input(&caller.bearer, &caller.scope, id, &answer).await?;
     let p = prefix(ctx);
     let next = json!({"tool": Tool::Get.name(p), "arguments": {"execution_id": id, "wait_ms": 1000}});
     let text = format!(
@@ -307,11 +313,12 @@ async fn provide(ctx: &Ctx, args: &Value) -> Outcome {
 }
 
 async fn cancel(ctx: &Ctx, args: &Value) -> Outcome {
+    let caller = &ctx.caller;
     let id = match execution_id(args) {
         Ok(id) => id,
         Err(refused) => return Ok(Err(refused)),
     };
-    let answer = ctx.caller.cancel(id).await?;
+    let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await?;
     let state = answer.execution.as_ref().map(|e| e.status.clone()).unwrap_or_default();
     let text = match answer.outcome.as_str() {
         "accepted" => {

@@ -2,7 +2,8 @@
 //! a coordinator `WireError` into a JSON-RPC error, and the HTTP status each era
 //! gives an error. Owns no transport logic beyond choosing that status.
 
-use super::Era;
+use super::protocol::{Era, MODERN_VERSION, TASKS_EXTENSION};
+use crate::coordinator::MissingBearer;
 use baton_proto::error::{ErrorCode, WireError};
 use http::StatusCode;
 use serde_json::{Map, Value, json};
@@ -71,7 +72,7 @@ impl RpcError {
 
     /// -32021 naming the tasks extension, as the 2026-07-28 schema shapes it.
     pub fn missing_tasks_capability() -> Self {
-        RpcError::missing_capabilities(json!({"extensions": {super::TASKS_EXTENSION: {}}}))
+        RpcError::missing_capabilities(json!({"extensions": {TASKS_EXTENSION: {}}}))
     }
 
     /// -32021: `required` is a ClientCapabilities object of what the request lacked.
@@ -83,7 +84,7 @@ impl RpcError {
 
     pub fn unsupported_version(requested: &str) -> Self {
         RpcError::new(UNSUPPORTED_VERSION, "unsupported protocol version")
-            .with_data(json!({"supported": [super::MODERN_VERSION], "requested": requested}))
+            .with_data(json!({"supported": [MODERN_VERSION], "requested": requested}))
             .with_status(StatusCode::BAD_REQUEST)
     }
 
@@ -164,6 +165,13 @@ impl From<WireError> for RpcError {
             data.insert("retryAfterMs".into(), ms.into());
         }
         RpcError { code, message, data: Some(Value::Object(data)), status, retry_after_ms: retry }
+    }
+}
+
+/// A request without credentials: 401 before any coordinator call.
+impl From<MissingBearer> for RpcError {
+    fn from(_: MissingBearer) -> Self {
+        RpcError::unauthenticated()
     }
 }
 

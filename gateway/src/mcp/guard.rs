@@ -1,9 +1,15 @@
-//! Checks made before a message is read: DNS-rebinding protection (`Host` and
-//! `Origin` must name a loopback host or one of `options.allowed_hosts`) and
-//! the `Accept` / `Content-Type` negotiation of Streamable HTTP. Owns no
-//! JSON-RPC logic.
+//! What both eras check and read in HTTP headers, before and besides the
+//! message: DNS-rebinding protection (`Host` and `Origin` must name a loopback
+//! host or one of `options.allowed_hosts`), the `Accept` / `Content-Type`
+//! negotiation of Streamable HTTP, and MCP header values (trimmed, the
+//! `=?base64?…?=` form decoded). `legacy` and `modern` share it; neither
+//! imports the other. Owns no JSON-RPC logic.
 
+use base64::Engine;
 use http::{HeaderMap, header};
+
+/// The protocol version header both eras send (with different rules).
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
 const LOOPBACK: [&str; 4] = ["localhost", "127.0.0.1", "[::1]", "::1"];
 
@@ -106,6 +112,23 @@ pub fn content_type_is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// A header value that is not text, or not valid in its `=?base64?…?=` form.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the header value is not valid text")]
+pub struct BadHeader;
+
+/// A header value with surrounding whitespace removed and the
+/// `=?base64?…?=` form decoded.
+pub fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, BadHeader> {
+    let Some(value) = headers.get(name) else { return Ok(None) };
+    let text = value.to_str().map_err(|_| BadHeader)?.trim_matches([' ', '\t']);
+    if let Some(encoded) = text.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|_| BadHeader)?;
+        return String::from_utf8(bytes).map(Some).map_err(|_| BadHeader);
+    }
+    Ok(Some(text.to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +179,14 @@ mod tests {
         assert!(a.json && a.sse);
         let a = accepts(&headers(&[(header::ACCEPT, "application/json, text/event-stream;q=0")]));
         assert!(!a.sse);
+    }
+
+    #[test]
+    fn base64_header_values_are_decoded_and_trimmed() {
+        let mut h = HeaderMap::new();
+        h.insert("mcp-name", HeaderValue::from_static("  =?base64?w6lsw6h2ZQ==?=  "));
+        assert_eq!(header(&h, "mcp-name"), Ok(Some("élève".to_owned())));
+        h.insert("mcp-name", HeaderValue::from_static("\tgreet "));
+        assert_eq!(header(&h, "mcp-name"), Ok(Some("greet".to_owned())));
     }
 }

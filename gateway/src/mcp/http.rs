@@ -8,9 +8,10 @@
 use super::context::{Caller, Ctx, Outgoing, Reply};
 use super::error::RpcError;
 use super::jsonrpc::{self, Message};
+use super::protocol::{Era, server_info};
 use super::session::Terminated;
-use super::{Era, guard, legacy, modern, tasks_v1};
-use crate::AppState;
+use super::{guard, legacy, modern, tasks_v1};
+use crate::app::AppState;
 use crate::error::retry_after_secs;
 use axum::Extension;
 use axum::Router;
@@ -218,7 +219,7 @@ async fn delete_session(
     if let Err(e) = legacy::check(&claims, &caller, &headers) {
         return error_response(Era::Legacy, None, e);
     }
-    if let Err(e) = caller.end_session(&claims.sid).await {
+    if let Err(e) = caller.coordinator().end_mcp_session(&caller.bearer, &claims.sid).await {
         return error_response(Era::Legacy, None, e.into());
     }
     terminated.insert(&claims.sid);
@@ -234,7 +235,7 @@ fn decorate(era: Era, mut result: Value) -> Value {
         obj.entry("resultType").or_insert_with(|| "complete".into());
         let meta = obj.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert("io.modelcontextprotocol/serverInfo".into(), super::server_info());
+            meta.insert("io.modelcontextprotocol/serverInfo".into(), server_info());
         }
     }
     result

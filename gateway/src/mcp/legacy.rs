@@ -6,8 +6,10 @@
 
 use super::context::{Caller, Ctx, Reply};
 use super::error::RpcError;
+use super::guard::{PROTOCOL_VERSION_HEADER, header};
+use super::protocol::{LEGACY_VERSIONS, TASKS_LEGACY_VERSION, server_info};
 use super::session::{self, Claims, Terminated};
-use super::{LEGACY_VERSIONS, TASKS_LEGACY_VERSION, modern, tasks_v1, tools};
+use super::{tasks_v1, tools};
 use http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 
@@ -26,7 +28,7 @@ pub fn initialize(caller: &Caller, params: &Map<String, Value>) -> Result<(Value
     let claims = Claims {
         sid: session::random_sid().map_err(|_| RpcError::internal())?,
         principal: caller.principal.clone(),
-        gateway_id: caller.gateway_id.clone(),
+        gateway_id: caller.gateway_id().to_owned(),
         version: version.to_owned(),
         elicitation: has("elicitation"),
         tasks: has("tasks"),
@@ -39,7 +41,7 @@ pub fn initialize(caller: &Caller, params: &Map<String, Value>) -> Result<(Value
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities,
-        "serverInfo": super::server_info(),
+        "serverInfo": server_info(),
     });
     Ok((result, token))
 }
@@ -50,7 +52,7 @@ pub fn check(claims: &Claims, caller: &Caller, headers: &HeaderMap) -> Result<()
     if claims.principal != caller.principal {
         return Err(RpcError::session_not_found());
     }
-    if let Ok(Some(v)) = modern::header(headers, modern::PROTOCOL_VERSION_HEADER)
+    if let Ok(Some(v)) = header(headers, PROTOCOL_VERSION_HEADER)
         && v != claims.version
     {
         return Err(RpcError::invalid_request(format!("unsupported protocol version {v} for this session")));
@@ -66,7 +68,7 @@ pub fn claims(
     gateway_id: &str,
     terminated: &Terminated,
 ) -> Result<Claims, RpcError> {
-    let Ok(Some(token)) = modern::header(headers, SESSION_HEADER) else {
+    let Ok(Some(token)) = header(headers, SESSION_HEADER) else {
         return Err(RpcError::invalid_request("the mcp-session-id header is required; send initialize first")
             .with_status(StatusCode::BAD_REQUEST));
     };

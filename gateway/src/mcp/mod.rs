@@ -6,11 +6,15 @@
 //! handle and tools. The coordinator is the only authority: every module here
 //! shapes requests and answers, none decides who may see what.
 //!
-//! Module map: `http` (transport, era split, rendering) → `guard` (Host/Origin,
-//! Accept/Content-Type), `jsonrpc` (framing), `error` (the one error table),
-//! `modern` / `legacy` (per-era envelope and dispatch), `session` (sealed
-//! session ids), `context` (caller and coordinator calls), `tools`,
-//! `task_view`, `tasks_v1`, `tasks_v2`, `compat`.
+//! Module map: `http` (transport, era split, rendering) → `modern` / `legacy`
+//! (per-era envelope and dispatch; siblings, neither imports the other) →
+//! `tools`, `task_view`, `tasks_v1`, `tasks_v2`, `compat`. Shared below them:
+//! `guard` (Host/Origin, Accept/Content-Type, header values), `jsonrpc`
+//! (framing), `error` (the one error table), `session` (sealed session ids),
+//! `context` (the caller: bearer, scope, dialect facts) and `protocol`
+//! (versions, eras, names). Coordinator calls go through the gateway's typed
+//! client (`crate::coordinator`); shared JSON helpers live in `crate::json`,
+//! execution facts in `crate::execution`. Nothing here imports `crate::rest`.
 
 mod compat;
 mod context;
@@ -20,6 +24,7 @@ mod http;
 mod jsonrpc;
 mod legacy;
 mod modern;
+mod protocol;
 mod session;
 mod task_view;
 mod tasks_v1;
@@ -29,32 +34,11 @@ mod tools;
 #[cfg(test)]
 mod tests;
 
-use crate::AppState;
+use crate::app::AppState;
 use axum::Router;
-use serde_json::{Value, json};
 
-/// The stateless protocol revision.
-pub const MODERN_VERSION: &str = "2026-07-28";
-/// The legacy revision that carries the tasks utility.
-pub const TASKS_LEGACY_VERSION: &str = "2025-11-25";
-/// Legacy revisions `initialize` negotiates, newest first.
-pub const LEGACY_VERSIONS: [&str; 2] = [TASKS_LEGACY_VERSION, "2025-06-18"];
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
-
-/// Which protocol generation a message belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Era {
-    /// 2025-11-25 and 2025-06-18: `initialize` and a session.
-    Legacy,
-    /// 2026-07-28: stateless, per-request `_meta`.
-    Modern,
-}
+pub use protocol::{Era, LEGACY_VERSIONS, MODERN_VERSION, RELATED_TASK, TASKS_EXTENSION, TASKS_LEGACY_VERSION};
 
 pub fn router() -> Router<AppState> {
     http::router()
-}
-
-fn server_info() -> Value {
-    json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")})
 }

@@ -6,13 +6,13 @@
 
 use super::context::{Ctx, Reply};
 use super::error::RpcError;
+use super::guard::{BadHeader, PROTOCOL_VERSION_HEADER, header};
 use super::jsonrpc::{Message, str_param};
-use super::{LEGACY_VERSIONS, MODERN_VERSION, TASKS_EXTENSION, tasks_v2, tools};
-use base64::Engine;
+use super::protocol::{LEGACY_VERSIONS, MODERN_VERSION, TASKS_EXTENSION};
+use super::{tasks_v2, tools};
 use http::HeaderMap;
 use serde_json::{Map, Value, json};
 
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
@@ -32,23 +32,6 @@ pub fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
         Ok(Some(v)) => !LEGACY_VERSIONS.contains(&v.as_str()) && !OLDER_VERSIONS.contains(&v.as_str()),
         _ => false,
     }
-}
-
-/// A header value that is not text, or not valid in its `=?base64?…?=` form.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the header value is not valid text")]
-pub struct BadHeader;
-
-/// A header value with surrounding whitespace removed and the
-/// `=?base64?…?=` form decoded.
-pub fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, BadHeader> {
-    let Some(value) = headers.get(name) else { return Ok(None) };
-    let text = value.to_str().map_err(|_| BadHeader)?.trim_matches([' ', '\t']);
-    if let Some(encoded) = text.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
-        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|_| BadHeader)?;
-        return String::from_utf8(bytes).map(Some).map_err(|_| BadHeader);
-    }
-    Ok(Some(text.to_owned()))
 }
 
 /// The body field `Mcp-Name` must mirror for `method`, if any.
@@ -142,20 +125,5 @@ pub async fn dispatch(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> R
         "tasks/update" => tasks_v2::update(ctx, params).await.map(Reply::Json),
         "tasks/cancel" => tasks_v2::cancel(ctx, params).await.map(Reply::Json),
         _ => Err(RpcError::method_not_found(method)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use http::HeaderValue;
-
-    #[test]
-    fn base64_header_values_are_decoded_and_trimmed() {
-        let mut h = HeaderMap::new();
-        h.insert("mcp-name", HeaderValue::from_static("  =?base64?w6lsw6h2ZQ==?=  "));
-        assert_eq!(header(&h, "mcp-name"), Ok(Some("élève".to_owned())));
-        h.insert("mcp-name", HeaderValue::from_static("\tgreet "));
-        assert_eq!(header(&h, "mcp-name"), Ok(Some("greet".to_owned())));
     }
 }

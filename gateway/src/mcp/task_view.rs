@@ -7,7 +7,7 @@
 
 use super::context::Caller;
 use super::error::{INTERNAL_ERROR, RpcError};
-use crate::rest::view::rfc3339;
+use crate::json::rfc3339;
 use baton_proto::coordinator::v1::ExecutionView;
 use baton_proto::error::WireError;
 use serde_json::{Map, Value, json};
@@ -26,7 +26,7 @@ impl Snapshot {
 
 /// Reads the execution and, when it completed, its result.
 pub async fn snapshot(caller: &Caller, id: &str) -> Result<Snapshot, WireError> {
-    let view = caller.execution(id).await?;
+    let view = caller.coordinator().execution(&caller.bearer, &caller.scope, id).await?;
     complete(caller, view).await
 }
 
@@ -35,7 +35,7 @@ pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, 
     if view.status != "completed" {
         return Ok(Snapshot { view, result: None });
     }
-    let answer = caller.result(&view.execution_id).await?;
+    let answer = caller.coordinator().result(&caller.bearer, &caller.scope, &view.execution_id).await?;
     let result = answer.result_json.as_deref().map(parse_result);
     Ok(Snapshot { view: answer.execution.unwrap_or(view), result })
 }

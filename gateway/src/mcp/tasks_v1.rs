@@ -5,11 +5,13 @@
 //! the client's answers to those requests. Request ids encode the execution and
 //! the request key, so an answer may reach any replica.
 
-use super::RELATED_TASK;
-use super::context::{Caller, Ctx, Outgoing, Reply, is_execution_id};
+use super::context::{Caller, Ctx, Outgoing, Reply};
 use super::error::{RpcError, task_error};
 use super::jsonrpc::{self, str_param};
+use super::protocol::RELATED_TASK;
 use super::task_view::{self, Snapshot};
+use crate::coordinator::InputAnswer;
+use crate::execution::is_execution_id;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures_util::StreamExt;
@@ -129,7 +131,12 @@ impl ResultStream {
     }
 
     async fn next_snapshot(&self) -> Result<Snapshot, RpcError> {
-        let view = self.caller.wait(&self.execution_id, WAIT_SLICE, &self.known_status).await.map_err(task_error)?;
+        let view = self
+            .caller
+            .coordinator()
+            .wait(&self.caller.bearer, &self.caller.scope, &self.execution_id, WAIT_SLICE, &self.known_status)
+            .await
+            .map_err(task_error)?;
         task_view::complete(&self.caller, view).await.map_err(task_error)
     }
 }
@@ -163,27 +170,26 @@ pub async fn answer(caller: &Caller, id: &Value, result: Option<&Value>) -> Resu
         }
         None => ("cancel", Value::Null),
     };
-    match caller.provide(&execution_id, &key, action, &content).await {
+    let answer = InputAnswer { request_key: &key, action, content: &content };
+    match caller.coordinator().provide_input(&caller.bearer, &caller.scope, &execution_id, &answer).await {
         Ok(_) => Ok(()),
         Err(e) => Err(task_error(e)),
     }
 }
 
 pub async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let caller = &ctx.caller;
     let cursor = match params.get("cursor") {
         None | Some(Value::Null) => "",
         Some(Value::String(c)) => c.as_str(),
         Some(_) => return Err(RpcError::invalid_params("`cursor` must be a string")),
     };
     // An invalid cursor comes back as invalid_request: -32602 through the one table.
-    let page = ctx.caller.list(cursor, LIST_PAGE).await?;
+    let page = caller.coordinator().list(&caller.bearer, &caller.scope, cursor, LIST_PAGE).await?;
     // A completed execution needs its result to tell `completed` from `failed`.
-    let snaps = futures_util::future::join_all(page.executions.into_iter().map(|view| {
-        let caller = &ctx.caller;
-        async move {
-            let fallback = Snapshot { view: view.clone(), result: None };
-            task_view::complete(caller, view).await.unwrap_or(fallback)
-        }
+    let snaps = futures_util::future::join_all(page.executions.into_iter().map(|view| async move {
+        let fallback = Snapshot { view: view.clone(), result: None };
+        task_view::complete(caller, view).await.unwrap_or(fallback)
     }))
     .await;
     let tasks: Vec<Value> = snaps.iter().map(task_view::v1_task).collect();
@@ -195,15 +201,16 @@ pub async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcEr
 }
 
 pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let caller = &ctx.caller;
     let id = task_id(params)?;
-    let answer = ctx.caller.cancel(id).await.map_err(task_error)?;
+    let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;
     let mut view = match answer.execution {
         Some(v) => v,
-        None => ctx.caller.execution(id).await.map_err(task_error)?,
+        None => caller.coordinator().execution(&caller.bearer, &caller.scope, id).await.map_err(task_error)?,
     };
     match answer.outcome.as_str() {
         "already_terminal" => {
-            let snap = task_view::complete(&ctx.caller, view).await.map_err(task_error)?;
+            let snap = task_view::complete(caller, view).await.map_err(task_error)?;
             let status = task_view::v1_status(&snap);
             Err(RpcError::invalid_params(format!("cannot cancel task in terminal state '{status}'")))
         }

@@ -8,6 +8,7 @@ use super::context::Ctx;
 use super::error::{RpcError, task_error};
 use super::task_view;
 use super::tasks_v1::task_id;
+use crate::coordinator::InputAnswer;
 use baton_proto::coordinator::v1::ExecutionView;
 use baton_proto::error::{ErrorCode, WireError};
 use serde_json::{Map, Value, json};
@@ -19,11 +20,12 @@ pub async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcErr
 }
 
 pub async fn update(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let caller = &ctx.caller;
     let id = task_id(params)?;
     let Some(responses) = params.get("inputResponses").and_then(Value::as_object) else {
         return Err(RpcError::invalid_params("`inputResponses` must be an object"));
     };
-    let view = ctx.caller.execution(id).await.map_err(task_error)?;
+    let view = caller.coordinator().execution(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;
     forward_responses(ctx, &view, responses).await.map_err(task_error)?;
     Ok(json!({}))
 }
@@ -37,6 +39,7 @@ pub async fn forward_responses(
     view: &ExecutionView,
     responses: &Map<String, Value>,
 ) -> Result<(), WireError> {
+    let caller = &ctx.caller;
     let open = task_view::input_requests(view);
     for (key, response) in responses.iter().filter(|(k, _)| open.contains_key(*k)) {
         let action = match response.get("action").and_then(Value::as_str) {
@@ -44,7 +47,8 @@ pub async fn forward_responses(
             _ => continue,
         };
         let content = response.get("content").filter(|c| c.is_object()).cloned().unwrap_or(Value::Null);
-        match ctx.caller.provide(&view.execution_id, key, action, &content).await {
+        let answer = InputAnswer { request_key: key, action, content: &content };
+        match caller.coordinator().provide_input(&caller.bearer, &caller.scope, &view.execution_id, &answer).await {
             Ok(_) => {}
             // A key answered or superseded meanwhile is ignored.
             Err(e) if matches!(e.code, ErrorCode::NotFound | ErrorCode::InvalidRequest | ErrorCode::InvalidInput) => {}
@@ -55,7 +59,8 @@ pub async fn forward_responses(
 }
 
 pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let caller = &ctx.caller;
     let id = task_id(params)?;
-    ctx.caller.cancel(id).await.map_err(task_error)?;
+    caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;
     Ok(json!({}))
 }

@@ -9,8 +9,10 @@ use super::compat;
 use super::context::{Ctx, Outgoing, Reply};
 use super::error::{METHOD_NOT_FOUND, RpcError};
 use super::jsonrpc::str_param;
+use super::protocol::{Era, TASKS_LEGACY_VERSION};
 use super::task_view::{self, Snapshot};
-use super::{Era, TASKS_LEGACY_VERSION};
+use crate::coordinator::NewExecution;
+use crate::execution::is_terminal;
 use baton_proto::coordinator::v1::{self as pb, ExecutionView};
 use baton_proto::error::ErrorCode;
 use futures_util::StreamExt;
@@ -47,7 +49,8 @@ impl Background {
 }
 
 pub async fn list(ctx: &Ctx) -> Result<Value, RpcError> {
-    let defs = ctx.caller.tools().await?;
+    let caller = &ctx.caller;
+    let defs = caller.coordinator().tools(&caller.bearer, &caller.scope).await?;
     let mut tools: Vec<Value> = defs.iter().map(|d| tool(ctx, d)).collect();
     if ctx.compat_enabled() {
         tools.extend(compat::definitions(ctx));
@@ -127,6 +130,7 @@ fn plan(ctx: &Ctx, name: &str, policy: Background, task_param: Option<&Value>) -
 }
 
 pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+    let caller = &ctx.caller;
     let name = str_param(params, "name").ok_or_else(|| RpcError::invalid_params("`name` must be a string"))?;
     let args = match params.get("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
@@ -138,7 +142,7 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
     {
         return compat::call(ctx, tool, &args).await.map(Reply::Json);
     }
-    let defs = ctx.caller.tools().await?;
+    let defs = caller.coordinator().tools(&caller.bearer, &caller.scope).await?;
     let def = defs
         .iter()
         .find(|d| d.name == name)
@@ -170,7 +174,8 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         Some(state) if mrtr => resume(ctx, name, state, params.get("inputResponses")).await?,
         _ => {
             let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
-            match ctx.caller.start(name, &args, surface).await {
+            let new = NewExecution::new(name, &args, surface);
+            match caller.coordinator().start(&caller.bearer, &caller.scope, &new).await {
                 Ok(view) => view,
                 // Bad arguments are a tool error the model can correct, not a protocol error.
                 Err(e) if e.code == ErrorCode::InvalidInput => {
@@ -195,9 +200,10 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
 /// started (owner-checked by the coordinator like any read), for this tool;
 /// the answers are relayed and the call goes on waiting for it.
 async fn resume(ctx: &Ctx, name: &str, state: &Value, responses: Option<&Value>) -> Result<ExecutionView, RpcError> {
+    let caller = &ctx.caller;
     let stale = || RpcError::invalid_params("`requestState` does not name an open request of this tool");
     let id = state.as_str().ok_or_else(stale)?;
-    let view = match ctx.caller.execution(id).await {
+    let view = match caller.coordinator().execution(&caller.bearer, &caller.scope, id).await {
         Ok(v) if v.tool_name == name => v,
         Ok(_) => return Err(stale()),
         Err(e) if e.code == ErrorCode::NotFound => return Err(stale()),
@@ -207,7 +213,7 @@ async fn resume(ctx: &Ctx, name: &str, state: &Value, responses: Option<&Value>)
         None | Some(Value::Null) => Ok(view),
         Some(Value::Object(answers)) => {
             super::tasks_v2::forward_responses(ctx, &view, answers).await?;
-            Ok(ctx.caller.execution(id).await?)
+            Ok(caller.coordinator().execution(&caller.bearer, &caller.scope, id).await?)
         }
         Some(_) => Err(RpcError::invalid_params("`inputResponses` must be an object")),
     }
@@ -223,8 +229,9 @@ fn asks(view: &ExecutionView) -> bool {
 /// the state to send back with the answers. A client that did not declare
 /// elicitation cannot answer: the execution is cancelled and the call refused.
 async fn input_required(ctx: &Ctx, view: &ExecutionView) -> Result<Value, RpcError> {
+    let caller = &ctx.caller;
     if !ctx.declares("elicitation") {
-        if let Err(e) = ctx.caller.cancel(&view.execution_id).await {
+        if let Err(e) = caller.coordinator().cancel(&caller.bearer, &caller.scope, &view.execution_id).await {
             tracing::warn!(execution_id = %view.execution_id, error = %e.message, "cancel of an unanswerable call failed");
         }
         return Err(RpcError::missing_capabilities(json!({"elicitation": {}})));
@@ -239,15 +246,19 @@ async fn input_required(ctx: &Ctx, view: &ExecutionView) -> Result<Value, RpcErr
 /// Waits for a terminal status (or, with `mrtr`, for input_required) until
 /// `deadline`, then reads the result.
 async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant, mrtr: bool) -> Result<Snapshot, RpcError> {
+    let caller = &ctx.caller;
     loop {
-        let settled = matches!(view.status.as_str(), "completed" | "failed" | "cancelled") || (mrtr && asks(&view));
+        let settled = is_terminal(&view) || (mrtr && asks(&view));
         let left = deadline.saturating_duration_since(Instant::now());
         if settled || left.is_zero() {
             break;
         }
-        view = ctx.caller.wait(&view.execution_id, left.min(WAIT_SLICE), &view.status).await?;
+        view = caller
+            .coordinator()
+            .wait(&caller.bearer, &caller.scope, &view.execution_id, left.min(WAIT_SLICE), &view.status)
+            .await?;
     }
-    Ok(task_view::complete(&ctx.caller, view).await?)
+    Ok(task_view::complete(caller, view).await?)
 }
 
 async fn hand_over(ctx: &Ctx, handoff: Handoff, view: ExecutionView, mrtr: bool) -> Result<Reply, RpcError> {
@@ -282,14 +293,18 @@ fn wait_on_stream(ctx: &Ctx, view: ExecutionView, mrtr: bool) -> Reply {
     let fut = async move {
         let caller = &ctx.caller;
         let mut view = view;
-        while !matches!(view.status.as_str(), "completed" | "failed" | "cancelled") {
+        while !is_terminal(&view) {
             if mrtr && asks(&view) {
                 return match input_required(&ctx, &view).await {
                     Ok(result) => Outgoing::Result(result),
                     Err(e) => Outgoing::Error(e),
                 };
             }
-            view = match caller.wait(&view.execution_id, WAIT_SLICE, &view.status).await {
+            view = match caller
+                .coordinator()
+                .wait(&caller.bearer, &caller.scope, &view.execution_id, WAIT_SLICE, &view.status)
+                .await
+            {
                 Ok(v) => v,
                 Err(e) => return Outgoing::Error(e.into()),
             };

@@ -1,7 +1,10 @@
 //! Request bodies: parsed from raw bytes so every malformed or mistyped field is
 //! a 400 that names the field, never a framework error page.
 
+use crate::coordinator::NewExecution;
 use crate::error::ApiError;
+use crate::json;
+use baton_proto::coordinator::v1::Surface;
 use baton_proto::error::ErrorCode;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -44,14 +47,7 @@ fn optional_string(map: &Map<String, Value>, field: &str) -> Result<Option<Strin
 
 /// An integer that may arrive as `5` or `5.0` (JSON Schema calls both integers).
 fn integer(v: &Value, field: &str) -> Result<i64, ApiError> {
-    let err = || invalid(format!("`{field}` must be an integer"));
-    if let Some(i) = v.as_i64() {
-        return Ok(i);
-    }
-    match v.as_f64() {
-        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(f as i64),
-        _ => Err(err()),
-    }
+    json::integer(v).ok_or_else(|| invalid(format!("`{field}` must be an integer")))
 }
 
 /// Parses a query-string integer within `[min, max]`.
@@ -59,25 +55,12 @@ pub fn parse_bounded_int(s: &str, field: &str, min: i64, max: i64) -> Result<i64
     let v = s
         .parse::<i64>()
         .ok()
-        .or_else(|| s.parse::<f64>().ok().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64))
+        .or_else(|| s.parse::<f64>().ok().and_then(json::integral))
         .ok_or_else(|| invalid(format!("`{field}` must be an integer")))?;
     if v < min || v > max {
         return Err(invalid(format!("`{field}` must be between {min} and {max}")));
     }
     Ok(v)
-}
-
-/// Sorts object keys recursively so equal requests serialise identically.
-pub fn canonical(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<_> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), canonical(v))).collect())
-        }
-        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
 }
 
 #[derive(Debug)]
@@ -128,17 +111,16 @@ impl StartBody {
         })
     }
 
-    /// Canonical JSON of the semantic request: what an Idempotency-Key promises.
-    pub fn fingerprint(&self) -> String {
-        canonical(&serde_json::json!({
-            "gateway_id": self.gateway_id,
-            "tool_name": self.tool_name,
-            "input": self.input,
-            "user_id": self.user_id,
-            "run_at_ms": self.run_at_ms,
-            "ttl_ms": self.ttl_ms,
-        }))
-        .to_string()
+    /// The start this body asks for through `gateway_id`; the client
+    /// fingerprints it (`coordinator::fingerprint`).
+    pub fn new_execution<'a>(&'a self, idempotency_key: Option<&'a str>) -> NewExecution<'a> {
+        NewExecution {
+            user_id: self.user_id.as_deref(),
+            run_at_ms: self.run_at_ms,
+            ttl_ms: self.ttl_ms,
+            idempotency_key,
+            ..NewExecution::new(&self.tool_name, &self.input, Surface::Rest)
+        }
     }
 }
 
@@ -211,10 +193,23 @@ mod tests {
         assert_eq!(b.ttl_ms, Some(5000));
     }
 
+    fn fingerprint(raw: &[u8]) -> String {
+        let body = StartBody::parse(raw).expect("parse");
+        crate::coordinator::fingerprint(&body.gateway_id, &body.new_execution(None))
+    }
+
     #[test]
     fn fingerprint_ignores_key_order() {
-        let a = StartBody::parse(br#"{"gateway_id":"g","tool_name":"T","input":{"a":1,"b":[{"y":1,"x":2}]}}"#);
-        let b = StartBody::parse(br#"{"input":{"b":[{"x":2,"y":1}],"a":1},"tool_name":"T","gateway_id":"g"}"#);
-        assert_eq!(a.expect("a").fingerprint(), b.expect("b").fingerprint());
+        let a = fingerprint(br#"{"gateway_id":"g","tool_name":"T","input":{"a":1,"b":[{"y":1,"x":2}]}}"#);
+        let b = fingerprint(br#"{"input":{"b":[{"x":2,"y":1}],"a":1},"tool_name":"T","gateway_id":"g"}"#);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn fingerprint_keeps_its_stored_form() {
+        assert_eq!(
+            fingerprint(br#"{"tool_name":"T","gateway_id":"g","input":{"b":[{"y":1,"x":2}],"a":1}}"#),
+            r#"{"gateway_id":"g","input":{"a":1,"b":[{"x":2,"y":1}]},"run_at_ms":null,"tool_name":"T","ttl_ms":null,"user_id":null}"#
+        );
     }
 }

@@ -6,15 +6,15 @@ pub mod body;
 pub mod openapi;
 pub mod view;
 
+use crate::app::AppState;
+use crate::coordinator::{Bearer, InputAnswer, Scope};
 use crate::error::ApiError;
-use crate::{AppState, Bearer};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use baton_proto::coordinator::v1 as pb;
 use baton_proto::error::ErrorCode;
 use body::{CancelBody, InputBody, StartBody};
 use serde::Deserialize;
@@ -35,28 +35,30 @@ pub fn router() -> Router<AppState> {
         .route("/v1/openapi.json", get(openapi::document))
 }
 
-/// The caller's bearer token; 401 before any coordinator call when missing.
-pub fn bearer(headers: &HeaderMap) -> Result<Bearer, ApiError> {
-    let value = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    match value.split_once(' ') {
-        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
-            Ok(Bearer(token.trim().to_owned()))
-        }
-        _ => Err(ApiError::new(ErrorCode::Unauthenticated, "missing or malformed bearer token")),
-    }
-}
-
 #[derive(Deserialize)]
 struct ScopePath {
     org_id: String,
     project_id: String,
 }
 
+impl ScopePath {
+    /// The project of the path; `gateway_id` narrows a start or a listing.
+    fn scope(self, gateway_id: Option<String>) -> Scope {
+        Scope { org_id: self.org_id, project_id: self.project_id, gateway_id }
+    }
+}
+
 #[derive(Deserialize)]
-pub struct ExecutionPath {
-    pub org_id: String,
-    pub project_id: String,
-    pub execution_id: String,
+struct ExecutionPath {
+    org_id: String,
+    project_id: String,
+    execution_id: String,
+}
+
+impl ExecutionPath {
+    fn split(self) -> (Scope, String) {
+        (Scope { org_id: self.org_id, project_id: self.project_id, gateway_id: None }, self.execution_id)
+    }
 }
 
 fn json(status: StatusCode, value: serde_json::Value) -> Response {
@@ -69,35 +71,21 @@ async fn start(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Result<Response, ApiError> {
-    let bearer = bearer(&headers)?;
+    let bearer = Bearer::from_headers(&headers)?;
     let body = StartBody::parse(&raw)?;
     let idempotency_key = match headers.get("idempotency-key") {
-        None => String::new(),
+        None => None,
         Some(v) => {
             let key =
                 v.to_str().map_err(|_| ApiError::new(ErrorCode::InvalidRequest, "Idempotency-Key must be ASCII"))?;
             if key.is_empty() || key.len() > 255 {
                 return Err(ApiError::new(ErrorCode::InvalidRequest, "Idempotency-Key must be 1 to 255 characters"));
             }
-            key.to_owned()
+            Some(key)
         }
     };
-    let request = pb::StartExecutionRequest {
-        org_id: p.org_id,
-        project_id: p.project_id,
-        gateway_id: body.gateway_id.clone(),
-        tool_name: body.tool_name.clone(),
-        input_json: body.input.to_string(),
-        user_id: body.user_id.clone().unwrap_or_default(),
-        run_at_ms: body.run_at_ms,
-        ttl_ms: body.ttl_ms,
-        request_fingerprint: body.fingerprint(),
-        idempotency_key,
-        surface: pb::Surface::Rest as i32,
-    };
-    let started =
-        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.start_execution(r).await }).await?;
-    let execution = started.execution.ok_or_else(|| ApiError::new(ErrorCode::Internal, "internal error"))?;
+    let scope = p.scope(Some(body.gateway_id.clone()));
+    let execution = state.coordinator.start(&bearer, &scope, &body.new_execution(idempotency_key)).await?;
     Ok(json(StatusCode::ACCEPTED, view::owner(&execution)))
 }
 
@@ -113,20 +101,14 @@ async fn list(
     Query(q): Query<ListQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let bearer = bearer(&headers)?;
+    let bearer = Bearer::from_headers(&headers)?;
     let limit = match q.limit.as_deref() {
         None => 50,
         Some(s) => body::parse_bounded_int(s, "limit", 1, 200)? as u32,
     };
-    let request = pb::ListExecutionsRequest {
-        org_id: p.org_id,
-        project_id: p.project_id,
-        limit,
-        cursor: q.cursor.unwrap_or_default(),
-        gateway_id: String::new(),
-    };
-    let page =
-        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.list_executions(r).await }).await?;
+    // The owner lists what it started through every gateway.
+    let scope = p.scope(None);
+    let page = state.coordinator.list(&bearer, &scope, q.cursor.as_deref().unwrap_or_default(), limit).await?;
     let items: Vec<_> = page.executions.iter().map(view::owner).collect();
     let next = (!page.next_cursor.is_empty()).then_some(page.next_cursor);
     Ok(json(StatusCode::OK, serde_json::json!({"items": items, "next_cursor": next})))
@@ -137,48 +119,25 @@ struct WaitQuery {
     wait_ms: Option<String>,
 }
 
+/// Reads one execution, long-polling up to `wait_ms` for a status change.
 async fn get_execution(
     State(state): State<AppState>,
     Path(p): Path<ExecutionPath>,
     Query(q): Query<WaitQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let bearer = bearer(&headers)?;
+    let bearer = Bearer::from_headers(&headers)?;
     let wait_ms = match q.wait_ms.as_deref() {
         None => 0,
         Some(s) => body::parse_bounded_int(s, "wait_ms", 0, MAX_WAIT_MS as i64)? as u64,
     };
-    let execution = fetch(&state, &bearer, p, wait_ms).await?;
-    Ok(json(StatusCode::OK, view::owner(&execution)))
-}
-
-/// Reads one execution, long-polling up to `wait_ms` for a status change.
-pub async fn fetch(
-    state: &AppState,
-    bearer: &Bearer,
-    p: ExecutionPath,
-    wait_ms: u64,
-) -> Result<pb::ExecutionView, ApiError> {
-    if wait_ms == 0 {
-        let request =
-            pb::GetExecutionRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
-        return Ok(state
-            .coordinator
-            .call(bearer, request, None, |mut c, r| async move { c.get_execution(r).await })
-            .await?);
-    }
-    let request = pb::WaitExecutionRequest {
-        org_id: p.org_id,
-        project_id: p.project_id,
-        execution_id: p.execution_id,
-        wait_ms: wait_ms as i64,
-        known_status: String::new(),
+    let (scope, id) = p.split();
+    let execution = if wait_ms == 0 {
+        state.coordinator.execution(&bearer, &scope, &id).await?
+    } else {
+        state.coordinator.wait(&bearer, &scope, &id, Duration::from_millis(wait_ms), "").await?
     };
-    let timeout = Duration::from_millis(wait_ms + 5_000);
-    Ok(state
-        .coordinator
-        .call(bearer, request, Some(timeout), |mut c, r| async move { c.wait_execution(r).await })
-        .await?)
+    Ok(json(StatusCode::OK, view::owner(&execution)))
 }
 
 async fn result(
@@ -186,10 +145,9 @@ async fn result(
     Path(p): Path<ExecutionPath>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let bearer = bearer(&headers)?;
-    let request = pb::GetResultRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
-    let answer =
-        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.get_result(r).await }).await?;
+    let bearer = Bearer::from_headers(&headers)?;
+    let (scope, id) = p.split();
+    let answer = state.coordinator.result(&bearer, &scope, &id).await?;
     let execution = answer.execution.ok_or_else(|| ApiError::new(ErrorCode::Internal, "internal error"))?;
     match (execution.status.as_str(), answer.result_json) {
         ("completed", Some(result)) => {
@@ -221,18 +179,12 @@ async fn input(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Result<Response, ApiError> {
-    let bearer = bearer(&headers)?;
+    let bearer = Bearer::from_headers(&headers)?;
     let body = InputBody::parse(&raw)?;
-    let request = pb::ProvideInputRequest {
-        org_id: p.org_id,
-        project_id: p.project_id,
-        execution_id: p.execution_id,
-        request_key: body.request_key,
-        response: Some(pb::InputResponse { action: body.action, content_json: body.content.to_string() }),
-    };
-    let ack =
-        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.provide_input(r).await }).await?;
-    Ok(json(StatusCode::OK, serde_json::json!({"acknowledged": ack.acknowledged})))
+    let (scope, id) = p.split();
+    let answer = InputAnswer { request_key: &body.request_key, action: &body.action, content: &body.content };
+    let acknowledged = state.coordinator.provide_input(&bearer, &scope, &id, &answer).await?;
+    Ok(json(StatusCode::OK, serde_json::json!({"acknowledged": acknowledged})))
 }
 
 async fn cancel(
@@ -241,12 +193,10 @@ async fn cancel(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Result<Response, ApiError> {
-    let bearer = bearer(&headers)?;
+    let bearer = Bearer::from_headers(&headers)?;
     CancelBody::parse(&raw)?;
-    let request =
-        pb::CancelExecutionRequest { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id };
-    let answer =
-        state.coordinator.call(&bearer, request, None, |mut c, r| async move { c.cancel_execution(r).await }).await?;
+    let (scope, id) = p.split();
+    let answer = state.coordinator.cancel(&bearer, &scope, &id).await?;
     let mut out = serde_json::json!({"outcome": answer.outcome});
     if let Some(e) = &answer.execution {
         out["execution"] = view::owner(e);

@@ -1,18 +1,8 @@
 //! JSON projections of the execution record for REST callers.
 
+use crate::json::rfc3339;
 use baton_proto::coordinator::v1::{ExecutionView, Surface};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
-
-/// RFC 3339 UTC with milliseconds, or null when out of range.
-pub fn rfc3339(ms: i64) -> Value {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .map(Value::String)
-        .unwrap_or(Value::Null)
-}
 
 fn opt_time(ms: Option<i64>) -> Value {
     ms.map(rfc3339).unwrap_or(Value::Null)

@@ -275,7 +275,7 @@ impl Driver<'_> {
         let Some(task) = self.task.clone() else { return };
         let client = self.client.clone();
         let (tx, rx) = mpsc::channel(64);
-        let reader = tokio::spawn(async move {
+        let reader = crate::supervise::spawn_supervised("remote tasks/result reader", async move {
             let opened = client.open("tasks/result", json!({"taskId": task.id}), task.session.as_deref(), None).await;
             let mut stream = match opened {
                 Ok((_, s)) => s,

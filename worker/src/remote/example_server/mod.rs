@@ -182,7 +182,7 @@ async fn immediate(id: &Value, name: String, args: Value, modern: bool) -> Respo
 fn task_result(app: Arc<App>, id: Value, task_id: String) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, std::convert::Infallible>>(16);
     let event = |v: Value| Ok(Event::default().event("message").data(v.to_string()));
-    tokio::spawn(async move {
+    crate::supervise::spawn_supervised("example server tasks/result stream", async move {
         let mut sent = HashSet::new();
         let related = json!({RELATED_TASK: {"taskId": task_id}});
         loop {

@@ -148,7 +148,7 @@ impl Tasks {
         let fut = run(Asker { tasks: self.clone(), task_id: id.clone() });
         let tasks = self.clone();
         let task_id = id.clone();
-        let handle = tokio::spawn(async move {
+        let handle = crate::supervise::spawn_supervised("example server task", async move {
             let outcome = fut.await;
             tasks.update(&task_id, |t| {
                 if !t.terminal() {

@@ -1,7 +1,7 @@
 //! Time policies: deadlines, retention and retry backoff. Pure arithmetic over
 //! milliseconds so the rules are testable without a clock.
 
-use super::machine::Millis;
+use super::Millis;
 
 pub const DEFAULT_MAX_TTL_MS: i64 = 24 * 60 * 60 * 1000;
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;

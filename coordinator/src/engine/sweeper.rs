@@ -2,7 +2,8 @@
 //! entry in the coordinator directory. Safe on every replica at once: each step
 //! is a locked read-modify-write through the state machine.
 
-use crate::engine::{Engine, now_ms};
+use super::{Engine, now_ms};
+use crate::admission::Ticket;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,8 +43,24 @@ pub async fn reconcile_admission(engine: Arc<Engine>) {
         let due = last.is_none_or(|t| t.elapsed() >= period);
         let flushed = matches!(redis.epoch_present().await, Ok(false));
         if due || flushed {
-            let rebuilt = match engine.store.open_tickets().await {
-                Ok(open) => redis.rebuild(&open, now_ms(), 60_000).await.map_err(|e| e.to_string()),
+            let rebuilt = match engine.store.open_executions().await {
+                Ok(open) => {
+                    let open: Vec<_> = open
+                        .into_iter()
+                        .map(|o| {
+                            let ticket = Ticket {
+                                execution_id: o.id,
+                                org_id: o.org_id,
+                                project_id: o.project_id,
+                                user_id: o.user_id,
+                                payload_bytes: o.input_bytes,
+                                expires_at_ms: o.execution_deadline,
+                            };
+                            (ticket, o.started)
+                        })
+                        .collect();
+                    redis.rebuild(&open, now_ms(), 60_000).await.map_err(|e| e.to_string())
+                }
                 Err(e) => Err(e.to_string()),
             };
             match rebuilt {

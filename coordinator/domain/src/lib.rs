@@ -1,6 +1,9 @@
 //! The pure core: identifiers, statuses, the execution state machine and the time
 //! policies. Knows nothing of storage, networks or the clock; every adapter calls in.
 
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;
+
 pub mod id;
 pub mod machine;
 pub mod policy;
@@ -10,6 +13,6 @@ pub mod status;
 mod machine_tests;
 
 pub use id::ExecutionId;
-pub use machine::{Effect, Event, Ignored, Lease, Millis, Outcome, Phase, State, StopReason, Transition, apply};
+pub use machine::{Effect, Event, Ignored, Lease, Outcome, Phase, State, StopReason, Transition, apply};
 pub use policy::{Deadlines, Lifetime};
 pub use status::{FailureReason, Status};

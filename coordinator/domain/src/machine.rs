@@ -9,8 +9,7 @@
 use super::policy::retry_backoff_ms;
 use super::status::{FailureReason, Status};
 
-/// Milliseconds since the Unix epoch.
-pub type Millis = i64;
+pub use super::Millis;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
@@ -195,6 +194,12 @@ impl StopReason {
             StopReason::OwnerLost => "owner_lost",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [StopReason::Cancelled, StopReason::DeadlineExceeded, StopReason::OwnerLost]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,6 +212,11 @@ pub enum Effect {
     Stop { worker_id: String, attempt: u32, reason: StopReason },
     /// A retry becomes claimable at this time.
     RetryAt(Millis),
+    /// The attempt that `Invoke` started ended (`success` only when the tool
+    /// reported success): recorded in the attempt history.
+    AttemptFinished { attempt: u32, success: bool },
+    /// The assignment never reached the tool: this was no attempt after all.
+    AttemptVoided { attempt: u32 },
     /// The execution reached a terminal state: release admission, wake waiters.
     Terminal,
 }
@@ -408,8 +418,28 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
             next.phase = Phase::Failed { reason: FailureReason::InvocationRefused };
         }
     }
+    effects.extend(attempt_bookkeeping(state, &next, event));
     if next.status().is_terminal() {
         effects.push(Effect::Terminal);
     }
     Ok(Transition { next, effects })
+}
+
+/// How the attempt history changes with an applied event. (`Effect::Invoke`
+/// says an attempt started.)
+fn attempt_bookkeeping(before: &State, next: &State, event: &Event) -> Option<Effect> {
+    match event {
+        Event::Settle { attempt, outcome, .. } => {
+            Some(Effect::AttemptFinished { attempt: *attempt, success: *outcome == Outcome::Success })
+        }
+        // With a recorded remote task the lease came from a resume, which
+        // started no attempt of its own.
+        Event::Undelivered { attempt, .. } => {
+            (!before.remote_task).then_some(Effect::AttemptVoided { attempt: *attempt })
+        }
+        _ => {
+            let lease = before.phase.lease()?;
+            next.phase.lease().is_none().then_some(Effect::AttemptFinished { attempt: lease.attempt, success: false })
+        }
+    }
 }

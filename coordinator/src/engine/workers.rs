@@ -1,30 +1,47 @@
-//! A worker's session: registration (tools, re-attaching running attempts),
-//! heartbeats that keep leases, and settlements that are acknowledged only once
-//! durable.
+//! Worker sessions over their life: registration (tools, the worker id bound
+//! to its credential, re-attaching running attempts), the messages a session
+//! sends (heartbeats that keep leases, settlements acknowledged only once
+//! durable, remote-task and input records), revocation, and disconnect.
 
-use super::sessions::{CloseReason, Outbox, Session};
+use super::messages::{
+    AttemptRef, Command, Heartbeat, InputDelivered, InputRequested, MessageKind, Registration, RemoteTaskStarted,
+    Reported, Settlement,
+};
+use super::sessions::{CloseReason, Outbox, Session, SessionIdentity};
 use super::{Engine, Error, Result, now_ms};
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
-use crate::domain::{Event, Ignored, Outcome};
+use crate::domain::{Event, Ignored, Outcome, StopReason};
 use crate::store::{EventData, ToolRecord};
-use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg, settlement};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A message from a worker, after registration.
+#[derive(Clone, Debug)]
+pub enum FromWorker {
+    Heartbeat(Heartbeat),
+    Settlement(Settlement),
+    Progress { attempt: AttemptRef, message: String },
+    RemoteTaskStarted(RemoteTaskStarted),
+    InputRequested(InputRequested),
+    InputDelivered(InputDelivered),
+}
 
 static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
 
 /// What became of one settlement.
+#[derive(Debug)]
 pub enum Settled {
-    /// Durable (or a duplicate, or stale): acknowledge it.
-    Acked(wpb::SettlementAck),
+    /// Durable (or a duplicate, or stale): acknowledged.
+    Acked(AttemptRef),
     /// It named an attempt another worker holds: it changed nothing.
-    Refused(wpb::SettlementAck),
+    Refused(AttemptRef),
     /// Not recorded; the worker resends it.
-    Failed(wpb::SettlementAck, Error),
+    Failed(AttemptRef, Error),
 }
 
-fn tool_record(t: &wpb::ToolRegistration) -> Result<ToolRecord> {
+/// Checks a declared tool and clamps what the worker may not decide alone.
+fn validated(mut t: ToolRecord) -> Result<ToolRecord> {
     if t.name.is_empty() || t.name.len() > 128 {
         return Err(Error::Invalid("tool name must be 1 to 128 characters".into()));
     }
@@ -40,22 +57,12 @@ fn tool_record(t: &wpb::ToolRegistration) -> Result<ToolRecord> {
     if !["forbidden", "optional", "required"].contains(&t.background.as_str()) {
         return Err(Error::Invalid(format!("tool {:?}: background must be forbidden, optional or required", t.name)));
     }
-    if !serde_json::from_str::<serde_json::Value>(&t.input_schema_json).is_ok_and(|v| v.is_object()) {
+    if !serde_json::from_str::<serde_json::Value>(&t.input_schema).is_ok_and(|v| v.is_object()) {
         return Err(Error::Invalid(format!("tool {:?}: input schema must be a JSON object", t.name)));
     }
-    Ok(ToolRecord {
-        name: t.name.clone(),
-        toolkit_name: t.toolkit_name.clone(),
-        toolkit_version: t.toolkit_version.clone(),
-        description: t.description.clone(),
-        input_schema: t.input_schema_json.clone(),
-        background: t.background.clone(),
-        task_time_input: t.task_time_input,
-        max_attempts: t.max_attempts.clamp(1, 10),
-        max_ttl_ms: (t.max_ttl_ms > 0).then_some(t.max_ttl_ms),
-        remote: t.remote,
-        required_client_capabilities: t.required_client_capabilities.clone(),
-    })
+    t.max_attempts = t.max_attempts.clamp(1, 10);
+    t.max_ttl_ms = t.max_ttl_ms.filter(|ms| *ms > 0);
+    Ok(t)
 }
 
 impl Engine {
@@ -69,7 +76,7 @@ impl Engine {
     /// the attempts the worker says it is still running. The worker id is bound
     /// to the registering credential for good: a registration claiming an id
     /// another credential holds is refused and changes nothing.
-    pub async fn register(&self, reg: wpb::Register, outbox: Outbox) -> Result<Arc<Session>> {
+    pub async fn register(&self, mut reg: Registration, outbox: Outbox) -> Result<Arc<Session>> {
         let principal = self.authenticate(Some(&format!("Bearer {}", reg.worker_token))).await?;
         let Principal::Worker { credential_id, project_id, .. } = principal else {
             return Err(authz::Error::Forbidden("workers must register with a worker credential").into());
@@ -77,7 +84,7 @@ impl Engine {
         if reg.worker_id.is_empty() || reg.worker_id.len() > 128 || reg.worker_id.chars().any(char::is_control) {
             return Err(Error::Invalid("worker_id must be 1 to 128 printable characters".into()));
         }
-        let tools = reg.tools.iter().map(tool_record).collect::<Result<Vec<_>>>()?;
+        let tools = std::mem::take(&mut reg.tools).into_iter().map(validated).collect::<Result<Vec<_>>>()?;
         let now = now_ms();
         if !self.store.bind_worker(&reg.worker_id, &credential_id, &project_id, now).await? {
             tracing::warn!(
@@ -109,29 +116,27 @@ impl Engine {
             }
         }
         let capacity = i64::from(self.session_capacity(reg.capacity));
-        let session = Arc::new(Session::new(
-            CONNECTIONS.fetch_add(1, Ordering::Relaxed),
-            reg.worker_id.clone(),
+        let who = SessionIdentity {
+            worker_id: reg.worker_id.clone(),
             credential_id,
             project_id,
-            tools.into_iter().map(|t| t.name).collect(),
-            outbox,
+            tools: tools.into_iter().map(|t| t.name).collect(),
             capacity,
-        ));
+        };
+        let session = Arc::new(Session::new(CONNECTIONS.fetch_add(1, Ordering::Relaxed), who, outbox));
         session.take_slots((reg.running.len() - stop.len()) as i64);
-        let registered = wpb::Registered {
+        session.send(Command::Registered {
             coordinator_id: self.options.id.clone(),
             heartbeat_interval_ms: self.heartbeat_interval_ms(),
             stop,
-        };
-        session.send(Msg::Registered(registered));
+        });
         for r in stop_now {
-            session.stop(&r.execution_id, r.attempt, "cancelled");
+            session.stop(&r.execution_id, r.attempt, StopReason::Cancelled);
         }
         // Answers the owner gave while this worker was away.
         for (execution_id, row) in self.store.undelivered_answers(&reg.worker_id).await? {
-            if let Ok(m) = self.answer_message(&execution_id, &row) {
-                session.send(Msg::InputResponse(m));
+            if let Ok(answer) = self.answer_message(&execution_id, &row) {
+                session.send(Command::Answer(answer));
             }
         }
         self.sessions.insert(session.clone());
@@ -146,7 +151,7 @@ impl Engine {
 
     /// Leases this worker holds for attempts it neither runs nor is settling
     /// never reached it (worker ids are unique per process): make them claimable.
-    async fn reclaim_undelivered(&self, reg: &wpb::Register, now: i64) -> Result<()> {
+    async fn reclaim_undelivered(&self, reg: &Registration, now: i64) -> Result<()> {
         let known: std::collections::HashSet<(&str, u32)> =
             reg.running.iter().chain(&reg.settling).map(|r| (r.execution_id.as_str(), r.attempt)).collect();
         let unknown: Vec<(String, u32)> = self
@@ -202,7 +207,7 @@ impl Engine {
     /// Keeps the leases the worker still holds. An attempt that is no longer
     /// its own gets a stop; one whose cancellation was requested gets the stop
     /// again on every heartbeat, so a lost stop cannot let it finish.
-    pub async fn heartbeat(&self, session: &Session, hb: wpb::Heartbeat) -> Result<()> {
+    pub async fn heartbeat(&self, session: &Session, hb: Heartbeat) -> Result<()> {
         let now = now_ms();
         // A worker runs at most its capacity; a longer list is not believed.
         let believed = usize::try_from(session.capacity).unwrap_or(0);
@@ -214,15 +219,15 @@ impl Engine {
             };
             match self.store.apply(&r.execution_id, &event, &EventData::default(), now).await? {
                 Some(Ok(applied)) if applied.record.state.cancel_requested => {
-                    session.stop(&r.execution_id, r.attempt, "cancelled");
+                    session.stop(&r.execution_id, r.attempt, StopReason::Cancelled);
                 }
                 Some(Ok(_)) => {}
                 Some(Err((Ignored::NotHolder, _))) => {
-                    session.refuse(&r.execution_id, r.attempt, "heartbeat");
+                    session.refuse(r, MessageKind::Heartbeat);
                 }
                 // No longer ours (settled, failed or reassigned): tell the worker to stop.
                 Some(Err(_)) | None => {
-                    session.stop(&r.execution_id, r.attempt, "owner_lost");
+                    session.stop(&r.execution_id, r.attempt, StopReason::OwnerLost);
                 }
             }
         }
@@ -234,31 +239,74 @@ impl Engine {
     }
 
     /// The event and sealed data a settlement stands for.
-    fn settlement_event(&self, worker_id: &str, s: wpb::Settlement) -> Result<(String, Event, EventData)> {
-        let id = s.execution_id;
+    fn settlement_event(&self, worker_id: &str, s: Settlement) -> Result<(String, Event, EventData)> {
+        let id = s.attempt.execution_id;
         let (outcome, data) = match s.outcome {
-            Some(settlement::Outcome::ResultJson(json)) => {
+            Some(Reported::Result(json)) => {
                 let ct = self.ring.seal(&id, Field::Output, json.as_bytes())?;
                 let payload_bytes = ct.len() as i64;
                 (Outcome::Success, EventData { output_ct: Some(ct), payload_bytes, ..Default::default() })
             }
-            Some(settlement::Outcome::Error(e)) => {
-                let detail = (!e.detail_json.is_empty())
-                    .then(|| self.ring.seal(&id, Field::ErrorDetail, e.detail_json.as_bytes()))
+            Some(Reported::ToolError { message, retryable, detail_json }) => {
+                let detail = (!detail_json.is_empty())
+                    .then(|| self.ring.seal(&id, Field::ErrorDetail, detail_json.as_bytes()))
                     .transpose()?;
-                let message: String = e.message.chars().take(2_000).collect();
+                let message: String = message.chars().take(2_000).collect();
                 let data = EventData { error_message: Some(message), error_detail_ct: detail, ..Default::default() };
-                (Outcome::ToolError { retryable: e.retryable }, data)
+                (Outcome::ToolError { retryable }, data)
             }
-            Some(settlement::Outcome::Cancelled(_)) => (Outcome::Cancelled, EventData::default()),
-            Some(settlement::Outcome::UnsupportedInteraction(what)) => {
+            Some(Reported::Cancelled) => (Outcome::Cancelled, EventData::default()),
+            Some(Reported::UnsupportedInteraction(what)) => {
                 let what: String = what.chars().take(200).collect();
                 let message = format!("the remote server requested an unsupported interaction: {what}");
                 (Outcome::UnsupportedInteraction, EventData { error_message: Some(message), ..Default::default() })
             }
             None => return Err(Error::Invalid("settlement without an outcome".into())),
         };
-        Ok((id, Event::Settle { worker_id: worker_id.to_owned(), attempt: s.attempt, outcome }, data))
+        Ok((id, Event::Settle { worker_id: worker_id.to_owned(), attempt: s.attempt.attempt, outcome }, data))
+    }
+
+    /// Applies what a session sent, in order; settlements that arrived together
+    /// share one transaction (one commit). Answers go back on the session.
+    pub async fn handle(&self, session: &Session, batch: Vec<FromWorker>) {
+        let mut settlements = Vec::new();
+        for msg in batch {
+            let handled = match msg {
+                FromWorker::Settlement(s) => {
+                    settlements.push(s);
+                    Ok(())
+                }
+                FromWorker::Heartbeat(hb) => self.heartbeat(session, hb).await,
+                FromWorker::Progress { attempt, .. } => {
+                    tracing::debug!(execution_id = %attempt.execution_id, "progress");
+                    Ok(())
+                }
+                FromWorker::RemoteTaskStarted(m) => self.remote_task_started(session, m).await,
+                FromWorker::InputRequested(m) => self.input_requested(session, m).await,
+                FromWorker::InputDelivered(m) => self.input_delivered(session, m).await,
+            };
+            if let Err(e) = handled {
+                tracing::warn!(error = %e, worker_id = %session.worker_id, "worker message not applied");
+            }
+        }
+        if settlements.is_empty() {
+            return;
+        }
+        // Acknowledged only once durable; what failed is resent by the worker,
+        // here or on another replica.
+        for settled in self.settle_batch(session, settlements).await {
+            match settled {
+                Settled::Acked(attempt) => {
+                    session.send(Command::SettlementAck(attempt));
+                }
+                Settled::Refused(attempt) => {
+                    session.refuse(attempt, MessageKind::Settlement);
+                }
+                Settled::Failed(_, e) => {
+                    tracing::warn!(error = %e, worker_id = %session.worker_id, "settlement not applied")
+                }
+            }
+        }
     }
 
     /// Records settlements durably, all in one transaction when they can be;
@@ -266,11 +314,11 @@ impl Engine {
     /// settlements of attempts this worker no longer holds and of executions
     /// past retention are acknowledged too (they change nothing). A settlement
     /// of an attempt another worker holds is refused.
-    pub async fn settle_batch(&self, session: &Session, settlements: Vec<wpb::Settlement>) -> Vec<Settled> {
+    pub async fn settle_batch(&self, session: &Session, settlements: Vec<Settlement>) -> Vec<Settled> {
         let mut out = Vec::with_capacity(settlements.len());
         let mut items = Vec::with_capacity(settlements.len());
         for s in settlements {
-            let ack = wpb::SettlementAck { execution_id: s.execution_id.clone(), attempt: s.attempt };
+            let ack = s.attempt.clone();
             match self.settlement_event(&session.worker_id, s) {
                 Ok(item) => items.push((ack, item)),
                 Err(e) => out.push(Settled::Failed(ack, e)),

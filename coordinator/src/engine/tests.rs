@@ -1,0 +1,236 @@
+//! The engine's use cases on SQLite with memory admission and a local bus: no
+//! gRPC, no network. A worker session is an outbox the test reads.
+
+use super::lifecycle::{CancelOutcome, StartRequest};
+use super::messages::{AttemptRef, Command, MessageKind, Registration, Reported, Settlement};
+use super::{Bus, Engine, FromWorker, Parts, PeerLink, Scope, Session, outbox};
+use crate::admission::Bounds;
+use crate::admission::memory::MemoryAdmission;
+use crate::crypto::KeyRing;
+use crate::domain::{Lifetime, Status, StopReason};
+use crate::options::Options;
+use crate::store::{Store, ToolRecord};
+use futures_util::future::BoxFuture;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// One replica alone: every peer delivery fails.
+struct NoPeers;
+
+impl PeerLink for NoPeers {
+    fn deliver_stop<'a>(&'a self, _: &'a str, _: &'a str, _: AttemptRef, _: StopReason) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+
+    fn deliver_answer<'a>(&'a self, _: &'a str, _: &'a str, _: super::messages::InputAnswer) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+}
+
+struct World {
+    engine: Arc<Engine>,
+    org_id: String,
+    project_id: String,
+    gateway_id: String,
+    user: String,
+    worker_token: String,
+    _dir: std::path::PathBuf,
+}
+
+impl World {
+    async fn new() -> World {
+        let dir = std::env::temp_dir().join(format!("baton-engine-{}", crate::domain::id::random_id("t", 64)));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let store = Store::connect(&format!("sqlite://{}", dir.join("e.db").display()), 1).await.expect("sqlite");
+        store.migrate().await.expect("migrate");
+        let org_id = crate::admin::create_org(&store, "o").await.expect("org");
+        let project_id = crate::admin::create_project(&store, &org_id, "p").await.expect("project");
+        let gateway_id = crate::admin::create_gateway(&store, &project_id, "g").await.expect("gateway");
+        let user = crate::admin::issue_end_user_token(&store, &gateway_id, "ada").await.expect("user").token;
+        let worker_token = crate::admin::issue_worker_token(&store, &project_id).await.expect("worker").token;
+        let ring = KeyRing::from_base64([("k", KeyRing::generate_key_base64().as_str())]).expect("ring");
+        let bounds = Bounds {
+            principal_concurrency: 100,
+            project_concurrency: 100,
+            organization_concurrency: 100,
+            backlog: 100,
+            retained_payload_bytes: 1 << 20,
+        };
+        let options = Options {
+            id: "co_test".into(),
+            advertise_url: "http://127.0.0.1:1".into(),
+            database_url: String::new(),
+            database_max_connections: 1,
+            redis_url: None,
+            redis_prefix: String::new(),
+            key_ring: Arc::new(ring),
+            lifetime: Lifetime { max_ttl_ms: 3_600_000, retention_ms: 3_600_000 },
+            bounds,
+            lease_ms: 30_000,
+            owner_loss_grace_ms: 30_000,
+            poll_interval_ms: 1_000,
+            sweep_interval_ms: 1_000,
+            max_input_bytes: 1 << 16,
+            admission_rebuild_ms: 30_000,
+            migrate: false,
+            cluster_secret: None,
+            max_worker_capacity: 8,
+            server_tls: None,
+            client_tls: None,
+        };
+        let engine = Engine::new(Parts {
+            store,
+            admission: Arc::new(MemoryAdmission::new(bounds)),
+            cluster_admission: None,
+            bus: Bus::Local,
+            peers: Arc::new(NoPeers),
+            options,
+            shutdown: CancellationToken::new(),
+        });
+        World { engine, org_id, project_id, gateway_id, user, worker_token, _dir: dir }
+    }
+
+    fn bearer(&self) -> Option<String> {
+        Some(format!("Bearer {}", self.user))
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        Scope { org_id: &self.org_id, project_id: &self.project_id }
+    }
+
+    async fn start(&self, tool: &str) -> String {
+        let req = StartRequest {
+            org_id: self.org_id.clone(),
+            project_id: self.project_id.clone(),
+            gateway_id: self.gateway_id.clone(),
+            tool_name: tool.into(),
+            input_json: r#"{"text":"hi"}"#.into(),
+            request_fingerprint: "f".into(),
+            surface: "rest",
+            ..Default::default()
+        };
+        let created = self.engine.start(self.bearer().as_deref(), req).await.expect("start");
+        assert!(!created.replayed);
+        created.record.id
+    }
+
+    async fn status(&self, id: &str) -> Status {
+        let (_, r) = self.engine.read_owned(self.bearer().as_deref(), self.scope(), id).await.expect("read");
+        r.status()
+    }
+
+    /// A worker session serving `Test.Echo`, and the commands it is sent.
+    async fn worker(&self, worker_id: &str, running: Vec<AttemptRef>) -> (Arc<Session>, mpsc::Receiver<Command>) {
+        let tool = ToolRecord {
+            name: "Test.Echo".into(),
+            toolkit_name: "Test".into(),
+            toolkit_version: "1".into(),
+            description: String::new(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            background: "optional".into(),
+            task_time_input: false,
+            max_attempts: 1,
+            max_ttl_ms: None,
+            remote: false,
+            required_client_capabilities: Vec::new(),
+        };
+        let registration = Registration {
+            worker_id: worker_id.into(),
+            worker_token: self.worker_token.clone(),
+            tools: vec![tool],
+            capacity: 4,
+            running,
+            settling: Vec::new(),
+        };
+        let (tx, mut rx) = outbox(4);
+        let session = self.engine.register(registration, tx).await.expect("register");
+        assert!(matches!(rx.recv().await, Some(Command::Registered { .. })));
+        (session, rx)
+    }
+}
+
+/// The next assignment on `rx`, after a dispatch round.
+async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) -> AttemptRef {
+    assert!(engine.dispatch_round().await, "something was claimed");
+    loop {
+        match rx.recv().await.expect("session open") {
+            Command::Assign(a) => return a.attempt,
+            _ => continue,
+        }
+    }
+}
+
+fn settlement(attempt: &AttemptRef, outcome: Reported) -> FromWorker {
+    FromWorker::Settlement(Settlement { attempt: attempt.clone(), outcome: Some(outcome) })
+}
+
+#[tokio::test]
+async fn start_dispatch_settle_and_read_the_result() {
+    let w = World::new().await;
+    let (session, mut rx) = w.worker("w1", Vec::new()).await;
+    let id = w.start("Test.Echo").await;
+    assert_eq!(w.status(&id).await, Status::Pending);
+    let attempt = assigned(&w.engine, &mut rx).await;
+    assert_eq!((attempt.execution_id.as_str(), attempt.attempt), (id.as_str(), 1));
+    assert_eq!(w.status(&id).await, Status::Working);
+    let waiting = {
+        let engine = w.engine.clone();
+        let (bearer, org, project, id) = (w.bearer(), w.org_id.clone(), w.project_id.clone(), id.clone());
+        tokio::spawn(async move {
+            let scope = Scope { org_id: &org, project_id: &project };
+            engine.wait(bearer.as_deref(), scope, &id, 30_000, "working").await.map(|r| r.status())
+        })
+    };
+    w.engine.handle(&session, vec![settlement(&attempt, Reported::Result(r#"{"content":[]}"#.into()))]).await;
+    assert!(matches!(rx.recv().await, Some(Command::SettlementAck(a)) if a == attempt));
+    let woke = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("the wait answered");
+    assert_eq!(woke.expect("task").expect("wait"), Status::Completed);
+    let (_, result) = w.engine.result(w.bearer().as_deref(), w.scope(), &id).await.expect("result");
+    assert_eq!(result.as_deref(), Some(r#"{"content":[]}"#));
+}
+
+#[tokio::test]
+async fn cancel_stops_the_holder_and_its_report_ends_the_execution_cancelled() {
+    let w = World::new().await;
+    let (session, mut rx) = w.worker("w1", Vec::new()).await;
+    let id = w.start("Test.Echo").await;
+    let attempt = assigned(&w.engine, &mut rx).await;
+    let (outcome, _) = w.engine.cancel(w.bearer().as_deref(), w.scope(), &id).await.expect("cancel");
+    assert_eq!(outcome, CancelOutcome::Accepted);
+    assert!(matches!(rx.recv().await, Some(Command::Stop { reason: StopReason::Cancelled, .. })));
+    let (again, _) = w.engine.cancel(w.bearer().as_deref(), w.scope(), &id).await.expect("cancel again");
+    assert_eq!(again, CancelOutcome::StopAlreadyRequested);
+    w.engine.handle(&session, vec![settlement(&attempt, Reported::Cancelled)]).await;
+    assert_eq!(w.status(&id).await, Status::Cancelled);
+}
+
+#[tokio::test]
+async fn a_settlement_from_a_worker_that_does_not_hold_the_lease_is_refused() {
+    let w = World::new().await;
+    let (_holder, mut rx) = w.worker("w1", Vec::new()).await;
+    let id = w.start("Test.Echo").await;
+    let attempt = assigned(&w.engine, &mut rx).await;
+    let (other, mut other_rx) = w.worker("w2", Vec::new()).await;
+    w.engine.handle(&other, vec![settlement(&attempt, Reported::Result("{}".into()))]).await;
+    let refused = other_rx.recv().await;
+    assert!(matches!(refused, Some(Command::Refused { kind: MessageKind::Settlement, .. })), "{refused:?}");
+    assert_eq!(w.status(&id).await, Status::Working);
+}
+
+#[tokio::test]
+async fn a_worker_that_registers_again_without_an_attempt_gives_it_back() {
+    let w = World::new().await;
+    let (_first, mut rx) = w.worker("w1", Vec::new()).await;
+    let id = w.start("Test.Echo").await;
+    assigned(&w.engine, &mut rx).await;
+    // The same worker comes back reporting nothing: the assignment never reached it.
+    let (_second, mut rx) = w.worker("w1", Vec::new()).await;
+    assert_eq!(w.status(&id).await, Status::Pending);
+    let again = assigned(&w.engine, &mut rx).await;
+    assert_eq!(again.attempt, 1, "an undelivered attempt does not count");
+    // Coming back with the attempt keeps it.
+    let (_third, _rx) = w.worker("w1", vec![again.clone()]).await;
+    assert_eq!(w.status(&id).await, Status::Working);
+}

@@ -1,0 +1,333 @@
+//! Creating executions: one multi-row statement for the common case, and the
+//! transaction that decides, once, what a taken Idempotency-Key answers.
+
+use super::executions::delete_execution;
+use super::records::{EXECUTION_COLUMNS, ExecutionRecord, NewExecution, execution_from_row};
+use super::{Dialect, Error, Result, Store};
+use crate::domain::{Millis, State};
+use sqlx::any::Any;
+use sqlx::{AssertSqlSafe, Row, Transaction};
+use std::collections::HashSet;
+
+#[derive(Clone, Debug)]
+pub struct Created {
+    pub record: ExecutionRecord,
+    /// True when an Idempotency-Key matched an existing execution.
+    pub replayed: bool,
+}
+
+impl Store {
+    /// Creates one execution: a plain insert, and only when its key is taken,
+    /// the contended path that decides between the holder and a conflict.
+    pub async fn create_execution(&self, new: &NewExecution) -> Result<Created> {
+        // The common case writes without reading: a taken key shows as no row
+        // inserted, and only then is the holder looked at.
+        if let Some(created) = self.create_many(&[new]).await?.pop().flatten() {
+            return Ok(created);
+        }
+        self.create_contended(new).await
+    }
+
+    /// A create whose plain insert found its Idempotency-Key taken (or SQLite's
+    /// every create), in a transaction that locks the holder.
+    pub async fn create_contended(&self, new: &NewExecution) -> Result<Created> {
+        // A pass that freed an expired key can lose it to a concurrent create;
+        // the next pass then finds the new holder.
+        for _ in 0..2 {
+            match self.create_in_transaction(new, Due::of(new)).await? {
+                TxCreate::Inserted => return Ok(Created { record: inserted_record(new), replayed: false }),
+                TxCreate::Raced => continue,
+                TxCreate::Held(holder) => return answer_with_holder(*holder, new),
+            }
+        }
+        Err(Error::IdempotencyConflict)
+    }
+
+    /// When `new`'s Idempotency-Key names live work, the answer it gets (its
+    /// replay, or a conflict) without creating anything.
+    pub async fn replay(&self, new: &NewExecution, now: Millis) -> Result<Option<Result<Created>>> {
+        let Some(key) = new.idempotency_key.as_deref() else { return Ok(None) };
+        let holder = self.find_idempotent(&new.project_id, &new.user_id, key, now).await?;
+        Ok(holder.map(|h| answer_with_holder(h, new)))
+    }
+
+    /// Postgres: inserts every row and its `created` event in one statement
+    /// (one round trip, one commit); answers, in order, the execution created
+    /// for each. A row whose Idempotency-Key is already held is skipped (None)
+    /// for `create_execution` to answer. SQLite creates nothing here: its
+    /// creates take the transaction.
+    pub async fn create_many(&self, news: &[&NewExecution]) -> Result<Vec<Option<Created>>> {
+        if self.dialect == Dialect::Sqlite || news.is_empty() {
+            return Ok(vec![None; news.len()]);
+        }
+        let rows: Vec<String> = (0..news.len()).map(|i| values_row(i * ROW_PARAMS + 1)).collect();
+        let sql = format!(
+            "WITH created AS (INSERT INTO executions ({INSERT_COLUMNS}) VALUES {} {ON_KEY_CONFLICT} \
+             RETURNING id, created_at, execution_type) \
+             INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) \
+             SELECT id, 1, created_at, 'created', 'pending', execution_type FROM created RETURNING execution_id",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for new in news {
+            query = bind_row(query, new, Due::of(new));
+        }
+        // One statement per batch size: not worth a prepared statement each.
+        let rows = query.persistent(news.len() == 1).fetch_all(&self.pool).await?;
+        let inserted: HashSet<String> = rows.iter().map(|r| r.try_get("execution_id")).collect::<Result<_, _>>()?;
+        Ok(news
+            .iter()
+            .map(|new| inserted.contains(&new.id).then(|| Created { record: inserted_record(new), replayed: false }))
+            .collect())
+    }
+
+    /// The create as one transaction: SQLite's path, and Postgres' when the
+    /// key is taken (then the holder is locked and either answers the request
+    /// or, past retention, is deleted to free the key).
+    async fn create_in_transaction(&self, new: &NewExecution, due: Due) -> Result<TxCreate> {
+        let mut tx = self.pool.begin().await?;
+        if !insert_execution(&mut tx, new, &due).await? {
+            let key = new.idempotency_key.as_deref().ok_or_else(|| Error::Corrupt(new.id.clone()))?;
+            let sql = format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 AND idempotency_key = $3{}",
+                self.dialect.for_update()
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(&new.project_id)
+                .bind(&new.user_id)
+                .bind(key)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let Some(row) = row {
+                let existing = execution_from_row(&row)?;
+                if existing.retention_expires_at > new.created_at {
+                    tx.commit().await?;
+                    return Ok(TxCreate::Held(Box::new(existing)));
+                }
+                // Past retention the record is gone for every reader; free the key.
+                delete_execution(&mut tx, &existing.id).await?;
+            }
+            if !insert_execution(&mut tx, new, &due).await? {
+                return Ok(TxCreate::Raced);
+            }
+        }
+        insert_event(&mut tx, &new.id, 1, new.created_at, "created", "pending", Some(due.execution_type)).await?;
+        tx.commit().await?;
+        Ok(TxCreate::Inserted)
+    }
+
+    /// The live execution an Idempotency-Key already names, if any.
+    pub async fn find_idempotent(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<ExecutionRecord>> {
+        let sql = format!(
+            "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 \
+             AND idempotency_key = $3 AND retention_expires_at > $4"
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(project_id)
+            .bind(user_id)
+            .bind(key)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(execution_from_row).transpose()
+    }
+}
+
+const INSERT_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
+    user_id, started_by, surface, execution_type, status, not_before, attempts, max_attempts, cancel_requested, \
+    created_at, scheduled_at, updated_at, execution_deadline, retention_expires_at, poll_interval_ms, \
+    idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version";
+
+const ON_KEY_CONFLICT: &str =
+    "ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
+
+/// One row of `INSERT_COLUMNS`: `$k` is the k-th of the row's `ROW_PARAMS`
+/// bound values (see `bind_row`), the rest are literals.
+const ROW: [&str; 28] = [
+    "$1",
+    "$2",
+    "$3",
+    "$4",
+    "$5",
+    "$6",
+    "$7",
+    "$8",
+    "$9",
+    "$10",
+    "$11",
+    "'pending'",
+    "$12",
+    "0",
+    "$13",
+    "0",
+    "$14",
+    "$15",
+    "$14",
+    "$16",
+    "$17",
+    "$18",
+    "$19",
+    "$20",
+    "$21",
+    "$22",
+    "$23",
+    "1",
+];
+const ROW_PARAMS: usize = 23;
+
+/// The one rule for a taken Idempotency-Key: the same request gets the
+/// execution that holds the key; anything else is a conflict.
+fn answer_with_holder(holder: ExecutionRecord, new: &NewExecution) -> Result<Created> {
+    if holder.request_fingerprint == new.request_fingerprint {
+        Ok(Created { record: holder, replayed: true })
+    } else {
+        Err(Error::IdempotencyConflict)
+    }
+}
+
+/// The VALUES tuple of one row whose parameters are numbered from `first`.
+fn values_row(first: usize) -> String {
+    let cells: Vec<String> = ROW
+        .iter()
+        .map(|cell| match cell.strip_prefix('$').and_then(|k| k.parse::<usize>().ok()) {
+            Some(k) => format!("${}", first + k - 1),
+            None => (*cell).to_owned(),
+        })
+        .collect();
+    format!("({})", cells.join(", "))
+}
+
+static INSERT_ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("INSERT INTO executions ({INSERT_COLUMNS}) VALUES {} {ON_KEY_CONFLICT}", values_row(1))
+});
+
+/// The row as just inserted, without reading it back.
+fn inserted_record(new: &NewExecution) -> ExecutionRecord {
+    let due = Due::of(new);
+    ExecutionRecord {
+        id: new.id.clone(),
+        org_id: new.org_id.clone(),
+        project_id: new.project_id.clone(),
+        gateway_id: new.gateway_id.clone(),
+        tool_name: new.tool_name.clone(),
+        toolkit_name: new.toolkit_name.clone(),
+        toolkit_version: new.toolkit_version.clone(),
+        user_id: new.user_id.clone(),
+        started_by: new.started_by.clone(),
+        surface: new.surface.clone(),
+        execution_type: due.execution_type.to_owned(),
+        state: due.state,
+        error_message: None,
+        summary: None,
+        created_at: new.created_at,
+        scheduled_at: due.scheduled_at,
+        started_at: None,
+        finished_at: None,
+        updated_at: new.created_at,
+        execution_deadline: new.execution_deadline,
+        retention_expires_at: new.retention_expires_at,
+        poll_interval_ms: new.poll_interval_ms,
+        idempotency_key: new.idempotency_key.clone(),
+        request_fingerprint: new.request_fingerprint.clone(),
+        input_ct: Some(new.input_ct.clone()),
+        output_ct: None,
+        error_detail_ct: None,
+        payload_bytes: new.payload_bytes,
+        traceparent: new.traceparent.clone(),
+        remote_task_id: None,
+        version: 1,
+    }
+}
+
+enum TxCreate {
+    Inserted,
+    /// The Idempotency-Key belongs to this live execution.
+    Held(Box<ExecutionRecord>),
+    /// The key was freed and taken again meanwhile: try once more.
+    Raced,
+}
+
+/// Where and when a new execution first becomes due, and its first state.
+#[derive(Clone)]
+struct Due {
+    execution_type: &'static str,
+    not_before: Millis,
+    scheduled_at: Option<Millis>,
+    state: State,
+}
+
+impl Due {
+    fn of(new: &NewExecution) -> Due {
+        let (execution_type, not_before, scheduled_at) = match new.run_at {
+            Some(at) if at > new.created_at => ("scheduled", at, Some(at)),
+            _ => ("immediate", new.created_at, None),
+        };
+        let state = State::new(not_before, new.execution_deadline, new.max_attempts);
+        Due { execution_type, not_before, scheduled_at, state }
+    }
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
+
+/// `query` with one more row's `ROW_PARAMS` values bound.
+fn bind_row<'q>(query: AnyQuery<'q>, new: &'q NewExecution, due: Due) -> AnyQuery<'q> {
+    query
+        .bind(&new.id)
+        .bind(&new.org_id)
+        .bind(&new.project_id)
+        .bind(&new.gateway_id)
+        .bind(&new.tool_name)
+        .bind(&new.toolkit_name)
+        .bind(&new.toolkit_version)
+        .bind(&new.user_id)
+        .bind(&new.started_by)
+        .bind(&new.surface)
+        .bind(due.execution_type)
+        .bind(due.not_before)
+        .bind(i64::from(due.state.max_attempts))
+        .bind(new.created_at)
+        .bind(due.scheduled_at)
+        .bind(new.execution_deadline)
+        .bind(new.retention_expires_at)
+        .bind(new.poll_interval_ms)
+        .bind(&new.idempotency_key)
+        .bind(&new.request_fingerprint)
+        .bind(&new.input_ct)
+        .bind(new.payload_bytes)
+        .bind(&new.traceparent)
+}
+
+/// Inserts a new execution row; false when its Idempotency-Key is already held.
+async fn insert_execution(tx: &mut Transaction<'_, Any>, new: &NewExecution, due: &Due) -> Result<bool> {
+    let query = bind_row(sqlx::query(AssertSqlSafe(INSERT_ONE.as_str())), new, due.clone());
+    Ok(query.execute(&mut **tx).await?.rows_affected() == 1)
+}
+
+async fn insert_event(
+    tx: &mut Transaction<'_, Any>,
+    id: &str,
+    seq: i64,
+    at: Millis,
+    kind: &str,
+    status: &str,
+    detail: Option<&str>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(id)
+    .bind(seq)
+    .bind(at)
+    .bind(kind)
+    .bind(status)
+    .bind(detail)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
