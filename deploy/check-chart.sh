@@ -240,6 +240,13 @@ def scaling():
     assert cfg["gateway"]["listen"] == "0.0.0.0:8080", "config merge must keep the chart's keys"
 check("HPAs, PDBs, fixed replicas, extra config merge", scaling)
 
+def worker_drain():
+    cfg = engine_config("default")
+    assert cfg["worker"]["drain_timeout_ms"] == 30000, cfg["worker"]
+    spec = deployment("default", "worker")["spec"]["template"]["spec"]
+    assert spec["terminationGracePeriodSeconds"] == 40, spec.get("terminationGracePeriodSeconds")
+check("worker drain: drain_timeout_ms configured, grace period derived from it", worker_drain)
+
 def tls_off_by_default():
     for set_name in ("default", "mcp-tasks", "existing-secret"):
         for component in ("gateway", "coordinator", "worker"):

@@ -21,6 +21,30 @@ pub enum Error {
 /// Above this a session's outbox could not hold one message per assignment.
 const MAX_SESSION_CAPACITY: u32 = 4096;
 
+/// A deserializer's message without the values it quotes: a key or token put
+/// in the wrong place must not reach a pod's log. Field names (in backticks)
+/// and positions stay, so the message still says where the problem is.
+fn redact_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        out.push_str("\"<redacted>\"");
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => break,
+                _ => escaped = false,
+            }
+        }
+    }
+    out
+}
+
 fn field(field: &'static str, problem: impl Into<String>) -> Error {
     Error::Field { field, problem: problem.into() }
 }
@@ -150,6 +174,10 @@ pub struct WorkerSection {
     pub token: Option<String>,
     pub id: Option<String>,
     pub capacity: u32,
+    /// On shutdown, how long running tools may finish (and their settlements be
+    /// acknowledged) before the worker exits; what still runs then is left to
+    /// the owner-loss rules, never re-run by this worker nor called a tool error.
+    pub drain_timeout_ms: u64,
     /// Serve `/metrics` here.
     pub metrics_listen: Option<SocketAddr>,
     /// Remote MCP servers whose tools this worker serves (issue #7). Their
@@ -164,6 +192,7 @@ impl Default for WorkerSection {
             token: None,
             id: None,
             capacity: 64,
+            drain_timeout_ms: 30_000,
             metrics_listen: None,
             remote_servers: Vec::new(),
         }
@@ -285,7 +314,7 @@ impl Config {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
                     .map_err(|source| Error::Read { path: p.display().to_string(), source })?;
-                serde_yaml::from_str::<Value>(&text).map_err(|e| Error::Parse(e.to_string()))?
+                serde_yaml::from_str::<Value>(&text).map_err(|e| Error::Parse(redact_values(&e.to_string())))?
             }
             None => Value::Mapping(Default::default()),
         };
@@ -293,7 +322,12 @@ impl Config {
             tree = Value::Mapping(Default::default());
         }
         apply_env(&mut tree, vars);
-        let config: Config = serde_yaml::from_value(tree).map_err(|e| Error::Parse(e.to_string()))?;
+        // The path names the field even when the message cannot show the value.
+        let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| {
+            let path = e.path().to_string();
+            let message = redact_values(&e.into_inner().to_string());
+            Error::Parse(if path == "." { message } else { format!("{path}: {message}") })
+        })?;
         config.validate()?;
         Ok(config)
     }
@@ -438,6 +472,26 @@ mod tests {
         assert!(err.to_string().contains("tls.require_client_cert"), "{err}");
         let err = load("", &[("BATON_TELEMETRY__OTLP_KEY_FILE", "/nonexistent/key.pem")]).expect_err("half");
         assert!(err.to_string().contains("telemetry.otlp_cert_file"), "{err}");
+    }
+
+    #[test]
+    fn values_in_the_wrong_place_are_never_echoed() {
+        let canary = "canary-secret-0123456789";
+        for (k, v) in [("BATON_SECURITY__EXECUTION_PAYLOAD_KEYS", canary), ("BATON_WORKER__REMOTE_SERVERS", canary)] {
+            let err = load(ON, &[(k, v)]).expect_err("wrong type");
+            let text = err.to_string();
+            assert!(!text.contains(canary), "{text}");
+            assert!(
+                text.contains(
+                    &k.trim_start_matches("BATON_").split("__").last().unwrap_or_default().to_ascii_lowercase()
+                ),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            redact_values(r#"invalid type: string "a\"b", expected x"#),
+            r#"invalid type: string "<redacted>", expected x"#
+        );
     }
 
     #[test]

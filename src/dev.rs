@@ -190,7 +190,11 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         let worker = baton_worker::Worker::new(worker_options, tools);
         supervise("worker", worker.run(worker_stop.clone(), Duration::from_secs(10)), &shutdown)
     } else {
-        supervise("worker", roles::run_worker(worker_options, true, None, worker_stop.clone()), &shutdown)
+        supervise(
+            "worker",
+            roles::run_worker(worker_options, true, None, Duration::from_secs(10), worker_stop.clone()),
+            &shutdown,
+        )
     };
 
     let http_url = format!("http://{http}");

@@ -205,7 +205,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Err(code) => return Ok(code),
                 };
             let guard = telemetry::init("baton-worker", Some(otlp));
-            let result = roles::run_worker(options, examples, config.worker.metrics_listen, shutdown_on_signal()).await;
+            let drain = std::time::Duration::from_millis(config.worker.drain_timeout_ms);
+            let result =
+                roles::run_worker(options, examples, config.worker.metrics_listen, drain, shutdown_on_signal()).await;
             guard.shutdown().await;
             result?;
         }

@@ -96,6 +96,7 @@ pub async fn run_worker(
     options: baton_worker::Options,
     examples: bool,
     metrics_listen: Option<std::net::SocketAddr>,
+    drain: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let tools = if examples { baton_worker::examples::all() } else { Vec::new() };
@@ -119,6 +120,6 @@ pub async fn run_worker(
             let _ = axum::serve(listener, router).with_graceful_shutdown(stopped).await;
         });
     }
-    worker.run(shutdown, Duration::from_secs(10)).await?;
+    worker.run(shutdown, drain).await?;
     Ok(())
 }

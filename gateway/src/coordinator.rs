@@ -6,6 +6,7 @@
 use crate::json::canonical;
 use baton_proto::coordinator::v1 as pb;
 use baton_proto::error::{ErrorCode, WireError};
+use baton_proto::worker::v1::InputAction;
 use http::{HeaderMap, header};
 use pb::coordinator_client::CoordinatorClient;
 use serde_json::Value;
@@ -100,8 +101,7 @@ pub fn fingerprint(gateway_id: &str, new: &NewExecution<'_>) -> String {
 #[derive(Clone, Copy, Debug)]
 pub struct InputAnswer<'a> {
     pub request_key: &'a str,
-    /// accept | decline | cancel
-    pub action: &'a str,
+    pub action: InputAction,
     pub content: &'a Value,
 }
 
@@ -222,22 +222,22 @@ impl Coordinator {
         self.call(bearer, request, None, |mut c, r| async move { c.get_execution(r).await }).await
     }
 
-    /// Long-polls until the status differs from `known_status` (empty: any
-    /// change) or `wait` passes.
+    /// Long-polls until the status differs from `known_status` (unspecified:
+    /// from the status when the call arrives) or `wait` passes.
     pub async fn wait(
         &self,
         bearer: &Bearer,
         scope: &Scope,
         id: &str,
         wait: Duration,
-        known_status: &str,
+        known_status: pb::ExecutionStatus,
     ) -> Result<pb::ExecutionView, WireError> {
         let request = pb::WaitExecutionRequest {
             org_id: scope.org_id.clone(),
             project_id: scope.project_id.clone(),
             execution_id: id.to_owned(),
             wait_ms: i64::try_from(wait.as_millis()).unwrap_or(i64::MAX),
-            known_status: known_status.to_owned(),
+            known_status: known_status as i32,
         };
         let timeout = wait.saturating_add(WAIT_GRACE);
         self.call(bearer, request, Some(timeout), |mut c, r| async move { c.wait_execution(r).await }).await
@@ -299,7 +299,7 @@ impl Coordinator {
             execution_id: id.to_owned(),
             request_key: answer.request_key.to_owned(),
             response: Some(pb::InputResponse {
-                action: answer.action.to_owned(),
+                action: answer.action as i32,
                 content_json: answer.content.to_string(),
             }),
         };

@@ -1,7 +1,9 @@
-//! The wire contract: generated gRPC code and W3C trace-context propagation over
-//! gRPC metadata. Nothing else lives here.
+//! The wire contract: generated gRPC code, the error table, the one spelling
+//! of every wire enum (`names`) and W3C trace-context propagation over gRPC
+//! metadata. Nothing else lives here.
 
 pub mod error;
+pub mod names;
 pub mod trace;
 
 pub mod coordinator {

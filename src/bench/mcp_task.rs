@@ -9,6 +9,7 @@
 use super::report::{Table, num};
 use super::stats::{Errors, Failure, Samples, Window};
 use super::{Outcome, Settings, Target, drive, mcp, rest};
+use baton_proto::coordinator::v1::Surface;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,7 +112,7 @@ async fn tool_begins(t: &Target, since_ms: i64, max: usize) -> Result<Samples, F
     let views = rest::list_since(t, since_ms, max + 200, deadline).await?;
     let mut samples = Samples::default();
     for v in views.iter().filter(|v| {
-        v.get("surface").and_then(Value::as_str) == Some("mcp_native")
+        v.get("surface").and_then(Value::as_str) == Some(Surface::McpNative.name())
             && v.get("tool_name").and_then(Value::as_str) == Some("Demo.Echo")
     }) {
         if let Some(ms) = rest::start_to_begin_ms(v) {

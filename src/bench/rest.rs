@@ -5,6 +5,7 @@
 
 use super::Target;
 use super::stats::Failure;
+use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::{Value, json};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -15,10 +16,6 @@ use tokio::time::Instant;
 pub const WAIT_MS: u64 = 20_000;
 /// At most this many polls per execution, whatever the time left.
 const MAX_POLLS: usize = 1_000;
-
-pub fn is_terminal(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "cancelled")
-}
 
 /// Milliseconds since the Unix epoch on this machine's clock.
 pub fn now_ms() -> i64 {
@@ -33,8 +30,9 @@ pub fn time_ms(view: &Value, field: &str) -> Option<i64> {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
-pub fn status(view: &Value) -> &str {
-    view.get("status").and_then(Value::as_str).unwrap_or("")
+/// A view's status; unspecified when it names none Baton knows.
+pub fn status(view: &Value) -> ExecutionStatus {
+    view.get("status").and_then(Value::as_str).and_then(ExecutionStatus::from_name).unwrap_or_default()
 }
 
 /// Sends `req` with the bearer and a timeout, and returns status and JSON body.
@@ -84,7 +82,7 @@ pub async fn wait_terminal(t: &Target, id: &str, deadline: Instant) -> Result<Va
         }
         let wait_ms = (left.as_millis() as u64).clamp(1, WAIT_MS);
         let view = wait_once(t, id, wait_ms).await?;
-        if is_terminal(status(&view)) {
+        if status(&view).is_terminal() {
             return Ok(view);
         }
     }

@@ -8,6 +8,7 @@
 use super::report::{Table, num};
 use super::stats::{Errors, Failure, Samples, Window};
 use super::{Outcome, Settings, Target, drive, mcp, rest};
+use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::json;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -25,13 +26,11 @@ async fn one(t: &Target, i: usize, deadline: Instant) -> Result<Done, Failure> {
     let view = rest::start(t, "Demo.Echo", json!({"text": text}), &format!("bench-{text}")).await?;
     let post_ms = submitted.elapsed().as_secs_f64() * 1000.0;
     let id = view.get("execution_id").and_then(|v| v.as_str()).ok_or(Failure::Shape("no execution_id"))?;
-    let done = if rest::is_terminal(rest::status(&view)) {
-        view.clone()
-    } else {
-        rest::wait_terminal(t, id, deadline).await?
-    };
-    if rest::status(&done) != "completed" {
-        return Err(Failure::Ended(rest::status(&done).to_owned()));
+    let done =
+        if rest::status(&view).is_terminal() { view.clone() } else { rest::wait_terminal(t, id, deadline).await? };
+    match rest::status(&done) {
+        ExecutionStatus::Completed => {}
+        other => return Err(Failure::Ended(other.name().to_owned())),
     }
     let result = rest::result(t, id, deadline).await?;
     let visible = Instant::now();

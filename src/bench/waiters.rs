@@ -10,6 +10,7 @@ use super::probe::{Probe, rss_kib};
 use super::report::Table;
 use super::stats::{Errors, Failure, Samples};
 use super::{Outcome, Settings, Target, drive, rest};
+use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -53,11 +54,11 @@ async fn one(sh: &Shared, i: usize) -> Result<Done, Failure> {
         let received_ms = rest::now_ms();
         let view = answer?;
         match rest::status(&view) {
-            "completed" => {
+            ExecutionStatus::Completed => {
                 let finished = rest::time_ms(&view, "finished_at").ok_or(Failure::Shape("no finished_at"))?;
                 return Ok(Done { wake_ms: (received_ms - finished) as f64, polls });
             }
-            s if rest::is_terminal(s) => return Err(Failure::Ended(s.to_owned())),
+            s if s.is_terminal() => return Err(Failure::Ended(s.name().to_owned())),
             _ => {}
         }
     }

@@ -52,3 +52,17 @@ async fn an_unreadable_tls_file_exits_64_naming_the_field() {
     assert_eq!(code, Some(64), "{stderr}");
     assert!(stderr.contains("tls.client_ca_file"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_secret_in_the_wrong_place_is_never_echoed() {
+    let canary = "canary-key-0123456789abcdef";
+    for yaml in [
+        format!("security:\n  execution_payload_keys: {canary}\n"),
+        format!("worker:\n  remote_servers: {canary}\n"),
+        format!("security:\n  execution_payload_keys:\n    - {{id: k, key: {canary}}}\n"),
+    ] {
+        let (code, stderr) = run_with(&yaml).await;
+        assert_eq!(code, Some(64), "{stderr}");
+        assert!(!stderr.contains(canary), "the value leaked: {stderr}");
+    }
+}

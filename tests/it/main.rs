@@ -4,6 +4,7 @@
 mod admission;
 mod config_exit;
 mod dev_mode;
+mod edge;
 mod fleet;
 mod harness;
 mod mcp_rmcp;

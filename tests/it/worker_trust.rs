@@ -62,7 +62,7 @@ fn tool(name: &str) -> wpb::ToolRegistration {
         toolkit_version: "1.0.0".into(),
         description: "a tool a hostile worker serves".into(),
         input_schema_json: r#"{"type":"object"}"#.into(),
-        background: "optional".into(),
+        background: wpb::BackgroundPolicy::Optional as i32,
         max_attempts: 1,
         ..Default::default()
     }
@@ -122,9 +122,9 @@ impl Hostile {
     }
 }
 
-fn refused(kind: &'static str) -> impl FnMut(Msg) -> Option<wpb::Refused> {
+fn refused(kind: wpb::MessageKind) -> impl FnMut(Msg) -> Option<wpb::Refused> {
     move |m| match m {
-        Msg::Refused(r) if r.kind == kind => Some(r),
+        Msg::Refused(r) if r.kind() == kind => Some(r),
         _ => None,
     }
 }
@@ -173,7 +173,7 @@ async fn forged_messages_change_nothing(settings: Settings) -> Result<()> {
             .await?
             .map_err(|s| anyhow!("{who} registration: {s}"))?;
         h.send(forged_settlement(&id, attempt)).await?;
-        let r = h.next(Duration::from_secs(10), refused("settlement")).await?;
+        let r = h.next(Duration::from_secs(10), refused(wpb::MessageKind::Settlement)).await?;
         assert_eq!((r.execution_id.as_str(), r.code.as_str()), (id.as_str(), "permission_denied"), "{who}");
         h.send(worker_message::Msg::InputDelivered(wpb::InputDelivered {
             execution_id: id.clone(),
@@ -181,7 +181,7 @@ async fn forged_messages_change_nothing(settings: Settings) -> Result<()> {
             remote_key: "k".into(),
         }))
         .await?;
-        h.next(Duration::from_secs(10), refused("input_delivered")).await?;
+        h.next(Duration::from_secs(10), refused(wpb::MessageKind::InputDelivered)).await?;
         h.send(worker_message::Msg::RemoteTaskStarted(wpb::RemoteTaskStarted {
             execution_id: id.clone(),
             attempt,
@@ -189,13 +189,13 @@ async fn forged_messages_change_nothing(settings: Settings) -> Result<()> {
             remote_ttl_ms: i64::MAX,
         }))
         .await?;
-        h.next(Duration::from_secs(10), refused("remote_task")).await?;
+        h.next(Duration::from_secs(10), refused(wpb::MessageKind::RemoteTask)).await?;
         h.send(worker_message::Msg::Heartbeat(wpb::Heartbeat {
             running: vec![wpb::RunningAttempt { execution_id: id.clone(), attempt }],
             free_slots: u32::MAX,
         }))
         .await?;
-        h.next(Duration::from_secs(10), refused("heartbeat")).await?;
+        h.next(Duration::from_secs(10), refused(wpb::MessageKind::Heartbeat)).await?;
     }
 
     // Registering under the holder's worker id with another credential is
@@ -217,7 +217,7 @@ async fn forged_messages_change_nothing(settings: Settings) -> Result<()> {
             worker_id: holder.clone(),
             execution_id: id.clone(),
             attempt,
-            reason: "cancelled".into(),
+            reason: wpb::StopReason::Cancelled as i32,
         });
         if let Some(key) = key {
             req.metadata_mut().insert(key, value.parse()?);
@@ -381,7 +381,9 @@ async fn a_lost_stop_is_sent_again(settings: Settings) -> Result<()> {
     let cancel = alice.post(&format!("/tool-executions/{id}/cancel"), json!({})).await?;
     assert_eq!(cancel.status, 200, "{}", String::from_utf8_lossy(&cancel.bytes));
     let is_stop = |id: String| {
-        move |m: Msg| matches!(m, Msg::Stop(s) if s.execution_id == id && s.reason == "cancelled").then_some(())
+        move |m: Msg| {
+            matches!(m, Msg::Stop(s) if s.execution_id == id && s.reason() == wpb::StopReason::Cancelled).then_some(())
+        }
     };
     // The first stop is "lost": ignored. The next heartbeat brings it again.
     h.next(Duration::from_secs(10), is_stop(id.clone())).await?;

@@ -1,18 +1,38 @@
 //! Worker metrics, served in the Prometheus text format at `/metrics`:
 //! `baton_worker_tool_invocations_total{tool="…"}` makes "ran exactly once"
-//! observable from outside.
+//! observable from outside, and `baton_worker_tools_running` with its
+//! high-water mark makes "never more than `capacity` at once" observable too.
 
 use axum::Router;
 use axum::routing::get;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]
 pub struct Metrics {
     invocations: Arc<Mutex<BTreeMap<String, u64>>>,
+    running: Arc<AtomicI64>,
+    running_max: Arc<AtomicI64>,
+}
+
+/// One tool running; counted until dropped.
+pub struct Running(Arc<AtomicI64>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Metrics {
+    /// Counts a tool as running while the guard lives.
+    pub fn running(&self) -> Running {
+        let now = self.running.fetch_add(1, Ordering::AcqRel) + 1;
+        self.running_max.fetch_max(now, Ordering::AcqRel);
+        Running(self.running.clone())
+    }
+
     pub fn invoked(&self, tool: &str) {
         let mut m = self.invocations.lock().unwrap_or_else(|p| p.into_inner());
         *m.entry(tool.to_owned()).or_default() += 1;
@@ -32,6 +52,16 @@ impl Metrics {
             let tool = tool.replace('\\', "\\\\").replace('"', "\\\"");
             out.push_str(&format!("baton_worker_tool_invocations_total{{tool=\"{tool}\"}} {n}\n"));
         }
+        out.push_str(&format!(
+            "# HELP baton_worker_tools_running Tools running on this worker now.\n\
+             # TYPE baton_worker_tools_running gauge\n\
+             baton_worker_tools_running {}\n\
+             # HELP baton_worker_tools_running_max The most tools this worker ever ran at once.\n\
+             # TYPE baton_worker_tools_running_max gauge\n\
+             baton_worker_tools_running_max {}\n",
+            self.running.load(Ordering::Acquire),
+            self.running_max.load(Ordering::Acquire)
+        ));
         out
     }
 

@@ -10,9 +10,9 @@ use crate::remote::link::{Relay, Uplink};
 use crate::remote::{RemoteServer, RemoteTool};
 use crate::sdk::{Context, Failure, Tool};
 use crate::supervise::Supervisor;
-use attempts::{Attempts, Key};
+use attempts::{Attempts, Key, Start};
 use baton_proto::worker::v1::{
-    self as wpb, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
+    self as wpb, MessageKind, StopReason, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
     worker_session_client::WorkerSessionClient,
 };
 use std::sync::{Arc, Mutex};
@@ -120,7 +120,7 @@ impl Worker {
                     toolkit_version: s.toolkit_version,
                     description: s.description,
                     input_schema_json: s.input_schema.to_string(),
-                    background: s.background.as_str().to_owned(),
+                    background: s.background.wire() as i32,
                     task_time_input: s.task_time_input,
                     max_attempts: s.max_attempts,
                     max_ttl_ms: s.max_ttl.map_or(0, |d| d.as_millis() as i64),
@@ -136,7 +136,7 @@ impl Worker {
                     toolkit_version: s.toolkit_version.clone(),
                     description: s.description.clone(),
                     input_schema_json: s.input_schema.to_string(),
-                    background: s.background.as_str().to_owned(),
+                    background: s.background.wire() as i32,
                     task_time_input: s.task_time_input,
                     max_attempts: 1,
                     max_ttl_ms: 0,
@@ -280,7 +280,7 @@ impl Worker {
                         u64::try_from(r.heartbeat_interval_ms).unwrap_or(2_000).max(100),
                     ));
                     for s in r.stop {
-                        self.stop(&(s.execution_id, s.attempt), "owner_lost");
+                        self.stop(&(s.execution_id, s.attempt), StopReason::OwnerLost);
                     }
                     let pending: Vec<_> = self.with_state(|s| {
                         s.outbox = Some(tx.clone());
@@ -291,8 +291,14 @@ impl Worker {
                     }
                 }
                 Msg::Assignment(a) => self.clone().start(a),
-                Msg::Stop(s) => self.stop(&(s.execution_id, s.attempt), &s.reason),
-                Msg::Ack(a) => self.relay(&(a.execution_id, a.attempt), Relay::Ack(a.kind)),
+                Msg::Stop(s) => {
+                    let reason = s.reason();
+                    self.stop(&(s.execution_id, s.attempt), reason);
+                }
+                Msg::Ack(a) => {
+                    let kind = a.kind();
+                    self.relay(&(a.execution_id, a.attempt), Relay::Ack(kind));
+                }
                 Msg::InputResponse(r) => self.relay(&(r.execution_id.clone(), r.attempt), Relay::Input(r)),
                 Msg::SettlementAck(ack) => {
                     self.with_state(|s| s.attempts.acknowledged(&(ack.execution_id, ack.attempt)));
@@ -300,12 +306,13 @@ impl Worker {
                 // The coordinator says this worker does not hold the attempt: what
                 // it sent changed nothing, and sending it again would not either.
                 Msg::Refused(r) => {
-                    tracing::error!(execution_id = %r.execution_id, attempt = r.attempt, kind = %r.kind, code = %r.code, "coordinator refused a message: {}", r.message);
+                    let kind = r.kind();
+                    tracing::error!(execution_id = %r.execution_id, attempt = r.attempt, kind = kind.name(), code = %r.code, "coordinator refused a message: {}", r.message);
                     let key = (r.execution_id, r.attempt);
-                    if r.kind == "settlement" {
+                    if kind == MessageKind::Settlement {
                         self.with_state(|s| s.attempts.acknowledged(&key));
                     } else {
-                        self.stop(&key, "owner_lost");
+                        self.stop(&key, StopReason::OwnerLost);
                     }
                 }
             }
@@ -338,7 +345,7 @@ impl Worker {
 
     /// The coordinator's stop: a remote driver decides what it means for its
     /// remote task; a hosted tool is cancelled.
-    fn stop(&self, key: &Key, reason: &str) {
+    fn stop(&self, key: &Key, reason: StopReason) {
         self.with_state(|s| s.attempts.stop(key, reason));
     }
 
@@ -358,9 +365,36 @@ impl Worker {
             }
             None => (None, None),
         };
-        // A redelivered assignment for an attempt already running or settled is ignored.
-        if !self.with_state(|s| s.attempts.start(key.clone(), cancel.clone(), relay_tx)) {
-            return;
+        // A redelivered assignment for an attempt already running or settled is
+        // ignored; one beyond capacity, or arriving while draining, is declined:
+        // capacity is a hard bound, and the coordinator gives the work to another.
+        let capacity = self.options.capacity as usize;
+        let (start, draining) = self.with_state(|s| {
+            if s.draining_since.is_some() {
+                return (Start::Full, true);
+            }
+            (s.attempts.start(key.clone(), cancel.clone(), relay_tx, capacity), false)
+        });
+        match start {
+            Start::Started => {}
+            Start::Known => return,
+            Start::Full => {
+                let reason = if draining { "draining" } else { "at_capacity" };
+                tracing::info!(execution_id = %a.execution_id, attempt = a.attempt, reason, "assignment declined");
+                let declined = wpb::AssignmentDeclined {
+                    execution_id: a.execution_id.clone(),
+                    attempt: a.attempt,
+                    reason: reason.into(),
+                };
+                // Sent in order with everything else; if the session is gone, the
+                // next registration does not list the attempt, which proves the same.
+                if let Some(tx) = self.with_state(|s| s.outbox.clone()) {
+                    self.tasks.spawn("assignment declined", async move {
+                        let _ = tx.send(msg(worker_message::Msg::Declined(declined))).await;
+                    });
+                }
+                return;
+            }
         }
         let span =
             tracing::info_span!("tool", execution_id = %a.execution_id, tool = %a.tool_name, attempt = a.attempt);
@@ -369,6 +403,7 @@ impl Worker {
         self.tasks.spawn(
             "tool attempt",
             async move {
+                let running = worker.metrics.running();
                 let outcome = match (remote, relay) {
                     (Some(tool), Some(mut relay)) => {
                         if a.resume_remote_task_id.is_empty() {
@@ -379,6 +414,7 @@ impl Worker {
                     }
                     _ => Some(worker.invoke(&a, cancel).await),
                 };
+                drop(running);
                 let Some(outcome) = outcome else {
                     // Abandoned: the recorded remote task is left to its next owner.
                     worker.with_state(|s| s.attempts.abandoned(&key));

@@ -2,6 +2,7 @@
 //! it to a `Worker`. A tool receives its input, a cancellation signal, its
 //! deadline and a progress reporter; it returns MCP-shaped content or a failure.
 
+use baton_proto::worker::v1::BackgroundPolicy;
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
@@ -16,11 +17,12 @@ pub enum Background {
 }
 
 impl Background {
-    pub fn as_str(self) -> &'static str {
+    /// The policy as the wire carries it (and `baton_proto::names` spells it).
+    pub fn wire(self) -> BackgroundPolicy {
         match self {
-            Background::Forbidden => "forbidden",
-            Background::Optional => "optional",
-            Background::Required => "required",
+            Background::Forbidden => BackgroundPolicy::Forbidden,
+            Background::Optional => BackgroundPolicy::Optional,
+            Background::Required => BackgroundPolicy::Required,
         }
     }
 }

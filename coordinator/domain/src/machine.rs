@@ -179,27 +179,13 @@ impl Event {
     }
 }
 
+/// Why a worker is asked to stop an attempt (spelled on the wire by
+/// `baton-proto`; the domain never needs its name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
     Cancelled,
     DeadlineExceeded,
     OwnerLost,
-}
-
-impl StopReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Cancelled => "cancelled",
-            StopReason::DeadlineExceeded => "deadline_exceeded",
-            StopReason::OwnerLost => "owner_lost",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [StopReason::Cancelled, StopReason::DeadlineExceeded, StopReason::OwnerLost]
-            .into_iter()
-            .find(|r| r.as_str() == s)
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -146,3 +146,21 @@ async fn rebuild_restores_the_bounds_after_the_keys_are_lost() {
     a.rebuild(&open[..1], 120_000, 60_000).await.expect("rebuild");
     assert_eq!(a.admit(&ticket("r3", "p1", "u1", 1), 120_000).await.expect("admit"), Ok(()));
 }
+
+#[tokio::test]
+async fn a_rebuild_from_an_older_snapshot_never_adds_back_a_released_execution() {
+    let a = redis(bounds()).await;
+    let open = vec![(ticket("q1", "p1", "u1", 10), true), (ticket("q2", "p1", "u1", 10), true)];
+    for (t, _) in &open {
+        assert_eq!(a.admit(t, 0).await.expect("admit"), Ok(()));
+    }
+    // The snapshot was read while q1 was open; q1 turns terminal before the rebuild writes.
+    a.release(&open[0].0, 10).await.expect("release");
+    let report = a.rebuild(&open, 20, 60_000).await.expect("rebuild");
+    assert_eq!(report.skipped_released, 1);
+    assert_eq!(
+        a.admit(&ticket("q3", "p1", "u1", 1), 30).await.expect("admit"),
+        Ok(()),
+        "the principal has room: q1 was not added back"
+    );
+}

@@ -60,9 +60,34 @@ if redis.call('ZREM', KEYS[5], id) == 1 then
   redis.call('HDEL', KEYS[7], id)
 end
 local at = redis.call('HGET', KEYS[8], 'admitted_at')
+-- A tombstone, so that a rebuild working from an older snapshot of the open
+-- executions cannot add this one back.
 redis.call('DEL', KEYS[8])
+redis.call('HSET', KEYS[8], 'released', 1)
+redis.call('PEXPIRE', KEYS[8], ARGV[3])
 return at
 "#;
+
+const READD: &str = r#"
+-- KEYS: as ADMIT; ARGV: 1 id, 2 expires_at, 3 payload bytes, 4 started ('1' or '0')
+-- A rebuild adding back an open execution, bypassing the bounds (it was
+-- admitted once), unless it was released since the snapshot was read.
+local id = ARGV[1]
+if redis.call('HEXISTS', KEYS[8], 'released') == 1 then return 0 end
+for i = 1, 3 do redis.call('ZADD', KEYS[i], 'NX', ARGV[2], id) end
+if ARGV[4] == '1' then
+  redis.call('ZREM', KEYS[4], id)
+else
+  redis.call('ZADD', KEYS[4], 'NX', ARGV[2], id)
+end
+redis.call('ZADD', KEYS[5], 'NX', ARGV[2], id)
+redis.call('HSETNX', KEYS[7], id, ARGV[3])
+return 1
+"#;
+
+/// How long a released execution's tombstone outlives it: longer than any
+/// rebuild takes from reading its snapshot to writing it back.
+const TOMBSTONE_MS: i64 = 120_000;
 
 pub struct RedisAdmission {
     con: ConnectionManager,
@@ -70,6 +95,7 @@ pub struct RedisAdmission {
     bounds: Bounds,
     admit: Script,
     release: Script,
+    readd: Script,
     /// Average hold time per scope kind, observed on this replica's releases.
     avg_hold_ms: Mutex<HashMap<Scope, f64>>,
 }
@@ -91,6 +117,7 @@ impl RedisAdmission {
             bounds,
             admit: Script::new(ADMIT),
             release: Script::new(RELEASE),
+            readd: Script::new(READD),
             avg_hold_ms: Mutex::new(HashMap::new()),
         })
     }
@@ -117,7 +144,7 @@ impl RedisAdmission {
         for k in self.keys(t) {
             inv.key(k);
         }
-        inv.arg(&t.execution_id).arg(scope);
+        inv.arg(&t.execution_id).arg(scope).arg(TOMBSTONE_MS);
         inv.invoke_async(&mut con).await.map_err(unavailable)
     }
 
@@ -203,20 +230,18 @@ impl RedisAdmission {
                 report.removed += 1;
             }
         }
-        // Re-add every open execution (idempotent), bypassing the bounds: it was admitted once.
+        // Re-add every open execution (idempotent), bypassing the bounds: it was
+        // admitted once. One released since the snapshot was read stays out.
         for (t, started) in open {
-            let k = self.keys(t);
-            let mut pipe = redis::pipe();
-            pipe.atomic();
-            for (i, key) in k.iter().take(5).enumerate() {
-                if i == 3 && *started {
-                    pipe.cmd("ZREM").arg(key).arg(&t.execution_id).ignore();
-                } else {
-                    pipe.cmd("ZADD").arg(key).arg("NX").arg(t.expires_at_ms).arg(&t.execution_id).ignore();
-                }
+            let mut inv = self.readd.prepare_invoke();
+            for k in self.keys(t) {
+                inv.key(k);
             }
-            pipe.cmd("HSETNX").arg(&k[6]).arg(&t.execution_id).arg(t.payload_bytes).ignore();
-            pipe.query_async::<()>(&mut con).await.map_err(unavailable)?;
+            inv.arg(&t.execution_id).arg(t.expires_at_ms).arg(t.payload_bytes).arg(if *started { "1" } else { "0" });
+            let added: i64 = inv.invoke_async(&mut con).await.map_err(unavailable)?;
+            if added == 0 {
+                report.skipped_released += 1;
+            }
         }
         // Recompute byte totals from the size hashes of live members.
         let mut totals: HashMap<String, u64> = HashMap::new();
@@ -284,6 +309,8 @@ impl RedisAdmission {
 pub struct RebuildReport {
     pub open: usize,
     pub removed: usize,
+    /// Open in the snapshot, but released before the rebuild reached them.
+    pub skipped_released: usize,
 }
 
 #[tonic::async_trait]

@@ -47,15 +47,15 @@ impl Engine {
         let at = m.attempt;
         // A request already published for this attempt (a resent message, or a
         // new owner that sees the same remote request again) keeps its key.
-        let known: std::collections::HashMap<String, String> = self
+        let known: std::collections::HashMap<String, bool> = self
             .store
             .list_input_requests(&at.execution_id)
             .await?
             .into_iter()
             .filter(|r| r.attempt == at.attempt)
-            .map(|r| (r.remote_key, r.state))
+            .map(|r| (r.remote_key.clone(), r.is_open()))
             .collect();
-        let still_open = m.requests.iter().any(|r| known.get(&r.remote_key).is_some_and(|s| s == "open"));
+        let still_open = m.requests.iter().any(|r| known.get(&r.remote_key).is_some_and(|open| *open));
         let fresh: Vec<&super::messages::RemoteInputRequest> =
             m.requests.iter().filter(|r| !known.contains_key(&r.remote_key)).collect();
         if fresh.is_empty() && !still_open {
@@ -110,7 +110,7 @@ impl Engine {
         let (p, _record) = self.read_owned(authorization, scope, id).await?;
         p.may_act()?;
         let response = response.ok_or_else(|| Error::Invalid("`response` is required".into()))?;
-        if !["accept", "decline", "cancel"].contains(&response.action.as_str()) {
+        if response.action.is_empty() {
             return Err(Error::Invalid("`response.action` must be accept, decline or cancel".into()));
         }
         let content: Value = serde_json::from_str(&response.content_json).unwrap_or(Value::Null);
@@ -150,7 +150,7 @@ impl Engine {
     /// Answers recorded but not yet relayed, as messages for their lease holder.
     pub async fn pending_answers(&self, execution_id: &str) -> Result<Vec<InputAnswer>> {
         let rows = self.store.list_input_requests(execution_id).await?;
-        rows.into_iter().filter(|r| r.state == "answered").map(|r| self.answer_message(execution_id, &r)).collect()
+        rows.into_iter().filter(|r| r.is_answered()).map(|r| self.answer_message(execution_id, &r)).collect()
     }
 
     pub(super) fn answer_message(&self, execution_id: &str, r: &crate::store::InputRequestRow) -> Result<InputAnswer> {
@@ -162,7 +162,7 @@ impl Engine {
         Ok(InputAnswer {
             attempt: AttemptRef::new(execution_id, r.attempt),
             remote_key: r.remote_key.clone(),
-            action: body["action"].as_str().unwrap_or("cancel").to_owned(),
+            action: body["action"].as_str().unwrap_or_default().to_owned(),
             content_json: body["content"].to_string(),
         })
     }
@@ -171,7 +171,7 @@ impl Engine {
     pub async fn open_requests(&self, execution_id: &str) -> Result<Vec<OpenInputRequest>> {
         let rows = self.store.list_input_requests(execution_id).await?;
         rows.into_iter()
-            .filter(|r| r.state == "open")
+            .filter(|r| r.is_open())
             .map(|r| {
                 let spec: Value =
                     serde_json::from_slice(&self.ring.open(execution_id, Field::InputRequest, &r.spec_ct)?)

@@ -36,18 +36,6 @@ pub enum CancelOutcome {
     StopAlreadyRequested,
 }
 
-impl CancelOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CancelOutcome::Accepted => "accepted",
-            CancelOutcome::Unsupported => "unsupported",
-            CancelOutcome::AlreadyTerminal => "already_terminal",
-            CancelOutcome::StopDeliveryUnknown => "stop_delivery_unknown",
-            CancelOutcome::StopAlreadyRequested => "stop_already_requested",
-        }
-    }
-}
-
 pub fn encode_cursor(r: &ExecutionRecord) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}:{}", r.created_at, r.id))
 }
@@ -105,6 +93,18 @@ impl Engine {
     /// and creates the execution.
     pub async fn start(&self, authorization: Option<&str>, req: StartRequest) -> Result<Created> {
         let hash = token_hash(authorization)?;
+        for (name, value, max) in [
+            ("user_id", req.user_id.as_str(), 512),
+            ("gateway_id", req.gateway_id.as_str(), 128),
+            ("tool_name", req.tool_name.as_str(), 128),
+            ("Idempotency-Key", req.idempotency_key.as_deref().unwrap_or_default(), 255),
+        ] {
+            if value.len() > max || value.chars().any(char::is_control) {
+                // The caller is authenticated first: a bad credential is 401 whatever the body.
+                self.authenticate(authorization).await?;
+                return Err(Error::Invalid(format!("`{name}` must be at most {max} bytes without control characters")));
+            }
+        }
         let (credential, tool) = self
             .store
             .credential_with_tool(&hash, &req.project_id, &req.tool_name)
@@ -123,6 +123,10 @@ impl Engine {
         let now = now_ms();
         let id = ExecutionId::generate().to_string();
         let deadlines = self.options.lifetime.deadlines(now, req.ttl_ms, tool.max_ttl_ms);
+        if req.run_at_ms.is_some_and(|at| at >= deadlines.execution_deadline) {
+            // It could never run: refuse it now rather than let it fail later.
+            return Err(Error::Invalid("`run_at` must fall before the execution deadline (see `ttl_ms`)".into()));
+        }
         let input_ct = self.ring.seal(&id, Field::Input, req.input_json.as_bytes())?;
         let new = NewExecution {
             id,
@@ -158,7 +162,7 @@ impl Engine {
         if let Err(rejection) = self.admission.admit(&ticket, now).await? {
             // A retry of admitted work is answered with it, even when saturated.
             if let Some(answer) = self.store.replay(&new, now).await? {
-                return Ok(answer?);
+                return Self::replay_for(p, answer?);
             }
             return Err(Error::Capacity(rejection));
         }
@@ -172,7 +176,7 @@ impl Engine {
         };
         if created.replayed {
             let _ = self.admission.release(&ticket, now).await;
-            return Ok(created);
+            return Self::replay_for(p, created);
         }
         match run_at {
             Some(at) if at > now => self.wake_at(at),
@@ -182,26 +186,29 @@ impl Engine {
         Ok(created)
     }
 
+    /// A replay answers only a caller who may read the execution: a key another
+    /// principal holds (an API key naming someone's user id, say) is a
+    /// conflict, never someone else's execution.
+    fn replay_for(p: &Principal, replayed: Created) -> Result<Created> {
+        if p.may_own(&replayed.record) { Ok(replayed) } else { Err(crate::store::Error::IdempotencyConflict.into()) }
+    }
+
     /// Returns once the status differs from `known_status` (or from the current
-    /// status when empty), or after `wait_ms`.
+    /// status when `None`), or after `wait_ms`.
     pub async fn wait(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
         id: &str,
         wait_ms: u64,
-        known_status: &str,
+        known_status: Option<Status>,
     ) -> Result<ExecutionRecord> {
         let watch = self.changes.watch(id);
         let notified = watch.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let (_, record) = self.read_owned(authorization, scope, id).await?;
-        let baseline = if known_status.is_empty() {
-            record.status()
-        } else {
-            Status::parse(known_status).unwrap_or(record.status())
-        };
+        let baseline = known_status.unwrap_or(record.status());
         if record.status() != baseline || record.status().is_terminal() || wait_ms == 0 {
             return Ok(record);
         }
@@ -289,7 +296,7 @@ impl Engine {
                     (Status::Cancelled, _) | (_, Some(true)) => CancelOutcome::Accepted,
                     _ => CancelOutcome::StopDeliveryUnknown,
                 };
-                tracing::info!(execution_id = %record.id, outcome = outcome.as_str(), "cancel requested");
+                tracing::info!(execution_id = %record.id, outcome = ?outcome, "cancel requested");
                 Ok((outcome, applied.record))
             }
         }

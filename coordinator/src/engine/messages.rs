@@ -96,7 +96,8 @@ pub struct InputDelivered {
 pub struct InputAnswer {
     pub attempt: AttemptRef,
     pub remote_key: String,
-    /// accept | decline | cancel
+    /// The action's lowercase name, as the owner gave it (`grpc` reads it
+    /// back into the wire enum).
     pub action: String,
     pub content_json: String,
 }
@@ -163,7 +164,8 @@ pub struct OpenInputRequest {
 /// The owner's answer to a published request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnerAnswer {
-    /// accept | decline | cancel
+    /// The action's lowercase name (accept, decline or cancel), spelled by
+    /// `grpc`; empty when the caller named no action.
     pub action: String,
     pub content_json: String,
 }

@@ -256,6 +256,13 @@ impl Engine {
         scope: Scope<'_>,
         id: &str,
     ) -> Result<(Principal, ExecutionRecord)> {
+        if !baton_proto::names::is_execution_id(id) {
+            // No such id can exist: authenticate (401 comes first), then the
+            // uniform not-found, without the id ever reaching a shared read.
+            let p = self.authenticate(authorization).await?;
+            p.in_scope(scope.org_id, scope.project_id)?;
+            return Err(authz::Error::NotFound.into());
+        }
         let hash = token_hash(authorization)?;
         let (credential, record) =
             self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;

@@ -14,16 +14,12 @@ pub async fn run(engine: Arc<Engine>) {
         if let Err(e) = engine.store.upsert_coordinator(&engine.options.id, &engine.options.advertise_url, now).await {
             tracing::warn!(error = %e, "coordinator directory update failed");
         }
-        match engine.store.sweep(now, engine.options.owner_loss_grace_ms, 500).await {
-            Ok((report, applied)) => {
-                for a in &applied {
-                    engine.after_commit(&a.record, &a.effects).await;
-                }
-                if report != Default::default() {
-                    tracing::info!(?report, "sweep");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "sweep failed"),
+        let (report, applied) = engine.store.sweep(now, engine.options.owner_loss_grace_ms, 500).await;
+        for a in &applied {
+            engine.after_commit(&a.record, &a.effects).await;
+        }
+        if report != Default::default() {
+            tracing::info!(?report, "sweep");
         }
         tokio::select! {
             _ = engine.shutdown.cancelled() => return,

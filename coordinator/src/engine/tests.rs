@@ -180,7 +180,7 @@ async fn start_dispatch_settle_and_read_the_result() {
         let (bearer, org, project, id) = (w.bearer(), w.org_id.clone(), w.project_id.clone(), id.clone());
         tokio::spawn(async move {
             let scope = Scope { org_id: &org, project_id: &project };
-            engine.wait(bearer.as_deref(), scope, &id, 30_000, "working").await.map(|r| r.status())
+            engine.wait(bearer.as_deref(), scope, &id, 30_000, Some(Status::Working)).await.map(|r| r.status())
         })
     };
     w.engine.handle(&session, vec![settlement(&attempt, Reported::Result(r#"{"content":[]}"#.into()))]).await;

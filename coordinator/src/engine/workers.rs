@@ -21,10 +21,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum FromWorker {
     Heartbeat(Heartbeat),
     Settlement(Settlement),
-    Progress { attempt: AttemptRef, message: String },
+    Progress {
+        attempt: AttemptRef,
+        message: String,
+    },
     RemoteTaskStarted(RemoteTaskStarted),
     InputRequested(InputRequested),
     InputDelivered(InputDelivered),
+    /// The worker did not start an assignment (at capacity, or draining).
+    Declined(AttemptRef),
 }
 
 static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
@@ -54,7 +59,8 @@ fn validated(mut t: ToolRecord) -> Result<ToolRecord> {
     if t.required_client_capabilities.iter().any(|c| c.is_empty() || c.len() > 64 || c.contains(',')) {
         return Err(Error::Invalid(format!("tool {:?}: a required client capability must be a plain name", t.name)));
     }
-    if !["forbidden", "optional", "required"].contains(&t.background.as_str()) {
+    // `grpc` spells the policy; the empty name is a policy the wire did not know.
+    if t.background.is_empty() {
         return Err(Error::Invalid(format!("tool {:?}: background must be forbidden, optional or required", t.name)));
     }
     if !serde_json::from_str::<serde_json::Value>(&t.input_schema).is_ok_and(|v| v.is_object()) {
@@ -284,6 +290,11 @@ impl Engine {
                 FromWorker::RemoteTaskStarted(m) => self.remote_task_started(session, m).await,
                 FromWorker::InputRequested(m) => self.input_requested(session, m).await,
                 FromWorker::InputDelivered(m) => self.input_delivered(session, m).await,
+                FromWorker::Declined(attempt) => {
+                    // Nothing more for this session until its next heartbeat says it has room.
+                    session.set_free(0);
+                    self.undelivered(&session.worker_id, vec![(attempt.execution_id, attempt.attempt)], now_ms()).await
+                }
             };
             if let Err(e) = handled {
                 tracing::warn!(error = %e, worker_id = %session.worker_id, "worker message not applied");

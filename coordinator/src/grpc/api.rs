@@ -32,7 +32,7 @@ impl Api {
                     request_key: r.request_key,
                     message: r.message,
                     requested_schema_json: r.requested_schema_json,
-                    state: "open".into(),
+                    state: pb::InputRequestState::Open as i32,
                 })
                 .collect();
         }
@@ -51,7 +51,7 @@ impl Coordinator for Api {
         async move {
             let authorization = authorization(&req).map(str::to_owned);
             let r = req.into_inner();
-            let surface = convert::surface_name(r.surface);
+            let surface = convert::surface_name(r.surface());
             let start = StartRequest {
                 org_id: r.org_id,
                 project_id: r.project_id,
@@ -91,9 +91,10 @@ impl Coordinator for Api {
     async fn wait_execution(&self, req: Request<pb::WaitExecutionRequest>) -> Reply<pb::ExecutionView> {
         let r = req.get_ref();
         let wait_ms = u64::try_from(r.wait_ms).unwrap_or(0).min(45_000);
+        let known = convert::known_status(r.known_status());
         let record = self
             .engine
-            .wait(authorization(&req), scope(&r.org_id, &r.project_id), &r.execution_id, wait_ms, &r.known_status)
+            .wait(authorization(&req), scope(&r.org_id, &r.project_id), &r.execution_id, wait_ms, known)
             .await
             .map_err(to_status)?;
         Ok(Response::new(self.view(&record).await?))
@@ -127,6 +128,11 @@ impl Coordinator for Api {
 
     async fn provide_input(&self, req: Request<pb::ProvideInputRequest>) -> Reply<pb::ProvideInputResponse> {
         let r = req.get_ref();
+        // An unspecified action has the empty name, which the engine refuses.
+        let answer = r
+            .response
+            .as_ref()
+            .map(|a| OwnerAnswer { action: a.action().name().to_owned(), content_json: a.content_json.clone() });
         let acknowledged = self
             .engine
             .provide_input(
@@ -134,7 +140,7 @@ impl Coordinator for Api {
                 scope(&r.org_id, &r.project_id),
                 &r.execution_id,
                 &r.request_key,
-                r.response.clone().map(|a| OwnerAnswer { action: a.action, content_json: a.content_json }),
+                answer,
             )
             .await
             .map_err(to_status)?;
@@ -151,7 +157,7 @@ impl Coordinator for Api {
                 .await
                 .map_err(to_status)?;
             Ok(Response::new(pb::CancelExecutionResponse {
-                outcome: outcome.as_str().to_owned(),
+                outcome: convert::cancel_outcome(outcome) as i32,
                 execution: Some(view(&record)),
             }))
         }
@@ -171,6 +177,7 @@ impl Coordinator for Api {
         let session = req.into_inner().mcp_session_id;
         let ended = self.engine.mcp_session_ended(&session).await.map_err(to_status)?;
         let mut out = pb::WhoAmIResponse {
+            kind: convert::principal_kind(&p) as i32,
             org_id: p.org_id().to_owned(),
             project_id: p.project_id().to_owned(),
             mcp_session_ended: ended,
@@ -178,15 +185,11 @@ impl Coordinator for Api {
         };
         match p {
             Principal::EndUser { gateway_id, user_id, .. } => {
-                out.kind = "end_user".into();
                 out.gateway_id = gateway_id;
                 out.user_id = user_id;
             }
-            Principal::ApiKey { role, .. } => {
-                out.kind = "api_key".into();
-                out.role = role.as_str().into();
-            }
-            Principal::Worker { .. } => out.kind = "worker".into(),
+            Principal::ApiKey { role, .. } => out.role = role.as_str().into(),
+            Principal::Worker { .. } => {}
         }
         Ok(Response::new(out))
     }

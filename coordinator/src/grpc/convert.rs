@@ -1,28 +1,93 @@
-//! Record -> wire view.
+//! Engine and record types -> wire, and back: the only place the coordinator's
+//! own enums meet the wire enums. Text goes through `baton_proto::names`, the
+//! one spelling of every wire enum; the conversions here are enum to enum.
 
+use crate::authz::Principal;
+use crate::domain::{Status, StopReason};
+use crate::engine::lifecycle::CancelOutcome;
+use crate::engine::messages::MessageKind;
 use crate::store::{ExecutionRecord, ToolRecord};
 use baton_proto::coordinator::v1 as pb;
+use baton_proto::worker::v1 as wpb;
 
-pub fn surface(s: &str) -> pb::Surface {
+/// The surface a start names; an unspecified one is REST.
+pub fn surface_name(s: pb::Surface) -> &'static str {
     match s {
-        "mcp_native" => pb::Surface::McpNative,
-        "mcp_compat" => pb::Surface::McpCompat,
-        _ => pb::Surface::Rest,
+        pb::Surface::Unspecified => pb::Surface::Rest.name(),
+        s => s.name(),
     }
 }
 
-pub fn surface_name(s: i32) -> &'static str {
-    match pb::Surface::try_from(s) {
-        Ok(pb::Surface::McpNative) => "mcp_native",
-        Ok(pb::Surface::McpCompat) => "mcp_compat",
-        _ => "rest",
+pub fn status(s: Status) -> pb::ExecutionStatus {
+    match s {
+        Status::Pending => pb::ExecutionStatus::Pending,
+        Status::Working => pb::ExecutionStatus::Working,
+        Status::InputRequired => pb::ExecutionStatus::InputRequired,
+        Status::Completed => pb::ExecutionStatus::Completed,
+        Status::Failed => pb::ExecutionStatus::Failed,
+        Status::Cancelled => pb::ExecutionStatus::Cancelled,
     }
+}
+
+/// The status a long poll waits to change from; `None` for unspecified.
+pub fn known_status(s: pb::ExecutionStatus) -> Option<Status> {
+    Status::ALL.into_iter().find(|d| status(*d) == s)
+}
+
+pub fn stop_reason(r: StopReason) -> wpb::StopReason {
+    match r {
+        StopReason::Cancelled => wpb::StopReason::Cancelled,
+        StopReason::DeadlineExceeded => wpb::StopReason::DeadlineExceeded,
+        StopReason::OwnerLost => wpb::StopReason::OwnerLost,
+    }
+}
+
+/// `None` for unspecified.
+pub fn stop_reason_from_wire(r: wpb::StopReason) -> Option<StopReason> {
+    [StopReason::Cancelled, StopReason::DeadlineExceeded, StopReason::OwnerLost]
+        .into_iter()
+        .find(|d| stop_reason(*d) == r)
+}
+
+pub fn cancel_outcome(o: CancelOutcome) -> pb::CancelOutcome {
+    match o {
+        CancelOutcome::Accepted => pb::CancelOutcome::Accepted,
+        CancelOutcome::Unsupported => pb::CancelOutcome::Unsupported,
+        CancelOutcome::AlreadyTerminal => pb::CancelOutcome::AlreadyTerminal,
+        CancelOutcome::StopDeliveryUnknown => pb::CancelOutcome::StopDeliveryUnknown,
+        CancelOutcome::StopAlreadyRequested => pb::CancelOutcome::StopAlreadyRequested,
+    }
+}
+
+pub fn message_kind(k: MessageKind) -> wpb::MessageKind {
+    match k {
+        MessageKind::Settlement => wpb::MessageKind::Settlement,
+        MessageKind::Heartbeat => wpb::MessageKind::Heartbeat,
+        MessageKind::RemoteTask => wpb::MessageKind::RemoteTask,
+        MessageKind::InputRequested => wpb::MessageKind::InputRequested,
+        MessageKind::InputDelivered => wpb::MessageKind::InputDelivered,
+    }
+}
+
+pub fn principal_kind(p: &Principal) -> pb::PrincipalKind {
+    match p {
+        Principal::EndUser { .. } => pb::PrincipalKind::EndUser,
+        Principal::ApiKey { .. } => pb::PrincipalKind::ApiKey,
+        Principal::Worker { .. } => pb::PrincipalKind::Worker,
+    }
+}
+
+/// An input action the engine relays (as stored); anything unreadable
+/// cancels, as an answer nobody can read must not be taken for consent.
+pub fn input_action(name: &str) -> wpb::InputAction {
+    wpb::InputAction::from_name(name).unwrap_or(wpb::InputAction::Cancel)
 }
 
 pub fn view(r: &ExecutionRecord) -> pb::ExecutionView {
+    let cancel_state = if r.state.cancel_requested { pb::CancelState::Requested } else { pb::CancelState::None };
     pb::ExecutionView {
         execution_id: r.id.clone(),
-        status: r.status().as_str().to_owned(),
+        status: status(r.status()) as i32,
         org_id: r.org_id.clone(),
         project_id: r.project_id.clone(),
         gateway_id: r.gateway_id.clone(),
@@ -30,8 +95,8 @@ pub fn view(r: &ExecutionRecord) -> pb::ExecutionView {
         toolkit_name: r.toolkit_name.clone(),
         toolkit_version: r.toolkit_version.clone(),
         user_id: r.user_id.clone(),
-        surface: surface(&r.surface) as i32,
-        execution_type: r.execution_type.clone(),
+        surface: pb::Surface::from_name(&r.surface).unwrap_or(pb::Surface::Rest) as i32,
+        execution_type: pb::ExecutionType::from_name(&r.execution_type).unwrap_or_default() as i32,
         created_at_ms: r.created_at,
         scheduled_at_ms: r.scheduled_at,
         started_at_ms: r.started_at,
@@ -45,7 +110,7 @@ pub fn view(r: &ExecutionRecord) -> pb::ExecutionView {
         error_message: r.error_message.clone().unwrap_or_default(),
         summary: r.summary.clone().unwrap_or_default(),
         input_requests: Vec::new(),
-        cancel_state: if r.state.cancel_requested { "requested" } else { "none" }.to_owned(),
+        cancel_state: cancel_state as i32,
     }
 }
 
@@ -56,8 +121,60 @@ pub fn tool(t: &ToolRecord) -> pb::ToolDefinition {
         toolkit_version: t.toolkit_version.clone(),
         description: t.description.clone(),
         input_schema_json: t.input_schema.clone(),
-        background: t.background.clone(),
+        background: wpb::BackgroundPolicy::from_name(&t.background).unwrap_or_default() as i32,
         task_time_input: t.task_time_input,
         required_client_capabilities: t.required_client_capabilities.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::CredentialKind;
+
+    /// The domain spells statuses for the database; the wire spells them for
+    /// REST, MCP and JSON. They must be the same words.
+    #[test]
+    fn domain_and_wire_spell_statuses_alike() {
+        for s in Status::ALL {
+            assert_eq!(status(s).name(), s.as_str());
+            assert_eq!(known_status(status(s)), Some(s));
+        }
+        assert_eq!(known_status(pb::ExecutionStatus::Unspecified), None);
+        assert_eq!(pb::ExecutionStatus::ALL.len(), Status::ALL.len());
+    }
+
+    #[test]
+    fn stop_reasons_survive_the_wire() {
+        for r in [StopReason::Cancelled, StopReason::DeadlineExceeded, StopReason::OwnerLost] {
+            assert_eq!(stop_reason_from_wire(stop_reason(r)), Some(r));
+        }
+        assert_eq!(stop_reason_from_wire(wpb::StopReason::Unspecified), None);
+    }
+
+    /// Credentials are stored by kind; `WhoAmI` answers the same words.
+    #[test]
+    fn credential_kinds_are_principal_kinds() {
+        for k in [CredentialKind::EndUser, CredentialKind::ApiKey, CredentialKind::Worker] {
+            assert!(pb::PrincipalKind::from_name(k.as_str()).is_some(), "{}", k.as_str());
+        }
+    }
+
+    /// The gateway checks the shape of an id before asking; every id minted must pass.
+    #[test]
+    fn minted_execution_ids_have_the_shape_the_gateway_checks() {
+        for _ in 0..100 {
+            let id = crate::domain::ExecutionId::generate();
+            assert!(baton_proto::names::is_execution_id(id.as_str()), "{id}");
+        }
+        assert_eq!(crate::domain::ExecutionId::PREFIX, baton_proto::names::EXECUTION_ID_PREFIX);
+        assert_eq!(crate::domain::ExecutionId::DIGITS, baton_proto::names::EXECUTION_ID_DIGITS);
+    }
+
+    #[test]
+    fn unreadable_actions_cancel() {
+        assert_eq!(input_action("accept"), wpb::InputAction::Accept);
+        assert_eq!(input_action(""), wpb::InputAction::Cancel);
+        assert_eq!(input_action("maybe"), wpb::InputAction::Cancel);
     }
 }

@@ -3,6 +3,7 @@
 //! cluster credential (`peer_auth`), never with a worker or gateway token; it
 //! shares the coordinator's port (see ARCHITECTURE.md).
 
+use super::convert;
 use super::peer_auth;
 use crate::domain::StopReason;
 use crate::engine::messages::{AttemptRef, Command, InputAnswer};
@@ -44,7 +45,8 @@ impl Peer for PeerService {
     ) -> Result<Response<DeliverCancelResponse>, Status> {
         self.authorize(&req)?;
         let r = req.into_inner();
-        let reason = StopReason::parse(&r.reason).ok_or_else(|| Status::invalid_argument("unknown stop reason"))?;
+        let reason = convert::stop_reason_from_wire(r.reason())
+            .ok_or_else(|| Status::invalid_argument("unknown stop reason"))?;
         let delivered = match self.engine.session(&r.worker_id) {
             Some(session) => session.stop(&r.execution_id, r.attempt, reason),
             None => false,
@@ -60,9 +62,9 @@ impl Peer for PeerService {
         let r = req.into_inner();
         let delivered = match self.engine.session(&r.worker_id) {
             Some(session) => session.send(Command::Answer(InputAnswer {
+                action: r.action().name().to_owned(),
                 attempt: AttemptRef { execution_id: r.execution_id, attempt: r.attempt },
                 remote_key: r.remote_key,
-                action: r.action,
                 content_json: r.content_json,
             })),
             None => false,
@@ -124,7 +126,7 @@ impl Peers {
             worker_id: worker_id.to_owned(),
             execution_id: attempt.execution_id,
             attempt: attempt.attempt,
-            reason: reason.as_str().to_owned(),
+            reason: convert::stop_reason(reason) as i32,
         };
         let (Some(channel), Some(request)) = (self.channel(url), self.request(body)) else { return false };
         let mut client = PeerClient::new(channel);
@@ -141,7 +143,7 @@ impl Peers {
             execution_id: m.attempt.execution_id,
             attempt: m.attempt.attempt,
             remote_key: m.remote_key,
-            action: m.action,
+            action: convert::input_action(&m.action) as i32,
             content_json: m.content_json,
         };
         let (Some(channel), Some(request)) = (self.channel(url), self.request(body)) else { return false };

@@ -3,10 +3,11 @@
 //! message is checked against the lease it names, under the session's bound
 //! worker id. Settlements are acknowledged only after they are durable.
 
+use super::convert::{input_action, message_kind, stop_reason};
 use super::status::to_status;
 use crate::engine::messages::{
-    AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, MessageKind, Registration,
-    RemoteInputRequest, RemoteTaskStarted, Reported, Settlement,
+    AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, Registration, RemoteInputRequest,
+    RemoteTaskStarted, Reported, Settlement,
 };
 use crate::engine::{CloseReason, Engine, FromWorker, Session, now_ms, outbox};
 use crate::store::ToolRecord;
@@ -151,12 +152,13 @@ fn registration(r: wpb::Register) -> Registration {
         .tools
         .into_iter()
         .map(|t| ToolRecord {
+            // Unspecified has the empty name, which the engine refuses.
+            background: t.background().name().to_owned(),
             name: t.name,
             toolkit_name: t.toolkit_name,
             toolkit_version: t.toolkit_version,
             description: t.description,
             input_schema: t.input_schema_json,
-            background: t.background,
             task_time_input: t.task_time_input,
             max_attempts: t.max_attempts,
             max_ttl_ms: Some(t.max_ttl_ms),
@@ -212,21 +214,12 @@ fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
                 })
                 .collect(),
         }),
+        W::Declined(d) => FromWorker::Declined(attempt(d.execution_id, d.attempt)),
         W::InputDelivered(m) => FromWorker::InputDelivered(InputDelivered {
             attempt: attempt(m.execution_id, m.attempt),
             remote_key: m.remote_key,
         }),
     })
-}
-
-fn kind(k: MessageKind) -> &'static str {
-    match k {
-        MessageKind::Settlement => "settlement",
-        MessageKind::Heartbeat => "heartbeat",
-        MessageKind::RemoteTask => "remote_task",
-        MessageKind::InputRequested => "input_requested",
-        MessageKind::InputDelivered => "input_delivered",
-    }
 }
 
 fn running_attempt(a: AttemptRef) -> wpb::RunningAttempt {
@@ -238,7 +231,7 @@ fn answer(a: InputAnswer) -> wpb::InputResponse {
         execution_id: a.attempt.execution_id,
         attempt: a.attempt.attempt,
         remote_key: a.remote_key,
-        action: a.action,
+        action: input_action(&a.action) as i32,
         content_json: a.content_json,
     }
 }
@@ -263,7 +256,7 @@ fn to_worker(c: Command) -> Msg {
         Command::Stop { attempt, reason } => Msg::Stop(wpb::Stop {
             execution_id: attempt.execution_id,
             attempt: attempt.attempt,
-            reason: reason.as_str().to_owned(),
+            reason: stop_reason(reason) as i32,
         }),
         Command::SettlementAck(a) => {
             Msg::SettlementAck(wpb::SettlementAck { execution_id: a.execution_id, attempt: a.attempt })
@@ -271,13 +264,13 @@ fn to_worker(c: Command) -> Msg {
         Command::Ack { attempt, kind: k } => Msg::Ack(wpb::Ack {
             execution_id: attempt.execution_id,
             attempt: attempt.attempt,
-            kind: kind(k).to_owned(),
+            kind: message_kind(k) as i32,
         }),
         Command::Answer(a) => Msg::InputResponse(answer(a)),
         Command::Refused { attempt, kind: k } => Msg::Refused(wpb::Refused {
             execution_id: attempt.execution_id,
             attempt: attempt.attempt,
-            kind: kind(k).to_owned(),
+            kind: message_kind(k) as i32,
             code: "permission_denied".into(),
             message: "this worker does not hold the named attempt".into(),
         }),

@@ -294,28 +294,50 @@ async fn sweeper_fails_deadlines_detects_owner_loss_and_deletes_past_retention()
             .await
             .expect("heartbeat");
 
-        let (r, _) = b.store.sweep(2_500, 5_000, 100).await.expect("sweep");
+        let (r, _) = b.store.sweep(2_500, 5_000, 100).await;
         assert_eq!(r.lease_lapsed, 1, "{}", b.name);
         let rec = b.store.get_execution(&lost.id).await.expect("get").expect("exists");
         assert_eq!(rec.state.owner_loss_detection_at, Some(7_500));
 
-        let (r, _) = b.store.sweep(7_500, 5_000, 100).await.expect("sweep");
+        let (r, _) = b.store.sweep(7_500, 5_000, 100).await;
         assert_eq!(r.owner_lost, 1, "{}", b.name);
         let rec = b.store.get_execution(&lost.id).await.expect("get").expect("exists");
         assert_eq!(rec.failure_reason(), Some(FailureReason::OwnerLost));
         assert_eq!(b.store.list_attempts(&lost.id).await.expect("attempts")[0].success, Some(false));
 
-        let (r, applied) = b.store.sweep(61_000, 5_000, 100).await.expect("sweep");
+        let (r, applied) = b.store.sweep(61_000, 5_000, 100).await;
         assert_eq!(r.deadline_exceeded, 1, "{}", b.name);
         assert!(applied[0].effects.iter().any(|e| matches!(e, crate::domain::Effect::Stop { .. })));
         let rec = b.store.get_execution(&late.id).await.expect("get").expect("exists");
         assert_eq!(rec.failure_reason(), Some(FailureReason::DeadlineExceeded));
         assert_eq!(rec.error_message.as_deref(), Some("the execution deadline passed before the tool finished"));
 
-        let (r, _) = b.store.sweep(121_000, 5_000, 100).await.expect("sweep");
+        let (r, _) = b.store.sweep(121_000, 5_000, 100).await;
         assert_eq!(r.deleted, 2, "{}", b.name);
         assert!(b.store.get_execution(&late.id).await.expect("get").is_none());
         assert!(b.store.list_events(&late.id).await.expect("events").is_empty());
+    }
+}
+
+#[tokio::test]
+async fn one_unreadable_row_never_stops_a_sweep() {
+    for b in backends().await {
+        let good = new_execution("p1", "u1", None, "f", 1_000);
+        let bad = new_execution("p1", "u1", None, "f", 1_000);
+        for n in [&good, &bad] {
+            b.store.create_execution(n).await.expect("create");
+        }
+        // A row no reader can make sense of: working, but without its lease.
+        sqlx::query("UPDATE executions SET status = 'working', worker_id = NULL WHERE id = $1")
+            .bind(&bad.id)
+            .execute(&b.store.pool)
+            .await
+            .expect("corrupt");
+        let (r, applied) = b.store.sweep(61_000, 5_000, 100).await;
+        assert_eq!((r.deadline_exceeded, r.failed), (1, 1), "{}: {r:?}", b.name);
+        assert_eq!(applied.len(), 1, "{}: the committed row's effects are returned", b.name);
+        let rec = b.store.get_execution(&good.id).await.expect("get").expect("exists");
+        assert_eq!(rec.failure_reason(), Some(FailureReason::DeadlineExceeded), "{}", b.name);
     }
 }
 

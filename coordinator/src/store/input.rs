@@ -18,6 +18,18 @@ pub struct InputRequestRow {
     pub response_ct: Option<Vec<u8>>,
 }
 
+impl InputRequestRow {
+    /// Waiting for the owner's answer.
+    pub fn is_open(&self) -> bool {
+        self.state == "open"
+    }
+
+    /// Answered, and the answer not yet relayed to the remote server.
+    pub fn is_answered(&self) -> bool {
+        self.state == "answered"
+    }
+}
+
 /// An answer recorded for an open request, to relay to the lease holder.
 #[derive(Clone, Debug)]
 pub struct Answered {

@@ -11,8 +11,9 @@ use super::task_view::{self, Snapshot};
 use crate::coordinator::InputAnswer;
 use crate::execution::{is_execution_id, is_terminal};
 use crate::json::{self, rfc3339};
-use baton_proto::coordinator::v1::ExecutionView;
+use baton_proto::coordinator::v1::{CancelOutcome, ExecutionStatus, ExecutionView, InputRequestState};
 use baton_proto::error::{ErrorCode, WireError};
+use baton_proto::worker::v1::{BackgroundPolicy, InputAction};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
@@ -80,7 +81,7 @@ pub fn definitions(ctx: &Ctx) -> Vec<Value> {
                 "execution_id": id,
                 "request_key": {"type": "string"},
                 "response": {"type": "object", "required": ["action"], "properties": {
-                    "action": {"type": "string", "enum": ["accept", "decline", "cancel"]},
+                    "action": {"type": "string", "enum": InputAction::names().collect::<Vec<_>>()},
                     "content": {"type": "object"}
                 }}
             }}
@@ -93,7 +94,7 @@ pub fn definitions(ctx: &Ctx) -> Vec<Value> {
     ];
     if ctx.legacy_tasks() {
         for t in &mut tools {
-            t["execution"] = json!({"taskSupport": "forbidden"});
+            t["execution"] = json!({"taskSupport": BackgroundPolicy::Forbidden.name()});
         }
     }
     tools
@@ -106,14 +107,14 @@ fn handle(ctx: &Ctx, view: &ExecutionView) -> Value {
     let mut h = json!({
         "type": format!("{}.execution/v1", p.to_ascii_lowercase()),
         "execution_id": view.execution_id,
-        "state": view.status,
+        "state": view.status().name(),
     });
-    let open: Vec<_> = view.input_requests.iter().filter(|r| r.state == "open").collect();
+    let open: Vec<_> = view.input_requests.iter().filter(|r| r.state() == InputRequestState::Open).collect();
     h["next_action"] = match open.first() {
-        Some(r) if view.status == "input_required" => json!({
+        Some(r) if view.status() == ExecutionStatus::InputRequired => json!({
             "tool": Tool::Provide.name(p),
             "arguments": {"execution_id": view.execution_id, "request_key": r.request_key,
-                          "response": {"action": "accept", "content": {}}}
+                          "response": {"action": InputAction::Accept.name(), "content": {}}}
         }),
         _ => json!({"tool": Tool::Get.name(p), "arguments": {"execution_id": view.execution_id, "wait_ms": wait_ms}}),
     };
@@ -209,12 +210,12 @@ async fn list(ctx: &Ctx, args: &Value) -> Outcome {
         .executions
         .iter()
         .map(|e| {
-            json!({"execution_id": e.execution_id, "tool_name": e.tool_name, "state": e.status,
+            json!({"execution_id": e.execution_id, "tool_name": e.tool_name, "state": e.status().name(),
                    "created_at": rfc3339(e.created_at_ms), "updated_at": rfc3339(e.updated_at_ms)})
         })
         .collect();
     let mut text: Vec<String> =
-        page.executions.iter().map(|e| format!("{} {} {}", e.execution_id, e.tool_name, e.status)).collect();
+        page.executions.iter().map(|e| format!("{} {} {}", e.execution_id, e.tool_name, e.status().name())).collect();
     if text.is_empty() {
         text.push("no executions".to_owned());
     }
@@ -234,10 +235,9 @@ async fn get(ctx: &Ctx, args: &Value) -> Outcome {
     };
     let mut view = caller.coordinator().execution(&caller.bearer, &caller.scope, id).await?;
     if wait_ms > 0 && !is_terminal(&view) {
-        let status = view.status.clone();
         view = caller
             .coordinator()
-            .wait(&caller.bearer, &caller.scope, id, Duration::from_millis(wait_ms), &status)
+            .wait(&caller.bearer, &caller.scope, id, Duration::from_millis(wait_ms), view.status())
             .await?;
     }
     let snap = task_view::complete(caller, view).await?;
@@ -248,7 +248,7 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
     let v = &snap.view;
     let base = || {
         json!({"type": format!("{}.execution/v1", prefix(ctx).to_ascii_lowercase()),
-               "execution_id": v.execution_id, "state": v.status})
+               "execution_id": v.execution_id, "state": v.status().name()})
     };
     match task_view::outcome(snap) {
         Some(Ok(result)) => {
@@ -261,7 +261,7 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
             }
             json!({"content": content, "structuredContent": structured, "isError": is_error})
         }
-        Some(Err(e)) if v.status == "failed" => {
+        Some(Err(e)) if v.status() == ExecutionStatus::Failed => {
             let mut structured = base();
             structured["error"] = json!({"message": e.message, "failure_reason": v.failure_reason});
             tool_result(format!("Execution {} failed: {}", v.execution_id, e.message), structured, true)
@@ -272,7 +272,7 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
             let text = format!(
                 "Execution {} is {}. Next: call {} with {}.",
                 v.execution_id,
-                v.status,
+                v.status().name(),
                 h["next_action"]["tool"].as_str().unwrap_or_default(),
                 h["next_action"]["arguments"]
             );
@@ -291,9 +291,8 @@ async fn provide(ctx: &Ctx, args: &Value) -> Outcome {
         return Ok(Err(refusal("`request_key` is required")));
     };
     let response = args.get("response").and_then(Value::as_object).cloned().unwrap_or_else(Map::new);
-    let action = match response.get("action").and_then(Value::as_str) {
-        Some(a @ ("accept" | "decline" | "cancel")) => a,
-        _ => return Ok(Err(refusal("`response.action` must be one of accept, decline, cancel"))),
+    let Some(action) = response.get("action").and_then(Value::as_str).and_then(InputAction::from_name) else {
+        return Ok(Err(refusal("`response.action` must be one of accept, decline, cancel")));
     };
     let content = match response.get("content") {
         None | Some(Value::Null) => Value::Null,
@@ -319,18 +318,20 @@ async fn cancel(ctx: &Ctx, args: &Value) -> Outcome {
         Err(refused) => return Ok(Err(refused)),
     };
     let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await?;
-    let state = answer.execution.as_ref().map(|e| e.status.clone()).unwrap_or_default();
-    let text = match answer.outcome.as_str() {
-        "accepted" => {
+    let state = answer.execution.as_ref().map(|e| e.status().name()).unwrap_or_default();
+    let outcome = answer.outcome();
+    let text = match outcome {
+        CancelOutcome::Accepted => {
             "Cancellation requested; the tool stops cooperatively. Get the execution to confirm it ended cancelled."
         }
-        "already_terminal" => "The execution had already ended.",
-        "stop_already_requested" => "Cancellation was already requested.",
-        "stop_delivery_unknown" => {
+        CancelOutcome::AlreadyTerminal => "The execution had already ended.",
+        CancelOutcome::StopAlreadyRequested => "Cancellation was already requested.",
+        CancelOutcome::StopDeliveryUnknown => {
             "Cancellation was requested but its delivery is unknown; get the execution before starting new work."
         }
-        "unsupported" => "This execution cannot be cancelled.",
-        _ => "Cancellation processed.",
+        CancelOutcome::Unsupported => "This execution cannot be cancelled.",
+        CancelOutcome::Unspecified => "Cancellation processed.",
     };
-    Ok(Ok(tool_result(text.to_owned(), json!({"execution_id": id, "outcome": answer.outcome, "state": state}), false)))
+    let structured = json!({"execution_id": id, "outcome": outcome.name(), "state": state});
+    Ok(Ok(tool_result(text.to_owned(), structured, false)))
 }

@@ -61,7 +61,7 @@ impl Caller {
             return Err(RpcError::forbidden("this credential is not valid for this gateway"));
         }
         let mut hash = Sha256::new();
-        for part in [&who.kind, &who.org_id, &who.project_id, &who.user_id] {
+        for part in [who.kind().name(), &who.org_id, &who.project_id, &who.user_id] {
             hash.update(part.as_bytes());
             hash.update([0u8]);
         }

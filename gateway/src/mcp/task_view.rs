@@ -8,7 +8,7 @@
 use super::context::Caller;
 use super::error::{INTERNAL_ERROR, RpcError};
 use crate::json::rfc3339;
-use baton_proto::coordinator::v1::ExecutionView;
+use baton_proto::coordinator::v1::{CancelState, ExecutionStatus, ExecutionView, InputRequestState};
 use baton_proto::error::WireError;
 use serde_json::{Map, Value, json};
 
@@ -32,7 +32,7 @@ pub async fn snapshot(caller: &Caller, id: &str) -> Result<Snapshot, WireError> 
 
 /// Adds the result to a view already read, when it completed.
 pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
-    if view.status != "completed" {
+    if view.status() != ExecutionStatus::Completed {
         return Ok(Snapshot { view, result: None });
     }
     let answer = caller.coordinator().result(&caller.bearer, &caller.scope, &view.execution_id).await?;
@@ -58,10 +58,12 @@ fn parse_result(raw: &str) -> Value {
 /// result, or the JSON-RPC error of a failed or cancelled one. `None` while it
 /// still runs.
 pub fn outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
-    match s.view.status.as_str() {
-        "completed" => Some(Ok(s.result.clone().unwrap_or_else(|| json!({"content": [], "isError": false})))),
-        "failed" => Some(Err(failure(&s.view))),
-        "cancelled" => Some(Err(
+    match s.view.status() {
+        ExecutionStatus::Completed => {
+            Some(Ok(s.result.clone().unwrap_or_else(|| json!({"content": [], "isError": false}))))
+        }
+        ExecutionStatus::Failed => Some(Err(failure(&s.view))),
+        ExecutionStatus::Cancelled => Some(Err(
             RpcError::new(INTERNAL_ERROR, "the execution was cancelled").with_data(json!({"code": "cancelled"}))
         )),
         _ => None,
@@ -86,19 +88,16 @@ pub fn poll_interval_ms(view: &ExecutionView) -> i64 {
     if view.poll_interval_ms > 0 { view.poll_interval_ms } else { 1000 }
 }
 
-/// The 2025-11-25 status: a requested cancel already reads `cancelled` (that
-/// dialect promises it never changes afterwards), and a tool error `failed`.
+/// The 2025-11-25 status (MCP's words): a requested cancel already reads
+/// `cancelled` (that dialect promises it never changes afterwards), and a tool
+/// error `failed`.
 pub fn v1_status(s: &Snapshot) -> &'static str {
-    if s.view.cancel_state == "requested" {
+    if s.view.cancel_state() == CancelState::Requested {
         return "cancelled";
     }
-    match s.view.status.as_str() {
-        "input_required" => "input_required",
-        "completed" if s.is_error_result() => "failed",
-        "completed" => "completed",
-        "failed" => "failed",
-        "cancelled" => "cancelled",
-        _ => "working",
+    match s.view.status() {
+        ExecutionStatus::Completed if s.is_error_result() => "failed",
+        status => mcp_status(status),
     }
 }
 
@@ -115,7 +114,7 @@ pub fn v1_outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
 fn status_message(s: &Snapshot, status: &str) -> Option<String> {
     let v = &s.view;
     match status {
-        "failed" if s.view.status == "completed" => Some("the tool reported an error".to_owned()),
+        "failed" if s.view.status() == ExecutionStatus::Completed => Some("the tool reported an error".to_owned()),
         "failed" if !v.error_message.is_empty() => Some(v.error_message.clone()),
         "failed" => Some("the execution failed".to_owned()),
         "cancelled" => Some("the task was cancelled".to_owned()),
@@ -141,13 +140,15 @@ pub fn v1_task(s: &Snapshot) -> Value {
     task
 }
 
-fn v2_status(view: &ExecutionView) -> &'static str {
-    match view.status.as_str() {
-        "input_required" => "input_required",
-        "completed" => "completed",
-        "failed" => "failed",
-        "cancelled" => "cancelled",
-        _ => "working",
+/// An MCP task status (the task utility's own vocabulary, in both dialects):
+/// a pending execution is already `working` to MCP.
+fn mcp_status(status: ExecutionStatus) -> &'static str {
+    match status {
+        ExecutionStatus::InputRequired => "input_required",
+        ExecutionStatus::Completed => "completed",
+        ExecutionStatus::Failed => "failed",
+        ExecutionStatus::Cancelled => "cancelled",
+        ExecutionStatus::Pending | ExecutionStatus::Working | ExecutionStatus::Unspecified => "working",
     }
 }
 
@@ -155,7 +156,7 @@ fn v2_status(view: &ExecutionView) -> &'static str {
 pub fn v2_task(view: &ExecutionView) -> Map<String, Value> {
     let mut task = Map::new();
     task.insert("taskId".into(), view.execution_id.clone().into());
-    task.insert("status".into(), v2_status(view).into());
+    task.insert("status".into(), mcp_status(view.status()).into());
     task.insert("createdAt".into(), rfc3339(view.created_at_ms));
     task.insert("lastUpdatedAt".into(), rfc3339(view.updated_at_ms));
     task.insert("ttlMs".into(), ttl_ms(view));
@@ -175,13 +176,13 @@ pub fn v2_detailed(s: &Snapshot) -> Map<String, Value> {
         Some(Ok(result)) => {
             task.insert("result".into(), result);
         }
-        Some(Err(e)) if s.view.status == "failed" => {
+        Some(Err(e)) if s.view.status() == ExecutionStatus::Failed => {
             task.insert("statusMessage".into(), e.message.clone().into());
             task.insert("error".into(), e.object());
         }
         _ => {}
     }
-    if s.view.status == "input_required" {
+    if s.view.status() == ExecutionStatus::InputRequired {
         task.insert("inputRequests".into(), Value::Object(input_requests(&s.view)));
     }
     task
@@ -191,7 +192,7 @@ pub fn v2_detailed(s: &Snapshot) -> Map<String, Value> {
 pub fn input_requests(view: &ExecutionView) -> Map<String, Value> {
     view.input_requests
         .iter()
-        .filter(|r| r.state == "open")
+        .filter(|r| r.state() == InputRequestState::Open)
         .map(|r| {
             let params = json!({"mode": "form", "message": r.message, "requestedSchema": requested_schema(&r.requested_schema_json)});
             (r.request_key.clone(), json!({"method": "elicitation/create", "params": params}))

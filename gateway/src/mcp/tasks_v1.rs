@@ -14,6 +14,8 @@ use crate::coordinator::InputAnswer;
 use crate::execution::is_execution_id;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use baton_proto::coordinator::v1::{CancelOutcome, CancelState, ExecutionStatus, InputRequestState};
+use baton_proto::worker::v1::InputAction;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 use std::collections::{HashSet, VecDeque};
@@ -60,7 +62,7 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
         execution_id: id.to_owned(),
         elicitation: ctx.elicitation,
         first: Some(snap),
-        known_status: String::new(),
+        known_status: ExecutionStatus::Unspecified,
         sent: HashSet::new(),
         queue: VecDeque::new(),
         done: false,
@@ -85,7 +87,7 @@ struct ResultStream {
     execution_id: String,
     elicitation: bool,
     first: Option<Snapshot>,
-    known_status: String,
+    known_status: ExecutionStatus,
     /// Input requests already sent on this stream.
     sent: HashSet<String>,
     queue: VecDeque<Outgoing>,
@@ -106,7 +108,7 @@ impl ResultStream {
                 return;
             }
         };
-        self.known_status = snap.view.status.clone();
+        self.known_status = snap.view.status();
         if let Some(done) = finished(&snap) {
             self.queue.push_back(match done {
                 Ok(r) => Outgoing::Result(r),
@@ -115,8 +117,8 @@ impl ResultStream {
             self.done = true;
             return;
         }
-        if snap.view.status == "input_required" && self.elicitation {
-            for r in snap.view.input_requests.iter().filter(|r| r.state == "open") {
+        if snap.view.status() == ExecutionStatus::InputRequired && self.elicitation {
+            for r in snap.view.input_requests.iter().filter(|r| r.state() == InputRequestState::Open) {
                 if self.sent.insert(r.request_key.clone()) {
                     let params = json!({
                         "message": r.message,
@@ -134,7 +136,7 @@ impl ResultStream {
         let view = self
             .caller
             .coordinator()
-            .wait(&self.caller.bearer, &self.caller.scope, &self.execution_id, WAIT_SLICE, &self.known_status)
+            .wait(&self.caller.bearer, &self.caller.scope, &self.execution_id, WAIT_SLICE, self.known_status)
             .await
             .map_err(task_error)?;
         task_view::complete(&self.caller, view).await.map_err(task_error)
@@ -162,13 +164,12 @@ pub async fn answer(caller: &Caller, id: &Value, result: Option<&Value>) -> Resu
     };
     let (action, content) = match result {
         Some(r) => {
-            let action = match r.get("action").and_then(Value::as_str) {
-                Some(a @ ("accept" | "decline" | "cancel")) => a,
-                _ => return Err(RpcError::invalid_request("an elicitation result needs `action`")),
+            let Some(action) = r.get("action").and_then(Value::as_str).and_then(InputAction::from_name) else {
+                return Err(RpcError::invalid_request("an elicitation result needs `action`"));
             };
             (action, r.get("content").filter(|c| c.is_object()).cloned().unwrap_or(Value::Null))
         }
-        None => ("cancel", Value::Null),
+        None => (InputAction::Cancel, Value::Null),
     };
     let answer = InputAnswer { request_key: &key, action, content: &content };
     match caller.coordinator().provide_input(&caller.bearer, &caller.scope, &execution_id, &answer).await {
@@ -204,20 +205,21 @@ pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, Rpc
     let caller = &ctx.caller;
     let id = task_id(params)?;
     let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;
+    let outcome = answer.outcome();
     let mut view = match answer.execution {
         Some(v) => v,
         None => caller.coordinator().execution(&caller.bearer, &caller.scope, id).await.map_err(task_error)?,
     };
-    match answer.outcome.as_str() {
-        "already_terminal" => {
+    match outcome {
+        CancelOutcome::AlreadyTerminal => {
             let snap = task_view::complete(caller, view).await.map_err(task_error)?;
             let status = task_view::v1_status(&snap);
             Err(RpcError::invalid_params(format!("cannot cancel task in terminal state '{status}'")))
         }
-        "unsupported" => Err(RpcError::invalid_params("this task cannot be cancelled")),
+        CancelOutcome::Unsupported => Err(RpcError::invalid_params("this task cannot be cancelled")),
         _ => {
             // The cancel is on record: in this dialect the task is cancelled from now on.
-            view.cancel_state = "requested".into();
+            view.set_cancel_state(CancelState::Requested);
             Ok(task_view::v1_task(&Snapshot { view, result: None }))
         }
     }

@@ -11,6 +11,7 @@ use super::tasks_v1::task_id;
 use crate::coordinator::InputAnswer;
 use baton_proto::coordinator::v1::ExecutionView;
 use baton_proto::error::{ErrorCode, WireError};
+use baton_proto::worker::v1::InputAction;
 use serde_json::{Map, Value, json};
 
 pub async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -42,9 +43,8 @@ pub async fn forward_responses(
     let caller = &ctx.caller;
     let open = task_view::input_requests(view);
     for (key, response) in responses.iter().filter(|(k, _)| open.contains_key(*k)) {
-        let action = match response.get("action").and_then(Value::as_str) {
-            Some(a @ ("accept" | "decline" | "cancel")) => a,
-            _ => continue,
+        let Some(action) = response.get("action").and_then(Value::as_str).and_then(InputAction::from_name) else {
+            continue;
         };
         let content = response.get("content").filter(|c| c.is_object()).cloned().unwrap_or(Value::Null);
         let answer = InputAnswer { request_key: key, action, content: &content };

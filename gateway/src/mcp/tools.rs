@@ -13,8 +13,9 @@ use super::protocol::{Era, TASKS_LEGACY_VERSION};
 use super::task_view::{self, Snapshot};
 use crate::coordinator::NewExecution;
 use crate::execution::is_terminal;
-use baton_proto::coordinator::v1::{self as pb, ExecutionView};
+use baton_proto::coordinator::v1::{self as pb, ExecutionStatus, ExecutionView, InputRequestState};
 use baton_proto::error::ErrorCode;
+use baton_proto::worker::v1::BackgroundPolicy as Policy;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -23,28 +24,11 @@ use tokio::time::Instant;
 /// One long poll never asks the coordinator for more than this.
 const WAIT_SLICE: Duration = Duration::from_secs(25);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Background {
-    Forbidden,
-    Optional,
-    Required,
-}
-
-impl Background {
-    fn of(def: &pb::ToolDefinition) -> Background {
-        match def.background.as_str() {
-            "optional" => Background::Optional,
-            "required" => Background::Required,
-            _ => Background::Forbidden,
-        }
-    }
-
-    fn task_support(self) -> &'static str {
-        match self {
-            Background::Forbidden => "forbidden",
-            Background::Optional => "optional",
-            Background::Required => "required",
-        }
+/// The tool's background policy; one this gateway does not know is forbidden.
+fn policy(def: &pb::ToolDefinition) -> Policy {
+    match def.background() {
+        Policy::Unspecified => Policy::Forbidden,
+        p => p,
     }
 }
 
@@ -75,7 +59,8 @@ fn tool(ctx: &Ctx, def: &pb::ToolDefinition) -> Value {
         tool["description"] = def.description.clone().into();
     }
     if ctx.legacy_tasks() {
-        tool["execution"] = json!({"taskSupport": Background::of(def).task_support()});
+        // MCP's `taskSupport` words are the policy's names.
+        tool["execution"] = json!({"taskSupport": policy(def).name()});
     }
     tool
 }
@@ -93,7 +78,7 @@ struct Plan {
     immediate: bool,
 }
 
-fn plan(ctx: &Ctx, name: &str, policy: Background, task_param: Option<&Value>) -> Result<Plan, RpcError> {
+fn plan(ctx: &Ctx, name: &str, policy: Policy, task_param: Option<&Value>) -> Result<Plan, RpcError> {
     let compat = ctx.compat_enabled();
     let plan = |handoff, immediate| Ok(Plan { handoff, immediate });
     match ctx.era {
@@ -101,29 +86,29 @@ fn plan(ctx: &Ctx, name: &str, policy: Background, task_param: Option<&Value>) -
             // The `task` member only counts once the session negotiated the utility.
             let asked = ctx.legacy_tasks() && task_param.is_some_and(Value::is_object);
             match (policy, asked) {
-                (Background::Forbidden, true) => Err(RpcError::new(
+                (Policy::Forbidden | Policy::Unspecified, true) => Err(RpcError::new(
                     METHOD_NOT_FOUND,
                     format!("tool {name} does not support task-augmented execution"),
                 )),
                 (_, true) => plan(Handoff::Task, true),
-                (Background::Forbidden, false) => plan(Handoff::Wait, false),
+                (Policy::Forbidden | Policy::Unspecified, false) => plan(Handoff::Wait, false),
                 (_, false) if compat => plan(Handoff::Handle, false),
-                (Background::Required, false) => Err(RpcError::new(
+                (Policy::Required, false) => Err(RpcError::new(
                     METHOD_NOT_FOUND,
                     format!("tool {name} requires task-augmented execution (protocol {TASKS_LEGACY_VERSION})"),
                 )),
-                (Background::Optional, false) => plan(Handoff::Wait, false),
+                (Policy::Optional, false) => plan(Handoff::Wait, false),
             }
         }
         Era::Modern => {
             let tasks = ctx.native_enabled() && ctx.declares_tasks_extension();
             match policy {
-                Background::Forbidden => plan(Handoff::Wait, false),
-                Background::Required if tasks => plan(Handoff::Task, true),
-                Background::Optional if tasks => plan(Handoff::Task, false),
+                Policy::Forbidden | Policy::Unspecified => plan(Handoff::Wait, false),
+                Policy::Required if tasks => plan(Handoff::Task, true),
+                Policy::Optional if tasks => plan(Handoff::Task, false),
                 _ if compat => plan(Handoff::Handle, false),
-                Background::Required => Err(RpcError::missing_tasks_capability()),
-                Background::Optional => plan(Handoff::Wait, false),
+                Policy::Required => Err(RpcError::missing_tasks_capability()),
+                Policy::Optional => plan(Handoff::Wait, false),
             }
         }
     }
@@ -159,7 +144,7 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
             return Err(RpcError::missing_capabilities(Value::Object(missing)));
         }
     }
-    let plan = plan(ctx, name, Background::of(def), params.get("task"))?;
+    let plan = plan(ctx, name, policy(def), params.get("task"))?;
     // 2026-07-28 without a task: input the tool asks for while the caller waits
     // travels as an MRTR round (InputRequiredResult, then a retry carrying the
     // answers). A caller that would get the compatibility handle takes the
@@ -222,7 +207,8 @@ async fn resume(ctx: &Ctx, name: &str, state: &Value, responses: Option<&Value>)
 /// With MRTR, a call stops waiting when the execution asks something still
 /// unanswered (answers already given only wait for the tool to resume).
 fn asks(view: &ExecutionView) -> bool {
-    view.status == "input_required" && view.input_requests.iter().any(|r| r.state == "open")
+    view.status() == ExecutionStatus::InputRequired
+        && view.input_requests.iter().any(|r| r.state() == InputRequestState::Open)
 }
 
 /// The MRTR answer for an execution waiting for input: its open requests and
@@ -255,7 +241,7 @@ async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant, mrtr:
         }
         view = caller
             .coordinator()
-            .wait(&caller.bearer, &caller.scope, &view.execution_id, left.min(WAIT_SLICE), &view.status)
+            .wait(&caller.bearer, &caller.scope, &view.execution_id, left.min(WAIT_SLICE), view.status())
             .await?;
     }
     Ok(task_view::complete(caller, view).await?)
@@ -302,7 +288,7 @@ fn wait_on_stream(ctx: &Ctx, view: ExecutionView, mrtr: bool) -> Reply {
             }
             view = match caller
                 .coordinator()
-                .wait(&caller.bearer, &caller.scope, &view.execution_id, WAIT_SLICE, &view.status)
+                .wait(&caller.bearer, &caller.scope, &view.execution_id, WAIT_SLICE, view.status())
                 .await
             {
                 Ok(v) => v,

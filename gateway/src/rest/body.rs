@@ -6,6 +6,7 @@ use crate::error::ApiError;
 use crate::json;
 use baton_proto::coordinator::v1::Surface;
 use baton_proto::error::ErrorCode;
+use baton_proto::worker::v1::InputAction;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -127,7 +128,7 @@ impl StartBody {
 #[derive(Debug)]
 pub struct InputBody {
     pub request_key: String,
-    pub action: String,
+    pub action: InputAction,
     pub content: Value,
 }
 
@@ -140,9 +141,8 @@ impl InputBody {
             return Err(invalid("`response` must be an object with `action`"));
         };
         reject_unknown(response, &["action", "content"])?;
-        let action = match response.get("action") {
-            Some(Value::String(a)) if ["accept", "decline", "cancel"].contains(&a.as_str()) => a.clone(),
-            _ => return Err(invalid("`response.action` must be one of accept, decline, cancel")),
+        let Some(action) = response.get("action").and_then(Value::as_str).and_then(InputAction::from_name) else {
+            return Err(invalid("`response.action` must be one of accept, decline, cancel"));
         };
         let content = match response.get("content") {
             None | Some(Value::Null) => Value::Null,

@@ -15,6 +15,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use baton_proto::coordinator::v1::ExecutionStatus;
 use baton_proto::error::ErrorCode;
 use body::{CancelBody, InputBody, StartBody};
 use serde::Deserialize;
@@ -135,7 +136,8 @@ async fn get_execution(
     let execution = if wait_ms == 0 {
         state.coordinator.execution(&bearer, &scope, &id).await?
     } else {
-        state.coordinator.wait(&bearer, &scope, &id, Duration::from_millis(wait_ms), "").await?
+        let any_change = ExecutionStatus::Unspecified;
+        state.coordinator.wait(&bearer, &scope, &id, Duration::from_millis(wait_ms), any_change).await?
     };
     Ok(json(StatusCode::OK, view::owner(&execution)))
 }
@@ -149,19 +151,20 @@ async fn result(
     let (scope, id) = p.split();
     let answer = state.coordinator.result(&bearer, &scope, &id).await?;
     let execution = answer.execution.ok_or_else(|| ApiError::new(ErrorCode::Internal, "internal error"))?;
-    match (execution.status.as_str(), answer.result_json) {
-        ("completed", Some(result)) => {
+    let status = execution.status();
+    match (status, answer.result_json) {
+        (ExecutionStatus::Completed, Some(result)) => {
             let result: serde_json::Value = serde_json::from_str(&result).unwrap_or(serde_json::Value::Null);
             Ok(json(
                 StatusCode::OK,
-                serde_json::json!({"execution_id": execution.execution_id, "status": "completed", "result": result}),
+                serde_json::json!({"execution_id": execution.execution_id, "status": status.name(), "result": result}),
             ))
         }
-        ("failed" | "cancelled", _) => {
+        (ExecutionStatus::Failed | ExecutionStatus::Cancelled, _) => {
             let mut error = serde_json::json!({
                 "code": ErrorCode::ResultUnavailable.as_str(),
-                "message": format!("execution {} has no result", execution.status),
-                "status": execution.status,
+                "message": format!("execution {} has no result", status.name()),
+                "status": status.name(),
             });
             if !execution.failure_reason.is_empty() {
                 error["failure_reason"] = execution.failure_reason.clone().into();
@@ -182,7 +185,7 @@ async fn input(
     let bearer = Bearer::from_headers(&headers)?;
     let body = InputBody::parse(&raw)?;
     let (scope, id) = p.split();
-    let answer = InputAnswer { request_key: &body.request_key, action: &body.action, content: &body.content };
+    let answer = InputAnswer { request_key: &body.request_key, action: body.action, content: &body.content };
     let acknowledged = state.coordinator.provide_input(&bearer, &scope, &id, &answer).await?;
     Ok(json(StatusCode::OK, serde_json::json!({"acknowledged": acknowledged})))
 }
@@ -197,7 +200,7 @@ async fn cancel(
     CancelBody::parse(&raw)?;
     let (scope, id) = p.split();
     let answer = state.coordinator.cancel(&bearer, &scope, &id).await?;
-    let mut out = serde_json::json!({"outcome": answer.outcome});
+    let mut out = serde_json::json!({"outcome": answer.outcome().name()});
     if let Some(e) = &answer.execution {
         out["execution"] = view::owner(e);
     }

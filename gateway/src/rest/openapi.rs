@@ -3,6 +3,8 @@
 //! schemathesis use it as the contract.
 
 use axum::Json;
+use baton_proto::coordinator::v1::{CancelOutcome, CancelState, ExecutionStatus, ExecutionType, Surface};
+use baton_proto::worker::v1::InputAction;
 use serde_json::{Value, json};
 
 pub async fn document() -> Json<Value> {
@@ -75,6 +77,11 @@ fn links(mut response: Value) -> Value {
     response
 }
 
+/// A schema allowing exactly a wire enum's names (spelled once, in baton-proto).
+fn one_of(names: impl Iterator<Item = &'static str>) -> Value {
+    json!({"enum": names.collect::<Vec<_>>()})
+}
+
 fn execution_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Execution"}}}})
 }
@@ -91,6 +98,7 @@ pub fn spec() -> Value {
     let base = "/v1/orgs/{org_id}/projects/{project_id}/tool-executions";
     let nullable_time = json!({"type": ["string", "null"], "format": "date-time"});
     let time = json!({"type": "string", "format": "date-time"});
+    let status = one_of(ExecutionStatus::names());
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -173,7 +181,7 @@ pub fn spec() -> Value {
                     "properties": {
                         "request_key": {"type": "string", "minLength": 1, "maxLength": 512},
                         "response": {"type": "object", "required": ["action"], "additionalProperties": false,
-                            "properties": {"action": {"enum": ["accept", "decline", "cancel"]}, "content": {"type": ["object", "null"]}}}
+                            "properties": {"action": one_of(InputAction::names()), "content": {"type": ["object", "null"]}}}
                     }
                 },
                 "InputRequest": {
@@ -185,11 +193,11 @@ pub fn spec() -> Value {
                     "required": ["execution_id", "status", "execution_deadline", "retention_expires_at", "poll_interval_ms"],
                     "properties": {
                         "execution_id": {"type": "string"},
-                        "status": {"enum": ["pending", "working", "input_required", "completed", "failed", "cancelled"]},
+                        "status": status,
                         "tool_name": {"type": "string"}, "toolkit_name": {"type": "string"}, "toolkit_version": {"type": "string"},
                         "gateway_id": {"type": "string"}, "user_id": {"type": "string"},
-                        "surface": {"enum": ["rest", "mcp_native", "mcp_compat"]},
-                        "execution_type": {"enum": ["immediate", "scheduled"]},
+                        "surface": one_of(Surface::names()),
+                        "execution_type": one_of(ExecutionType::names()),
                         "created_at": time, "updated_at": time,
                         "scheduled_at": nullable_time, "started_at": nullable_time, "finished_at": nullable_time,
                         "execution_deadline": time, "retention_expires_at": time,
@@ -197,7 +205,7 @@ pub fn spec() -> Value {
                         "owner_loss_detection_at": nullable_time,
                         "failure_reason": {"type": ["string", "null"]},
                         "error_message": {"type": ["string", "null"]},
-                        "cancel_state": {"enum": ["none", "requested"]},
+                        "cancel_state": one_of(CancelState::names()),
                         "input_requests": {"type": "array", "items": {"$ref": "#/components/schemas/InputRequest"}}
                     }
                 },
@@ -208,13 +216,13 @@ pub fn spec() -> Value {
                 },
                 "Result": {
                     "type": "object", "required": ["execution_id", "status", "result"],
-                    "properties": {"execution_id": {"type": "string"}, "status": {"const": "completed"},
+                    "properties": {"execution_id": {"type": "string"}, "status": {"const": ExecutionStatus::Completed.name()},
                         "result": {"type": "object", "properties": {"content": {"type": "array"}, "structuredContent": {}}}}
                 },
                 "CancelResult": {
                     "type": "object", "required": ["outcome"],
                     "properties": {
-                        "outcome": {"enum": ["accepted", "unsupported", "already_terminal", "stop_delivery_unknown", "stop_already_requested"]},
+                        "outcome": one_of(CancelOutcome::names()),
                         "execution": {"$ref": "#/components/schemas/Execution"}
                     }
                 }

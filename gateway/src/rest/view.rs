@@ -1,7 +1,7 @@
 //! JSON projections of the execution record for REST callers.
 
 use crate::json::rfc3339;
-use baton_proto::coordinator::v1::{ExecutionView, Surface};
+use baton_proto::coordinator::v1::{ExecutionView, InputRequestState};
 use serde_json::{Value, json};
 
 fn opt_time(ms: Option<i64>) -> Value {
@@ -12,20 +12,12 @@ fn non_empty(s: &str) -> Value {
     if s.is_empty() { Value::Null } else { Value::String(s.to_owned()) }
 }
 
-pub fn surface(s: i32) -> &'static str {
-    match Surface::try_from(s) {
-        Ok(Surface::McpNative) => "mcp_native",
-        Ok(Surface::McpCompat) => "mcp_compat",
-        _ => "rest",
-    }
-}
-
 /// What the owner sees: status, timing, deadlines, open input requests. Never payloads.
 pub fn owner(e: &ExecutionView) -> Value {
     let requests: Vec<Value> = e
         .input_requests
         .iter()
-        .filter(|r| r.state == "open")
+        .filter(|r| r.state() == InputRequestState::Open)
         .map(|r| {
             json!({
                 "request_key": r.request_key,
@@ -36,14 +28,14 @@ pub fn owner(e: &ExecutionView) -> Value {
         .collect();
     json!({
         "execution_id": e.execution_id,
-        "status": e.status,
+        "status": e.status().name(),
         "tool_name": e.tool_name,
         "toolkit_name": e.toolkit_name,
         "toolkit_version": e.toolkit_version,
         "gateway_id": e.gateway_id,
         "user_id": e.user_id,
-        "surface": surface(e.surface),
-        "execution_type": e.execution_type,
+        "surface": e.surface().name(),
+        "execution_type": e.execution_type().name(),
         "created_at": rfc3339(e.created_at_ms),
         "updated_at": rfc3339(e.updated_at_ms),
         "scheduled_at": opt_time(e.scheduled_at_ms),
@@ -55,7 +47,7 @@ pub fn owner(e: &ExecutionView) -> Value {
         "owner_loss_detection_at": opt_time(e.owner_loss_detection_at_ms),
         "failure_reason": non_empty(&e.failure_reason),
         "error_message": non_empty(&e.error_message),
-        "cancel_state": e.cancel_state,
+        "cancel_state": e.cancel_state().name(),
         "input_requests": requests,
     })
 }

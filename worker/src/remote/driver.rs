@@ -9,7 +9,7 @@ use super::client::{Client, Dialect};
 use super::link::{Relay, Uplink};
 use super::task::{Called, TaskRef, result_json};
 use super::transport::{CallError, Incoming};
-use baton_proto::worker::v1::{self as wpb, settlement::Outcome, worker_message::Msg};
+use baton_proto::worker::v1::{self as wpb, MessageKind, StopReason, settlement::Outcome, worker_message::Msg};
 use serde_json::{Value, json};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -57,7 +57,7 @@ pub(crate) struct Driver<'a> {
     delivered: HashSet<String>,
     to_publish: Vec<wpb::InputRequestSpec>,
     answers: VecDeque<wpb::InputResponse>,
-    stop: Option<String>,
+    stop: Option<StopReason>,
     cancel_sent: bool,
     outcome: Option<Flow>,
     last_message: Option<String>,
@@ -172,7 +172,7 @@ impl<'a> Driver<'a> {
                     remote_task_id: task.encode(),
                     remote_ttl_ms: t.ttl_ms.filter(|t| *t > 0).unwrap_or(0),
                 });
-                self.await_ack(m, "remote_task").await?;
+                self.await_ack(m, MessageKind::RemoteTask).await?;
                 self.recorded = true;
                 self.on_state(t).await
             }
@@ -206,7 +206,7 @@ impl<'a> Driver<'a> {
                         None => return Err(Flow::Abandon),
                         // Before a task exists the call itself is what stops:
                         // dropping it closes its request.
-                        Some(Relay::Stop(reason)) if self.task.is_none() && reason != "owner_lost" => {
+                        Some(Relay::Stop(reason)) if self.task.is_none() && reason != StopReason::OwnerLost => {
                             return Err(Flow::Settle(Outcome::Cancelled(true)));
                         }
                         Some(Relay::Stop(reason)) => self.on_stop(reason).await?,
@@ -246,7 +246,7 @@ impl<'a> Driver<'a> {
     }
 
     /// Sends `m` until the coordinator acknowledges it with `kind`.
-    async fn await_ack(&mut self, m: Msg, kind: &str) -> Result<(), Flow> {
+    async fn await_ack(&mut self, m: Msg, kind: MessageKind) -> Result<(), Flow> {
         loop {
             self.up.send(m.clone()).await;
             let resend = tokio::time::sleep(RESEND);
@@ -272,8 +272,8 @@ impl<'a> Driver<'a> {
 
     /// A stop from the coordinator. `owner_lost` leaves a recorded task to its
     /// next owner; an unrecorded one nobody else can find is cancelled.
-    async fn on_stop(&mut self, reason: String) -> Result<(), Flow> {
-        if reason == "owner_lost" {
+    async fn on_stop(&mut self, reason: StopReason) -> Result<(), Flow> {
+        if reason == StopReason::OwnerLost {
             if !self.recorded {
                 self.cancel_remote().await;
             }

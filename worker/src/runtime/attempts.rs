@@ -31,25 +31,39 @@ pub(super) enum Attempt {
     },
 }
 
+/// What became of an assignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Start {
+    Started,
+    /// Already running or settling here: a redelivery, ignored.
+    Known,
+    /// `capacity` attempts already run: declined, never started.
+    Full,
+}
+
 #[derive(Default)]
 pub(super) struct Attempts(HashMap<Key, Attempt>);
 
 impl Attempts {
-    /// Records `key` as running; false, changing nothing, when the attempt is
-    /// already known (a redelivered assignment, running or settled).
+    /// Records `key` as running, unless the attempt is already known (a
+    /// redelivered assignment, running or settled) or `capacity` attempts run.
     pub(super) fn start(
         &mut self,
         key: Key,
         cancel: CancellationToken,
         relay: Option<mpsc::UnboundedSender<Relay>>,
-    ) -> bool {
-        match self.0.entry(key) {
-            Entry::Occupied(_) => false,
-            Entry::Vacant(v) => {
-                v.insert(Attempt::Running { cancel, relay });
-                true
-            }
+        capacity: usize,
+    ) -> Start {
+        if self.0.contains_key(&key) {
+            return Start::Known;
         }
+        if self.running().count() >= capacity {
+            return Start::Full;
+        }
+        if let Entry::Vacant(v) = self.0.entry(key) {
+            v.insert(Attempt::Running { cancel, relay });
+        }
+        Start::Started
     }
 
     /// The tool finished and `settlement` was (about to be) sent at `now`.
@@ -107,10 +121,10 @@ impl Attempts {
 
     /// The coordinator's stop: a remote driver decides what it means for its
     /// remote task; a hosted tool is cancelled. Nothing for a settled attempt.
-    pub(super) fn stop(&self, key: &Key, reason: &str) {
+    pub(super) fn stop(&self, key: &Key, reason: wpb::StopReason) {
         match self.0.get(key) {
             Some(Attempt::Running { relay: Some(relay), .. }) => {
-                let _ = relay.send(Relay::Stop(reason.to_owned()));
+                let _ = relay.send(Relay::Stop(reason));
             }
             Some(Attempt::Running { relay: None, cancel }) => cancel.cancel(),
             Some(Attempt::Settling { .. }) | None => {}
@@ -158,18 +172,29 @@ mod tests {
     #[test]
     fn an_attempt_is_started_once_whether_running_or_settling() {
         let mut a = Attempts::default();
-        assert!(a.start(key(1), CancellationToken::new(), None));
-        assert!(!a.start(key(1), CancellationToken::new(), None), "already running");
+        assert_eq!(a.start(key(1), CancellationToken::new(), None, 8), Start::Started);
+        assert_eq!(a.start(key(1), CancellationToken::new(), None, 8), Start::Known, "already running");
         a.settled(key(1), settlement(1), Instant::now());
-        assert!(!a.start(key(1), CancellationToken::new(), None), "already settled");
+        assert_eq!(a.start(key(1), CancellationToken::new(), None, 8), Start::Known, "already settled");
         assert_eq!(a.running().count(), 0);
         assert_eq!(a.settling().cloned().collect::<Vec<_>>(), vec![key(1)]);
     }
 
     #[test]
+    fn no_more_than_capacity_attempts_run_at_once() {
+        let mut a = Attempts::default();
+        assert_eq!(a.start(key(1), CancellationToken::new(), None, 2), Start::Started);
+        assert_eq!(a.start(key(2), CancellationToken::new(), None, 2), Start::Started);
+        assert_eq!(a.start(key(3), CancellationToken::new(), None, 2), Start::Full);
+        // A settling attempt no longer runs: its slot is free again.
+        a.settled(key(1), settlement(1), Instant::now());
+        assert_eq!(a.start(key(3), CancellationToken::new(), None, 2), Start::Started);
+    }
+
+    #[test]
     fn acknowledgements_end_only_settling_attempts_and_abandons_only_running_ones() {
         let mut a = Attempts::default();
-        a.start(key(1), CancellationToken::new(), None);
+        a.start(key(1), CancellationToken::new(), None, 8);
         a.settled(key(2), settlement(2), Instant::now());
         a.acknowledged(&key(1));
         a.abandoned(&key(2));
@@ -184,14 +209,14 @@ mod tests {
         let mut a = Attempts::default();
         let (hosted, remote) = (CancellationToken::new(), CancellationToken::new());
         let (tx, mut rx) = mpsc::unbounded_channel();
-        a.start(key(1), hosted.clone(), None);
-        a.start(key(2), remote.clone(), Some(tx));
-        a.stop(&key(1), "cancelled");
-        a.stop(&key(2), "owner_lost");
-        a.relay(&key(1), Relay::Ack("remote_task".into()));
+        a.start(key(1), hosted.clone(), None, 8);
+        a.start(key(2), remote.clone(), Some(tx), 8);
+        a.stop(&key(1), wpb::StopReason::Cancelled);
+        a.stop(&key(2), wpb::StopReason::OwnerLost);
+        a.relay(&key(1), Relay::Ack(wpb::MessageKind::RemoteTask));
         assert!(hosted.is_cancelled());
         assert!(!remote.is_cancelled(), "the driver decides");
-        assert_eq!(rx.try_recv().ok(), Some(Relay::Stop("owner_lost".into())));
+        assert_eq!(rx.try_recv().ok(), Some(Relay::Stop(wpb::StopReason::OwnerLost)));
         a.cancel_all();
         assert!(remote.is_cancelled());
     }

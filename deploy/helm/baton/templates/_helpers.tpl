@@ -140,7 +140,7 @@ print 1048576 as 1.048576e+06.
   "redis" (dict "key_prefix" .Values.redis.keyPrefix)
   "coordinator" (dict "listen" (printf "0.0.0.0:%d" (int .Values.coordinator.port)))
   "gateway" (dict "listen" (printf "0.0.0.0:%d" (int .Values.gateway.port)) "coordinator_url" (include "baton.coordinatorUrl" .))
-  "worker" (dict "coordinator_url" (include "baton.coordinatorUrl" .) "capacity" (int64 .Values.worker.capacity) "metrics_listen" (printf "0.0.0.0:%d" (int .Values.worker.metricsPort)))
+  "worker" (dict "coordinator_url" (include "baton.coordinatorUrl" .) "capacity" (int64 .Values.worker.capacity) "drain_timeout_ms" (int64 .Values.worker.drainTimeoutMs) "metrics_listen" (printf "0.0.0.0:%d" (int .Values.worker.metricsPort)))
 -}}
 {{- toYaml (mergeOverwrite $config (deepCopy .Values.config)) -}}
 {{- end -}}

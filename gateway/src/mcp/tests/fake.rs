@@ -7,6 +7,7 @@
 use baton_proto::coordinator::v1::coordinator_server::{Coordinator, CoordinatorServer};
 use baton_proto::coordinator::v1::*;
 use baton_proto::error::{ErrorCode, WireError};
+use baton_proto::worker::v1::BackgroundPolicy;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -48,7 +49,7 @@ fn tool(name: &str, background: &str) -> ToolDefinition {
         toolkit_version: "1.0.0".into(),
         description: format!("{name} test tool"),
         input_schema_json: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#.into(),
-        background: background.into(),
+        background: BackgroundPolicy::from_name(background).unwrap_or_default() as i32,
         task_time_input: false,
         required_client_capabilities: Vec::new(),
     }
@@ -125,14 +126,14 @@ impl Fake {
 
     pub fn finish(&self, id: &str, result_json: &str) {
         self.update(id, |e| {
-            e.view.status = "completed".into();
+            e.view.set_status(ExecutionStatus::Completed);
             e.result = Some(result_json.to_owned());
         });
     }
 
     pub fn fail(&self, id: &str, message: &str) {
         self.update(id, |e| {
-            e.view.status = "failed".into();
+            e.view.set_status(ExecutionStatus::Failed);
             e.view.failure_reason = "tool_error".into();
             e.view.error_message = message.into();
         });
@@ -140,22 +141,22 @@ impl Fake {
 
     pub fn ask(&self, id: &str, key: &str, message: &str) {
         self.update(id, |e| {
-            e.view.status = "input_required".into();
+            e.view.set_status(ExecutionStatus::InputRequired);
             e.view.input_requests.push(InputRequest {
                 request_key: key.into(),
                 message: message.into(),
                 requested_schema_json: r#"{"type":"object","properties":{"name":{"type":"string"}}}"#.into(),
-                state: "open".into(),
+                state: InputRequestState::Open as i32,
             });
         });
     }
 
-    pub fn status(&self, id: &str) -> String {
-        self.lock().executions.get(id).map(|e| e.view.status.clone()).unwrap_or_default()
+    pub fn status(&self, id: &str) -> &'static str {
+        self.lock().executions.get(id).map(|e| e.view.status().name()).unwrap_or_default()
     }
 
-    pub fn cancel_state(&self, id: &str) -> String {
-        self.lock().executions.get(id).map(|e| e.view.cancel_state.clone()).unwrap_or_default()
+    pub fn cancel_state(&self, id: &str) -> &'static str {
+        self.lock().executions.get(id).map(|e| e.view.cancel_state().name()).unwrap_or_default()
     }
 
     pub fn surface(&self, id: &str) -> i32 {
@@ -219,27 +220,28 @@ impl Coordinator for Fake {
         let input: Value = serde_json::from_str(&r.input_json).unwrap_or(Value::Null);
         let (status, result) = match r.tool_name.as_str() {
             "echo" => {
-                ("completed", Some(text_result(&format!("echo {}", input["text"].as_str().unwrap_or("")), false)))
+                let text = format!("echo {}", input["text"].as_str().unwrap_or(""));
+                (ExecutionStatus::Completed, Some(text_result(&text, false)))
             }
-            "oops" => ("completed", Some(text_result("the tool could not do it", true))),
-            _ => ("working", None),
+            "oops" => (ExecutionStatus::Completed, Some(text_result("the tool could not do it", true))),
+            _ => (ExecutionStatus::Working, None),
         };
         let view = ExecutionView {
             execution_id: id.clone(),
-            status: status.into(),
+            status: status as i32,
             org_id: r.org_id,
             project_id: r.project_id,
             gateway_id: r.gateway_id,
             tool_name: r.tool_name,
             user_id: user.into(),
             surface: r.surface,
-            execution_type: "immediate".into(),
+            execution_type: ExecutionType::Immediate as i32,
             created_at_ms: now,
             updated_at_ms: now,
             execution_deadline_ms: now + 86_400_000,
             retention_expires_at_ms: now + 8 * 86_400_000,
             poll_interval_ms: 500,
-            cancel_state: "none".into(),
+            cancel_state: CancelState::None as i32,
             ..Default::default()
         };
         state.executions.insert(id, Exec { owner: user.into(), view: view.clone(), result });
@@ -298,7 +300,7 @@ impl Coordinator for Fake {
         let user = user_of(&request)?;
         let view = self.owned(user, &request.get_ref().execution_id)?;
         let result = self.lock().executions.get(&view.execution_id).and_then(|e| e.result.clone());
-        let result_json = if view.status == "completed" { result } else { None };
+        let result_json = if view.status() == ExecutionStatus::Completed { result } else { None };
         Ok(Response::new(GetResultResponse { execution: Some(view), result_json }))
     }
 
@@ -313,15 +315,16 @@ impl Coordinator for Fake {
         self.lock().provided.push((
             r.execution_id.clone(),
             r.request_key.clone(),
-            response.action,
+            response.action().name().to_owned(),
             response.content_json,
         ));
         self.update(&r.execution_id, |e| {
             for req in e.view.input_requests.iter_mut().filter(|q| q.request_key == r.request_key) {
-                req.state = "answered".into();
+                req.set_state(InputRequestState::Answered);
             }
-            if e.view.input_requests.iter().all(|q| q.state != "open") && e.view.status == "input_required" {
-                e.view.status = "working".into();
+            let open = e.view.input_requests.iter().any(|q| q.state() == InputRequestState::Open);
+            if !open && e.view.status() == ExecutionStatus::InputRequired {
+                e.view.set_status(ExecutionStatus::Working);
             }
         });
         Ok(Response::new(ProvideInputResponse { acknowledged: true }))
@@ -334,16 +337,16 @@ impl Coordinator for Fake {
         let user = user_of(&request)?;
         let id = request.into_inner().execution_id;
         let view = self.owned(user, &id)?;
-        if matches!(view.status.as_str(), "completed" | "failed" | "cancelled") {
+        if view.status().is_terminal() {
             return Ok(Response::new(CancelExecutionResponse {
-                outcome: "already_terminal".into(),
+                outcome: CancelOutcome::AlreadyTerminal as i32,
                 execution: Some(view),
             }));
         }
         // The tool stops cooperatively: the request is recorded, the status stays.
-        self.update(&id, |e| e.view.cancel_state = "requested".into());
+        self.update(&id, |e| e.view.set_cancel_state(CancelState::Requested));
         let view = self.owned(user, &id)?;
-        Ok(Response::new(CancelExecutionResponse { outcome: "accepted".into(), execution: Some(view) }))
+        Ok(Response::new(CancelExecutionResponse { outcome: CancelOutcome::Accepted as i32, execution: Some(view) }))
     }
 
     async fn list_tools(&self, request: Request<ListToolsRequest>) -> Result<Response<ListToolsResponse>, Status> {
@@ -358,7 +361,7 @@ impl Coordinator for Fake {
         let ended = self.0.state.lock().map(|s| s.ended_sessions.contains(session)).unwrap_or(false);
         Ok(Response::new(WhoAmIResponse {
             mcp_session_ended: ended,
-            kind: "end_user".into(),
+            kind: PrincipalKind::EndUser as i32,
             org_id: "org1".into(),
             project_id: "proj1".into(),
             gateway_id: gateway.into(),

@@ -7,7 +7,7 @@ use crate::remote::client::{Dialect, RELATED_TASK, describe_request, form_elicit
 use crate::remote::link::Relay;
 use crate::remote::task::{Status, TaskState, result_json};
 use crate::remote::transport::{CallError, Incoming};
-use baton_proto::worker::v1::{self as wpb, settlement::Outcome, worker_message::Msg};
+use baton_proto::worker::v1::{self as wpb, InputAction, MessageKind, settlement::Outcome, worker_message::Msg};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -135,7 +135,7 @@ impl Driver<'_> {
             attempt: self.a.attempt,
             requests,
         });
-        self.await_ack(m, "input_requested").await?;
+        self.await_ack(m, MessageKind::InputRequested).await?;
         self.published.extend(keys);
         Ok(())
     }
@@ -147,8 +147,14 @@ impl Driver<'_> {
             let key = answer.remote_key.clone();
             if !self.delivered.contains(&key) {
                 let content: Value = serde_json::from_str(&answer.content_json).unwrap_or(Value::Null);
-                let mut response = json!({"action": answer.action});
-                if answer.action == "accept" && !content.is_null() {
+                // MCP's elicitation actions are the wire's names; one this
+                // worker cannot read neither accepts nor declines: it cancels.
+                let action = match answer.action() {
+                    InputAction::Unspecified => InputAction::Cancel,
+                    a => a,
+                };
+                let mut response = json!({"action": action.name()});
+                if action == InputAction::Accept && !content.is_null() {
                     response["content"] = content;
                 }
                 let sent = match self.client.dialect {

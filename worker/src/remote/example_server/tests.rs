@@ -25,10 +25,10 @@ impl Uplink for FakeCoordinator {
     async fn send(&self, m: Msg) -> bool {
         match &m {
             Msg::RemoteTaskStarted(_) => {
-                let _ = self.tx.send(Relay::Ack("remote_task".into()));
+                let _ = self.tx.send(Relay::Ack(wpb::MessageKind::RemoteTask));
             }
             Msg::InputRequested(r) => {
-                let _ = self.tx.send(Relay::Ack("input_requested".into()));
+                let _ = self.tx.send(Relay::Ack(wpb::MessageKind::InputRequested));
                 for spec in r.requests.iter().filter(|_| self.answer) {
                     let _ = self.tx.send(Relay::Input(answer_for(r, spec)));
                 }
@@ -50,7 +50,7 @@ fn answer_for(r: &wpb::InputRequested, spec: &wpb::InputRequestSpec) -> wpb::Inp
         execution_id: r.execution_id.clone(),
         attempt: r.attempt,
         remote_key: spec.remote_key.clone(),
-        action: "accept".into(),
+        action: wpb::InputAction::Accept as i32,
         content_json: content.to_string(),
     }
 }
@@ -165,7 +165,7 @@ async fn a_stop_cancels_the_remote_task() {
         let run = Driver::new(&t, &a, &up, &mut rx, CancellationToken::new()).run();
         let stop = async {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let _ = tx.send(Relay::Stop("cancelled".into()));
+            let _ = tx.send(Relay::Stop(wpb::StopReason::Cancelled));
             std::future::pending::<()>().await
         };
         let o = tokio::select! { o = run => o, _ = stop => unreachable!() };
