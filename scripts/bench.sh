@@ -97,6 +97,8 @@ security:
 database: {url: "$DB_URL", max_connections: 32}
 redis: {url: "$REDIS_URL", key_prefix: "$PREFIX"}
 worker: {capacity: $CAPACITY}
+# One bench token parks every waiter: lift the per-credential wait cap.
+gateway: {max_waits_per_principal: 100000, max_waits: 100000}
 EOF
 echo "admission bounds: principal, project and organization concurrency $BOUND, backlog $BOUND, retained payload $PAYLOAD_BOUND bytes"
 echo "worker capacity $CAPACITY; roles log at '$ROLE_LOG'"

@@ -32,6 +32,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         retained_payload_bytes: 1 << 40,
     };
     let admission = Arc::new(RedisAdmission::connect(&args.redis_url, &prefix, bounds).await?);
+    // As a coordinator does before serving: until a rebuild, nothing is admitted.
+    admission.rebuild(&[], 0, 60_000).await?;
     let per_task = args.decisions.div_ceil(args.concurrency.max(1));
     let started = Instant::now();
     let tasks: Vec<_> = (0..args.concurrency.max(1))

@@ -153,6 +153,19 @@ pub struct GatewaySection {
     pub max_body_bytes: usize,
     pub foreground_budget_ms: u64,
     pub allowed_hosts: Vec<String>,
+    /// A connection must deliver a request head (and each chunk of a body)
+    /// within this long; one with no request in flight for this long is closed.
+    pub header_read_timeout_ms: u64,
+    /// How long a kept-alive connection may sit between requests before it is closed.
+    pub idle_timeout_ms: u64,
+    /// On shutdown, how long in-flight requests may finish before the
+    /// remaining connections are dropped (parked waits answer at once).
+    pub drain_timeout_ms: u64,
+    /// Waits (long polls, blocking streams, foreground tool calls) one
+    /// credential may hold on one gateway at once; 429 above it.
+    pub max_waits_per_principal: usize,
+    /// Waits one gateway process holds at once, all callers together.
+    pub max_waits: usize,
 }
 
 impl Default for GatewaySection {
@@ -163,6 +176,11 @@ impl Default for GatewaySection {
             max_body_bytes: 1 << 20,
             foreground_budget_ms: 10_000,
             allowed_hosts: Vec::new(),
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            drain_timeout_ms: 10_000,
+            max_waits_per_principal: 100,
+            max_waits: 10_000,
         }
     }
 }
@@ -363,6 +381,17 @@ impl Config {
                 return Err(field(name, "must be a positive integer"));
             }
         }
+        let g = &self.gateway;
+        for (name, positive) in [
+            ("gateway.header_read_timeout_ms", g.header_read_timeout_ms > 0),
+            ("gateway.idle_timeout_ms", g.idle_timeout_ms > 0),
+            ("gateway.max_waits_per_principal", g.max_waits_per_principal > 0),
+            ("gateway.max_waits", g.max_waits > 0),
+        ] {
+            if !positive {
+                return Err(field(name, "must be positive"));
+            }
+        }
         if self.worker.capacity == 0 {
             return Err(field("worker.capacity", "must be positive"));
         }
@@ -460,6 +489,19 @@ mod tests {
         assert_eq!(c.database.url.as_deref(), Some("sqlite://x.db"));
         let err = load(ON, &[("BATON_FEATURES__MCP_TASKS_BACKLOG", "-1")]).expect_err("negative");
         assert!(err.to_string().contains("mcp_tasks_backlog"));
+    }
+
+    #[test]
+    fn gateway_shedding_has_generous_defaults_and_positive_bounds() {
+        let c = load("", &[]).expect("valid");
+        let g = &c.gateway;
+        assert_eq!((g.header_read_timeout_ms, g.drain_timeout_ms), (10_000, 10_000));
+        assert_eq!((g.max_waits_per_principal, g.max_waits), (100, 10_000));
+        let c = load("", &[("BATON_GATEWAY__HEADER_READ_TIMEOUT_MS", "500"), ("BATON_GATEWAY__MAX_WAITS", "7")])
+            .expect("valid");
+        assert_eq!((c.gateway.header_read_timeout_ms, c.gateway.max_waits), (500, 7));
+        let err = load("", &[("BATON_GATEWAY__MAX_WAITS_PER_PRINCIPAL", "0")]).expect_err("zero");
+        assert!(err.to_string().contains("gateway.max_waits_per_principal"), "{err}");
     }
 
     #[test]

@@ -66,6 +66,11 @@ pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton
         allowed_hosts: c.gateway.allowed_hosts.clone(),
         anonymous_mcp_token: None,
         coordinator_tls: crate::tls::client(c)?,
+        header_read_timeout: Duration::from_millis(c.gateway.header_read_timeout_ms),
+        idle_timeout: Duration::from_millis(c.gateway.idle_timeout_ms),
+        drain_timeout: Duration::from_millis(c.gateway.drain_timeout_ms),
+        max_waits_per_principal: c.gateway.max_waits_per_principal,
+        max_waits: c.gateway.max_waits,
     })
 }
 

@@ -6,6 +6,9 @@ use crate::store::{Credential, CredentialKind, ExecutionRecord};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+pub mod history;
+pub mod operator;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
     #[error("missing or invalid credential")]

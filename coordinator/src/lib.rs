@@ -18,7 +18,10 @@ pub use baton_domain as domain;
 pub use options::Options;
 
 use admission::Admission;
-use baton_proto::coordinator::v1::{coordinator_server::CoordinatorServer, peer_server::PeerServer};
+use baton_proto::coordinator::v1::{
+    coordinator_server::CoordinatorServer, history_server::HistoryServer, operator_server::OperatorServer,
+    peer_server::PeerServer,
+};
 use baton_proto::worker::v1::worker_session_server::WorkerSessionServer;
 use engine::{Bus, Engine};
 use std::sync::Arc;
@@ -71,6 +74,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
 pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
     let mut server = server(&options)?;
     let engine = engine(options, shutdown.clone()).await?;
+    engine.prepare().await;
     engine.start_background();
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -83,6 +87,8 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     let served = server
         .add_service(health_service)
         .add_service(CoordinatorServer::new(grpc::api::Api { engine: engine.clone() }))
+        .add_service(HistoryServer::new(grpc::history::HistoryService { engine: engine.clone() }))
+        .add_service(OperatorServer::new(grpc::operator::OperatorService { engine: engine.clone() }))
         .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))
         .add_service(PeerServer::new(grpc::peer::PeerService { engine: engine.clone() }))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())

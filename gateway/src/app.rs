@@ -1,10 +1,14 @@
-//! What every handler is given: the gateway's options and its coordinator
-//! client. Read-only after start; nothing here is state another replica needs.
+//! What every handler is given: the gateway's options, its coordinator
+//! client, the wait counters and the shutdown signal. Nothing here is state
+//! another replica needs.
 
-use crate::coordinator::Coordinator;
+use crate::coordinator::{Bearer, Coordinator};
+use crate::waits::{TooManyWaits, WaitPermit, Waits};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -28,10 +32,44 @@ pub struct Options {
     /// For an `https://` coordinator: the CA that verifies it and the
     /// gateway's client certificate (mTLS); `None` trusts the system roots.
     pub coordinator_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// A connection must deliver a request head within this long (slowloris,
+    /// and connections that never send one). Also bounds each chunk of a
+    /// request body.
+    pub header_read_timeout: Duration,
+    /// A kept-alive connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// On shutdown, how long in-flight requests may finish before their
+    /// connections are dropped.
+    pub drain_timeout: Duration,
+    /// Waits (long polls, blocking streams) one credential may hold at once.
+    pub max_waits_per_principal: usize,
+    /// Waits this gateway process holds at once, all callers together.
+    pub max_waits: usize,
 }
 
 #[derive(Clone)]
 pub struct AppState {
     pub options: Arc<Options>,
     pub coordinator: Coordinator,
+    pub waits: Arc<Waits>,
+    /// Cancelled when the gateway begins a graceful shutdown: every parked
+    /// wait answers at once.
+    pub shutdown: CancellationToken,
+}
+
+impl AppState {
+    /// A place for one wait of `bearer`, unless a bound is reached.
+    pub fn admit_wait(&self, bearer: &Bearer) -> Result<WaitPermit, TooManyWaits> {
+        self.waits.acquire(bearer)
+    }
+
+    /// Runs `wait` unless the gateway is shutting down: `None` when shutdown
+    /// came first (or had already begun).
+    pub async fn unless_shutdown<F: Future>(&self, wait: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            () = self.shutdown.cancelled() => None,
+            out = wait => Some(out),
+        }
+    }
 }

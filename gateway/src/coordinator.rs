@@ -15,6 +15,9 @@ use std::time::Duration;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
+pub mod history;
+mod operator;
+
 /// The caller's credential, forwarded verbatim; never logged.
 #[derive(Clone)]
 pub struct Bearer(pub String);
@@ -173,6 +176,20 @@ impl Coordinator {
         self.call(bearer, request, None, |mut c, r| async move { c.who_am_i(r).await }).await
     }
 
+    /// The coordinator's refusal of `bearer` (401), if it refuses it; `None`
+    /// when it knows the credential or could not be asked. Only error paths
+    /// ask: every other call authenticates as it goes.
+    pub async fn credential_refused(&self, bearer: &Bearer) -> Option<WireError> {
+        match self.who_am_i(bearer, None).await {
+            Err(e) if e.code == ErrorCode::Unauthenticated => Some(e),
+            Err(e) => {
+                tracing::debug!(code = e.code.as_str(), "credential check on an error path failed");
+                None
+            }
+            Ok(_) => None,
+        }
+    }
+
     /// Ends a legacy MCP session for every replica.
     pub async fn end_mcp_session(&self, bearer: &Bearer, mcp_session_id: &str) -> Result<(), WireError> {
         let request = pb::EndMcpSessionRequest { mcp_session_id: mcp_session_id.to_owned() };
@@ -214,12 +231,24 @@ impl Coordinator {
     }
 
     pub async fn execution(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::ExecutionView, WireError> {
+        self.execution_within(bearer, scope, id, DEFAULT_TIMEOUT).await
+    }
+
+    /// As [`Coordinator::execution`], given up after `timeout` (a gateway
+    /// that is shutting down answers promptly or not at all).
+    pub async fn execution_within(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<pb::ExecutionView, WireError> {
         let request = pb::GetExecutionRequest {
             org_id: scope.org_id.clone(),
             project_id: scope.project_id.clone(),
             execution_id: id.to_owned(),
         };
-        self.call(bearer, request, None, |mut c, r| async move { c.get_execution(r).await }).await
+        self.call(bearer, request, Some(timeout), |mut c, r| async move { c.get_execution(r).await }).await
     }
 
     /// Long-polls until the status differs from `known_status` (unspecified:
@@ -307,7 +336,8 @@ impl Coordinator {
         Ok(ack.acknowledged)
     }
 
-    /// Calls the coordinator with the caller's bearer; `timeout` bounds long polls.
+    /// Calls the coordinator with the caller's bearer; `timeout` replaces the
+    /// default bound (long polls, reads during shutdown).
     async fn call<Req, Resp, F, Fut>(
         &self,
         bearer: &Bearer,

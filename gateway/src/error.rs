@@ -1,24 +1,48 @@
 //! HTTP errors: one JSON shape `{"error":{"code","message"}}`, the status chosen
-//! by the code table in `baton_proto::error`. Saturation and unavailability carry
-//! `Retry-After` in whole seconds.
+//! by the code table in `baton_proto::error` (and, for the gateway's own load
+//! shedding, `too_many_waits`: 429). Saturation and unavailability carry
+//! `Retry-After` in whole seconds. A refusal the gateway decided before the
+//! coordinator checked the caller's credential is marked [`Unverified`], so
+//! the credential is checked first on that error path (see `credentials`).
 
 use crate::coordinator::MissingBearer;
+use crate::waits::{self, TooManyWaits};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_proto::error::{ErrorCode, WireError};
 
 #[derive(Debug)]
-pub struct ApiError(pub WireError);
+pub enum ApiError {
+    /// Decided by the gateway (a malformed request), before any coordinator
+    /// call: the caller's credential is still unchecked.
+    Gateway(WireError),
+    /// Answered by the coordinator, which authenticates every call first.
+    Coordinator(WireError),
+    /// Load the gateway sheds on its own.
+    TooManyWaits(TooManyWaits),
+}
+
+/// Marks a response refusing a request whose credential nobody checked yet.
+#[derive(Clone, Copy, Debug)]
+pub struct Unverified;
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError(WireError::new(code, message))
+        ApiError::Gateway(WireError::new(code, message))
     }
 
     /// The one not-found answer for unknown, unauthorized and expired ids: the
     /// same bytes whichever it was.
     pub fn execution_not_found() -> Self {
-        ApiError::new(ErrorCode::NotFound, "execution not found")
+        ApiError::Coordinator(WireError::new(ErrorCode::NotFound, "execution not found"))
+    }
+
+    /// The client-safe message.
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::Gateway(e) | ApiError::Coordinator(e) => e.message.clone(),
+            ApiError::TooManyWaits(e) => e.to_string(),
+        }
     }
 }
 
@@ -28,14 +52,20 @@ impl From<WireError> for ApiError {
         if e.code == ErrorCode::NotFound {
             return ApiError::execution_not_found();
         }
-        ApiError(e)
+        ApiError::Coordinator(e)
     }
 }
 
 /// 401 before any coordinator call.
 impl From<MissingBearer> for ApiError {
     fn from(e: MissingBearer) -> Self {
-        ApiError::new(ErrorCode::Unauthenticated, e.to_string())
+        ApiError::Coordinator(WireError::new(ErrorCode::Unauthenticated, e.to_string()))
+    }
+}
+
+impl From<TooManyWaits> for ApiError {
+    fn from(e: TooManyWaits) -> Self {
+        ApiError::TooManyWaits(e)
     }
 }
 
@@ -44,9 +74,28 @@ pub fn retry_after_secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
 
+/// Statuses of requests refused as malformed: checked for credentials first.
+pub fn is_validation_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 400 | 406 | 411 | 413 | 415 | 422)
+}
+
+fn too_many_waits(e: TooManyWaits) -> Response {
+    let ms = waits::RETRY_AFTER_MS;
+    let body = serde_json::json!({"error": {
+        "code": TooManyWaits::CODE, "message": e.to_string(), "scope": e.scope(), "retry_after_ms": ms,
+    }});
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(ms)));
+    response
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let e = self.0;
+        let (e, unverified) = match self {
+            ApiError::TooManyWaits(e) => return too_many_waits(e),
+            ApiError::Gateway(e) => (e, true),
+            ApiError::Coordinator(e) => (e, false),
+        };
         let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut error = serde_json::json!({"code": e.code.as_str(), "message": e.message});
         if let Some(scope) = &e.scope {
@@ -64,13 +113,17 @@ impl IntoResponse for ApiError {
         if let Some(secs) = retry {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        if unverified && is_validation_status(status) {
+            response.extensions_mut().insert(Unverified);
+        }
         response
     }
 }
 
 /// Errors produced by the framework rather than a handler (unknown route,
 /// wrong method, body over the limit) get the same JSON shape as ours; headers
-/// such as `Allow` are kept.
+/// such as `Allow` are kept. Malformed requests it refused are [`Unverified`]:
+/// no handler, hence no coordinator, saw their credential.
 pub async fn json_framework_errors(response: Response) -> Response {
     let status = response.status();
     let is_json = response
@@ -100,6 +153,9 @@ pub async fn json_framework_errors(response: Response) -> Response {
         if let Some(v) = parts.headers.get(&name) {
             rebuilt.headers_mut().insert(name, v.clone());
         }
+    }
+    if is_validation_status(status) {
+        rebuilt.extensions_mut().insert(Unverified);
     }
     rebuilt
 }

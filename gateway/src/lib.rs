@@ -7,21 +7,24 @@
 
 mod app;
 pub mod coordinator;
+mod credentials;
 pub mod error;
 mod execution;
 mod health;
 mod json;
 pub mod mcp;
 pub mod rest;
+mod serve;
+pub mod waits;
 
 use axum::Router;
-use axum::serve::ListenerExt as _;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use app::{AppState, Options};
 pub use coordinator::{Bearer, Coordinator, Scope};
+pub use serve::no_delay;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -37,7 +40,10 @@ pub fn router(state: AppState) -> Router {
         .merge(rest::router())
         .merge(mcp::router())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(state.options.max_body_bytes))
+        // A body that stalls is a slowloris too: each chunk must come in time.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(state.options.header_read_timeout))
         .layer(axum::middleware::map_response(error::json_framework_errors))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), credentials::authenticate_refusals))
         // The root span of every request; its context travels to the coordinator.
         // Paths carry ids, never tokens or payloads.
         .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
@@ -46,23 +52,25 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-pub fn state(options: Options) -> Result<AppState, Error> {
+/// The handlers' state; `shutdown` ends every parked wait when it fires.
+pub fn state(options: Options, shutdown: CancellationToken) -> Result<AppState, Error> {
     let coordinator = Coordinator::connect_lazy(&options.coordinator_url, options.coordinator_tls.clone())?;
-    Ok(AppState { options: Arc::new(options), coordinator })
+    let waits = Arc::new(waits::Waits::new(options.max_waits_per_principal, options.max_waits));
+    Ok(AppState { options: Arc::new(options), coordinator, waits, shutdown })
 }
 
-/// Small responses must not wait for the client's delayed ACK (Nagle adds
-/// ~40 ms to a response written in two pieces); axum leaves it on.
-pub fn no_delay(tcp: &mut tokio::net::TcpStream) {
-    if let Err(e) = tcp.set_nodelay(true) {
-        tracing::debug!(error = %e, "TCP_NODELAY not set");
-    }
-}
-
-/// Serves until `shutdown` fires, then drains in-flight requests.
+/// Serves until `shutdown` fires, then drains: the listener closes, parked
+/// waits answer at once, in-flight requests finish, and connections still
+/// open after `options.drain_timeout` are dropped.
 pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
-    let app = router(state(options)?);
+    let limits = serve::Limits {
+        header_read_timeout: options.header_read_timeout,
+        idle_timeout: options.idle_timeout,
+        drain_timeout: options.drain_timeout,
+    };
+    let app = router(state(options, shutdown.clone())?);
     tracing::info!(addr = %listener.local_addr()?, "gateway listening");
-    axum::serve(listener.tap_io(no_delay), app).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
+    serve::serve(listener, app, limits, shutdown).await;
+    tracing::info!("gateway stopped");
     Ok(())
 }

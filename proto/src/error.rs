@@ -103,7 +103,10 @@ impl ErrorCode {
             Code::PermissionDenied => ErrorCode::PermissionDenied,
             Code::NotFound => ErrorCode::NotFound,
             Code::ResourceExhausted => ErrorCode::CapacityExceeded,
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => ErrorCode::Unavailable,
+            // Our coordinator never answers `Unknown` itself: tonic reports a
+            // connection that broke mid-call (a coordinator killed, a reset
+            // stream) that way. Retrying elsewhere is the right answer: 503.
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => ErrorCode::Unavailable,
             _ => ErrorCode::Internal,
         }
     }

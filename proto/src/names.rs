@@ -6,7 +6,8 @@
 //! checks without asking the coordinator.
 
 use crate::coordinator::v1::{
-    CancelOutcome, CancelState, ExecutionStatus, ExecutionType, InputRequestState, PrincipalKind, Surface,
+    CancelOutcome, CancelState, ExecutionOutcome, ExecutionStatus, ExecutionType, FailureReason, InputRequestState,
+    PrincipalKind, Surface, TimelineEvent,
 };
 use crate::worker::v1::{BackgroundPolicy, InputAction, MessageKind, StopReason};
 
@@ -103,6 +104,31 @@ names! {
         McpNative => "mcp_native",
         McpCompat => "mcp_compat",
     }
+    ExecutionOutcome {
+        Success => "success",
+        Failure => "failure",
+    }
+    FailureReason {
+        ToolError => "tool_error",
+        DeadlineExceeded => "deadline_exceeded",
+        OwnerLost => "owner_lost",
+        UnsupportedInteraction => "unsupported_interaction",
+        InvocationRefused => "invocation_refused",
+    }
+    TimelineEvent {
+        Created => "created",
+        Claimed => "claimed",
+        Settled => "settled",
+        CancelRequested => "cancel_requested",
+        LeaseLapsed => "lease_lapsed",
+        OwnerLost => "owner_lost",
+        DeadlineExceeded => "deadline_exceeded",
+        Refused => "refused",
+        Undelivered => "undelivered",
+        RemoteTaskRecorded => "remote_task_recorded",
+        InputRequested => "input_requested",
+        InputAnswered => "input_answered",
+    }
 }
 
 impl ExecutionStatus {
@@ -159,6 +185,9 @@ mod tests {
         check!(InputRequestState, "INPUT_REQUEST_STATE_");
         check!(MessageKind, "MESSAGE_KIND_");
         check!(Surface, "SURFACE_");
+        check!(ExecutionOutcome, "EXECUTION_OUTCOME_");
+        check!(FailureReason, "FAILURE_REASON_");
+        check!(TimelineEvent, "TIMELINE_EVENT_");
     }
 
     #[test]

@@ -123,3 +123,66 @@ async fn a_draining_worker_leaves_what_outlives_its_grace_to_the_owner_loss_rule
         "cut short by the rollout, not by the tool: {done}"
     );
 }
+
+#[tokio::test]
+async fn poisoned_requests_never_fail_or_split_a_shared_batch() {
+    let c = Cluster::single(Settings::default()).await.expect("cluster");
+    let alice = c.rest(0, &c.id.user_token);
+    let key = c.rest(0, &c.id.member_key);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let r = alice.start("Demo.Echo", json!({"text": format!("n{i}")}), None).await.expect("start");
+        ids.push(r.json()["execution_id"].as_str().expect("id").to_owned());
+    }
+    let paths: Vec<String> = (0..200).map(|i| format!("/tool-executions/{}", ids[i % ids.len()])).collect();
+    let honest = paths.iter().map(|p| alice.get(p));
+    let poisoned = (0..50).map(|_| alice.get("/tool-executions/te_%00%00"));
+    let bad_creates = (0..20).map(|i| {
+        let body = json!({"gateway_id": c.id.gateway_id, "tool_name": "Demo.Echo", "input": {}, "user_id": format!("u{i}\u{0}")});
+        key.send(reqwest::Method::POST, "/tool-executions", Some(body), None)
+    });
+    let good_creates = (0..20).map(|i| key.start("Demo.Echo", json!({"text": format!("k{i}")}), None));
+    let (honest, poisoned, bad_creates, good_creates) = tokio::join!(
+        futures_util::future::join_all(honest),
+        futures_util::future::join_all(poisoned),
+        futures_util::future::join_all(bad_creates),
+        futures_util::future::join_all(good_creates),
+    );
+    assert!(honest.iter().all(|r| r.as_ref().is_ok_and(|r| r.status == 200)), "every honest poll answered");
+    assert!(poisoned.iter().all(|r| r.as_ref().is_ok_and(|r| r.status == 404)));
+    assert!(bad_creates.iter().all(|r| r.as_ref().is_ok_and(|r| r.status == 400)));
+    assert!(good_creates.iter().all(|r| r.as_ref().is_ok_and(|r| r.status == 202)));
+    let log = std::fs::read_to_string(&c.coordinators[0].log).expect("coordinator log");
+    assert!(!log.contains("coalesced read failed"), "no read batch fell back to one by one");
+    assert!(!log.contains("coalesced create failed"), "no create batch fell back to one by one");
+}
+
+#[tokio::test]
+async fn rest_refuses_a_tool_that_forbids_background_runs_before_anything_is_created() {
+    use crate::worker_trust::{Hostile, channel, tool};
+    use baton_proto::worker::v1::{BackgroundPolicy, coordinator_message::Msg};
+    let c = Cluster::single(Settings { backlog: 1, ..Settings::default() }).await.expect("cluster");
+    let mut foreground_only = tool("Trust.Foreground");
+    foreground_only.set_background(BackgroundPolicy::Forbidden);
+    let mut h = Hostile::register(
+        channel(&c, 0, None).await.expect("channel"),
+        &c.id.worker_token,
+        "fg",
+        vec![foreground_only],
+        2,
+    )
+    .await
+    .expect("session")
+    .expect("registered");
+    h.next(Duration::from_secs(10), |m| matches!(m, Msg::Registered(_)).then_some(())).await.expect("registered");
+    let alice = c.rest(0, &c.id.user_token);
+    for _ in 0..3 {
+        let r = alice.start("Trust.Foreground", json!({}), None).await.expect("start");
+        assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.bytes));
+        assert_eq!(r.json()["error"]["code"], "policy_refused");
+    }
+    assert_eq!(c.scalar("SELECT COUNT(*) FROM executions").await.expect("count"), 0, "nothing was created");
+    // Nothing was admitted either: a backlog of one still has its place.
+    let r = alice.start("Demo.Sleep", json!({"seconds": 0}), None).await.expect("start");
+    assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.bytes));
+}

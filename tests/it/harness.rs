@@ -170,6 +170,9 @@ pub struct Settings {
     pub owner_loss_grace_ms: u64,
     /// A Redis of the test's own (to stop it mid-test); the shared one otherwise.
     pub redis_url: Option<String>,
+    /// A Postgres server of the test's own (to restart it mid-test), as an admin
+    /// URL naming a database to connect to; the shared one otherwise.
+    pub postgres_url: Option<String>,
     /// Every process exports spans here (OTLP/gRPC).
     pub otlp_endpoint: Option<String>,
     /// TLS on every gRPC hop with client certificates required (mTLS): a
@@ -190,6 +193,7 @@ impl Default for Settings {
             lease_ms: 5_000,
             owner_loss_grace_ms: 5_000,
             redis_url: None,
+            postgres_url: None,
             otlp_endpoint: None,
             tls: false,
         }
@@ -220,12 +224,12 @@ impl Cluster {
         // crashed runs without touching databases of runs still going.
         let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
         let db = format!("bt_it_{created}_{suffix}");
+        let base = settings.postgres_url.clone().unwrap_or_else(postgres_url);
         {
             use sqlx::Connection as _;
-            let mut admin = sqlx::PgConnection::connect(&postgres_url()).await.context("postgres reachable")?;
+            let mut admin = sqlx::PgConnection::connect(&base).await.context("postgres reachable")?;
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut admin).await?;
         }
-        let base = postgres_url();
         let (prefix, _) = base.rsplit_once('/').ok_or_else(|| anyhow!("postgres url needs a database"))?;
         let database_url = format!("{prefix}/{db}");
         let mut key = [0u8; 32];
@@ -404,11 +408,27 @@ impl Cluster {
     }
 
     pub async fn start_gateway(&mut self, coordinator: usize) -> Result<usize> {
+        self.start_gateway_with(coordinator, &[]).await
+    }
+
+    /// A gateway with extra environment (configuration overrides).
+    pub async fn start_gateway_with(&mut self, coordinator: usize, extra: &[(&str, String)]) -> Result<usize> {
         let mut env = vec![("BATON_GATEWAY__COORDINATOR_URL", self.coordinator_url(coordinator))];
         env.extend(self.client_identity_env());
+        env.extend(extra.iter().cloned());
         let p = self.spawn("gateway", &["--listen", "127.0.0.1:0"], &env, "gateway listening").await?;
         self.gateways.push(p);
         Ok(self.gateways.len() - 1)
+    }
+
+    /// Restarts gateway `i` on its previous address, talking to `coordinator`.
+    pub async fn restart_gateway(&mut self, i: usize, coordinator: usize) -> Result<()> {
+        let addr = self.gateways[i].addr.clone();
+        let mut env = vec![("BATON_GATEWAY__COORDINATOR_URL", self.coordinator_url(coordinator))];
+        env.extend(self.client_identity_env());
+        let p = self.spawn("gateway", &["--listen", &addr], &env, "gateway listening").await?;
+        self.gateways[i] = p;
+        Ok(())
     }
 
     pub async fn start_worker(&mut self, coordinator: usize) -> Result<usize> {

@@ -47,7 +47,7 @@ async fn cluster(settings: Settings) -> Result<Cluster> {
 }
 
 /// A channel to coordinator `i`, speaking TLS (with a client certificate) when the cluster does.
-async fn channel(c: &Cluster, i: usize, window: Option<u32>) -> Result<Channel> {
+pub(crate) async fn channel(c: &Cluster, i: usize, window: Option<u32>) -> Result<Channel> {
     let mut endpoint = Endpoint::from_shared(c.coordinator_url(i))?.initial_stream_window_size(window);
     if let Some(tls) = c.client_tls() {
         endpoint = endpoint.tls_config(tls)?;
@@ -55,7 +55,7 @@ async fn channel(c: &Cluster, i: usize, window: Option<u32>) -> Result<Channel> 
     Ok(endpoint.connect().await?)
 }
 
-fn tool(name: &str) -> wpb::ToolRegistration {
+pub(crate) fn tool(name: &str) -> wpb::ToolRegistration {
     wpb::ToolRegistration {
         name: name.into(),
         toolkit_name: "Trust".into(),
@@ -69,7 +69,7 @@ fn tool(name: &str) -> wpb::ToolRegistration {
 }
 
 /// A worker session driven by hand.
-struct Hostile {
+pub(crate) struct Hostile {
     tx: mpsc::Sender<WorkerMessage>,
     rx: tonic::Streaming<CoordinatorMessage>,
 }
@@ -80,7 +80,7 @@ fn wrap(m: worker_message::Msg) -> WorkerMessage {
 
 impl Hostile {
     /// Registers; the coordinator's refusal comes back as the status.
-    async fn register(
+    pub(crate) async fn register(
         channel: Channel,
         token: &str,
         worker_id: &str,
@@ -108,7 +108,7 @@ impl Hostile {
     }
 
     /// The next message `pick` accepts, skipping others; fails after `within`.
-    async fn next<T>(&mut self, within: Duration, mut pick: impl FnMut(Msg) -> Option<T>) -> Result<T> {
+    pub(crate) async fn next<T>(&mut self, within: Duration, mut pick: impl FnMut(Msg) -> Option<T>) -> Result<T> {
         let until = tokio::time::Instant::now() + within;
         loop {
             let m = tokio::time::timeout_at(until, self.rx.message())

@@ -80,7 +80,24 @@ async fn memory_backlog_counts_unstarted_executions() {
 async fn redis(bounds: Bounds) -> super::redis::RedisAdmission {
     let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
     let prefix = crate::domain::id::random_id("baton_t_", 64);
-    super::redis::RedisAdmission::connect(&url, &prefix, bounds).await.expect("redis reachable (TEST_REDIS_URL)")
+    let a =
+        super::redis::RedisAdmission::connect(&url, &prefix, bounds).await.expect("redis reachable (TEST_REDIS_URL)");
+    // A coordinator rebuilds before it serves; until then nothing is admitted.
+    a.rebuild(&[], 0, 60_000).await.expect("first rebuild");
+    a
+}
+
+#[tokio::test]
+async fn nothing_is_admitted_while_redis_has_lost_its_state() {
+    let a = redis(bounds()).await;
+    assert_eq!(a.admit(&ticket("w1", "p1", "u1", 1), 0).await.expect("admit"), Ok(()));
+    a.wipe_for_tests().await;
+    let refused = a.admit(&ticket("w2", "p1", "u1", 1), 10).await;
+    assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
+    a.rebuild(&[(ticket("w1", "p1", "u1", 1), true)], 20, 60_000).await.expect("rebuild");
+    assert_eq!(a.admit(&ticket("w2", "p1", "u1", 1), 30).await.expect("admit"), Ok(()));
+    let full = a.admit(&ticket("w3", "p1", "u1", 1), 40).await.expect("admit").expect_err("principal full again");
+    assert_eq!(full.scope, Scope::Principal);
 }
 
 #[tokio::test]

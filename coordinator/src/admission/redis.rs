@@ -19,10 +19,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 const ADMIT: &str = r#"
--- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 bytes-expiry zset, 6 bytes total, 7 bytes sizes, 8 meta
+-- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 bytes-expiry zset, 6 bytes total, 7 bytes sizes, 8 meta, 9 epoch
 -- ARGV: 1 id, 2 now, 3 expires_at, 4 payload bytes, 5..9 bounds (principal, project, org, backlog, bytes), 10 meta ttl ms
 local id, now = ARGV[1], tonumber(ARGV[2])
 if redis.call('EXISTS', KEYS[8]) == 1 then return 'ok' end
+-- KEYS[9] is the epoch a rebuild writes: without it Redis lost its state (a
+-- restart, a flush) and counts nothing yet, so nothing is admitted until the
+-- rebuild from the durable truth is done.
+if redis.call('EXISTS', KEYS[9]) == 0 then return 'rebuilding' end
 for i = 1, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now) end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
 for _, g in ipairs(gone) do
@@ -322,6 +326,7 @@ impl Admission for RedisAdmission {
         for k in self.keys(t) {
             inv.key(k);
         }
+        inv.key(self.epoch_key());
         let meta_ttl = (t.expires_at_ms - now_ms).max(1_000);
         inv.arg(&t.execution_id).arg(now_ms).arg(t.expires_at_ms).arg(t.payload_bytes);
         inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);
@@ -329,6 +334,9 @@ impl Admission for RedisAdmission {
         let answer: String = inv.invoke_async(&mut con).await.map_err(unavailable)?;
         let scope = match answer.as_str() {
             "ok" => return Ok(Ok(())),
+            "rebuilding" => {
+                return Err(Error::Unavailable("admission state is being rebuilt from the database".into()));
+            }
             "principal" => Scope::Principal,
             "project" => Scope::Project,
             "organization" => Scope::Organization,

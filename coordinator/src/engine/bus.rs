@@ -26,12 +26,18 @@ pub enum Bus {
 
 #[derive(Clone)]
 pub struct RedisBus {
-    outbox: mpsc::UnboundedSender<Signal>,
+    outbox: mpsc::Sender<Signal>,
     client: redis::Client,
     prefix: String,
     /// Names this replica: signals it published itself were already delivered
     /// locally and are skipped when they come back.
     origin: String,
+}
+
+impl coalesce::Job for Signal {
+    fn abandoned(&self) -> bool {
+        false
+    }
 }
 
 enum Signal {
@@ -58,7 +64,8 @@ impl Bus {
     fn send(&self, signal: Signal) {
         if let Bus::Redis(bus) = self {
             // Closed only at shutdown, when signals no longer matter.
-            let _ = bus.outbox.send(signal);
+            // A hint: dropped when the queue is full, as when Redis loses it.
+            let _ = bus.outbox.try_send(signal);
         }
     }
 

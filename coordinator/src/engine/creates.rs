@@ -15,9 +15,16 @@ struct Job {
     reply: oneshot::Sender<store::Result<Created>>,
 }
 
+impl coalesce::Job for Job {
+    fn abandoned(&self) -> bool {
+        // Its caller gave up: nothing was promised, so nothing is created.
+        self.reply.is_closed()
+    }
+}
+
 #[derive(Clone)]
 pub struct Creates {
-    jobs: mpsc::UnboundedSender<Job>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl Creates {
@@ -32,7 +39,7 @@ impl Creates {
 
     pub async fn create(&self, new: NewExecution) -> store::Result<Created> {
         let (reply, answer) = oneshot::channel();
-        self.jobs.send(Job { new, reply }).map_err(coalesce::gone)?;
+        coalesce::enqueue(&self.jobs, Job { new, reply })?;
         answer.await.map_err(coalesce::gone)?
     }
 }

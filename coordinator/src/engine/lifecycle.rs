@@ -120,6 +120,15 @@ impl Engine {
         let input: serde_json::Value =
             serde_json::from_str(&req.input_json).map_err(|_| Error::Invalid("`input` is not valid JSON".into()))?;
         let tool = Self::eligible_tool(tool, &req.tool_name, &input)?;
+        // Every REST start runs in the background: a tool that forbids that is
+        // refused before anything is admitted or created (MCP checks the same
+        // policy per call in the gateway, where foreground calls exist).
+        if req.surface == "rest" && tool.background == "forbidden" {
+            return Err(Error::PolicyRefused(format!(
+                "tool {:?} forbids background execution; call it over MCP without a task",
+                tool.name
+            )));
+        }
         let now = now_ms();
         let id = ExecutionId::generate().to_string();
         let deadlines = self.options.lifetime.deadlines(now, req.ttl_ms, tool.max_ttl_ms);

@@ -6,9 +6,11 @@ mod bus;
 mod coalesce;
 mod creates;
 mod dispatch;
+pub mod history;
 mod input;
 pub mod lifecycle;
 pub mod messages;
+pub mod operator;
 mod reads;
 mod sessions;
 mod sweeper;
@@ -140,6 +142,14 @@ impl Engine {
             cluster_admission,
             peers,
         })
+    }
+
+    /// Brings cluster admission up to date before this replica serves: an
+    /// empty Redis admits nothing until it is rebuilt from the database.
+    pub async fn prepare(&self) {
+        if let Some(redis) = &self.cluster_admission {
+            sweeper::rebuild_admission(self, redis, false).await;
+        }
     }
 
     /// Starts this replica's background work: dispatch, bus wake-ups, the

@@ -21,9 +21,15 @@ struct Job {
     reply: oneshot::Sender<store::Result<Found>>,
 }
 
+impl coalesce::Job for Job {
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
 #[derive(Clone)]
 pub struct Reads {
-    jobs: mpsc::UnboundedSender<Job>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl Reads {
@@ -58,7 +64,7 @@ impl Reads {
 
     async fn read(&self, token_hash: Option<Vec<u8>>, id: &str) -> store::Result<Found> {
         let (reply, answer) = oneshot::channel();
-        self.jobs.send(Job { token_hash, id: id.to_owned(), reply }).map_err(coalesce::gone)?;
+        coalesce::enqueue(&self.jobs, Job { token_hash, id: id.to_owned(), reply })?;
         answer.await.map_err(coalesce::gone)?
     }
 }

@@ -4,6 +4,7 @@
 
 use super::{Engine, now_ms};
 use crate::admission::Ticket;
+use crate::admission::redis::RedisAdmission;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,55 +29,65 @@ pub async fn run(engine: Arc<Engine>) {
     }
 }
 
-/// Keeps Redis admission equal to the durable truth: a rebuild at start, every
-/// `admission_rebuild_ms`, and as soon as the epoch key is gone (a flush or an
-/// empty restarted Redis). Safe on every replica at once.
+/// Keeps Redis admission equal to the durable truth: a rebuild before the
+/// coordinator serves, every `admission_rebuild_ms`, and as soon as the epoch
+/// key is gone (a flush or an empty restarted Redis; until the rebuild is done,
+/// admission refuses with 503). Safe on every replica at once.
 pub async fn reconcile_admission(engine: Arc<Engine>) {
     let Some(redis) = engine.cluster_admission.clone() else { return };
     let period = Duration::from_millis(engine.options.admission_rebuild_ms.max(1_000));
-    let mut last = None::<tokio::time::Instant>;
+    let mut last = Some(tokio::time::Instant::now());
     loop {
-        let due = last.is_none_or(|t| t.elapsed() >= period);
-        let flushed = matches!(redis.epoch_present().await, Ok(false));
-        if due || flushed {
-            let rebuilt = match engine.store.open_executions().await {
-                Ok(open) => {
-                    let open: Vec<_> = open
-                        .into_iter()
-                        .map(|o| {
-                            let ticket = Ticket {
-                                execution_id: o.id,
-                                org_id: o.org_id,
-                                project_id: o.project_id,
-                                user_id: o.user_id,
-                                payload_bytes: o.input_bytes,
-                                expires_at_ms: o.execution_deadline,
-                            };
-                            (ticket, o.started)
-                        })
-                        .collect();
-                    redis.rebuild(&open, now_ms(), 60_000).await.map_err(|e| e.to_string())
-                }
-                Err(e) => Err(e.to_string()),
-            };
-            match rebuilt {
-                Ok(report) => {
-                    last = Some(tokio::time::Instant::now());
-                    if flushed || report.removed > 0 {
-                        tracing::info!(
-                            open = report.open,
-                            removed = report.removed,
-                            flushed,
-                            "admission rebuilt from postgres"
-                        );
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "admission rebuild failed"),
-            }
-        }
         tokio::select! {
             _ = engine.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            // Redis may lose its state at any moment: look often, it is one EXISTS.
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        let due = last.is_none_or(|t| t.elapsed() >= period);
+        let flushed = matches!(redis.epoch_present().await, Ok(false));
+        if (due || flushed) && rebuild_admission(&engine, &redis, flushed).await {
+            last = Some(tokio::time::Instant::now());
+        }
+    }
+}
+
+/// One rebuild of Redis admission from the open executions; true when done.
+pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission, flushed: bool) -> bool {
+    let rebuilt = match engine.store.open_executions().await {
+        Ok(open) => {
+            let open: Vec<_> = open
+                .into_iter()
+                .map(|o| {
+                    let ticket = Ticket {
+                        execution_id: o.id,
+                        org_id: o.org_id,
+                        project_id: o.project_id,
+                        user_id: o.user_id,
+                        payload_bytes: o.input_bytes,
+                        expires_at_ms: o.execution_deadline,
+                    };
+                    (ticket, o.started)
+                })
+                .collect();
+            redis.rebuild(&open, now_ms(), 60_000).await.map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match rebuilt {
+        Ok(report) => {
+            if flushed || report.removed > 0 {
+                tracing::info!(
+                    open = report.open,
+                    removed = report.removed,
+                    flushed,
+                    "admission rebuilt from postgres"
+                );
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "admission rebuild failed");
+            false
         }
     }
 }

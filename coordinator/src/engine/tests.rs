@@ -29,18 +29,18 @@ impl PeerLink for NoPeers {
     }
 }
 
-struct World {
-    engine: Arc<Engine>,
-    org_id: String,
-    project_id: String,
-    gateway_id: String,
-    user: String,
-    worker_token: String,
+pub(super) struct World {
+    pub(super) engine: Arc<Engine>,
+    pub(super) org_id: String,
+    pub(super) project_id: String,
+    pub(super) gateway_id: String,
+    pub(super) user: String,
+    pub(super) worker_token: String,
     _dir: std::path::PathBuf,
 }
 
 impl World {
-    async fn new() -> World {
+    pub(super) async fn new() -> World {
         let dir = std::env::temp_dir().join(format!("baton-engine-{}", crate::domain::id::random_id("t", 64)));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let store = Store::connect(&format!("sqlite://{}", dir.join("e.db").display()), 1).await.expect("sqlite");
@@ -92,11 +92,11 @@ impl World {
         World { engine, org_id, project_id, gateway_id, user, worker_token, _dir: dir }
     }
 
-    fn bearer(&self) -> Option<String> {
+    pub(super) fn bearer(&self) -> Option<String> {
         Some(format!("Bearer {}", self.user))
     }
 
-    fn scope(&self) -> Scope<'_> {
+    pub(super) fn scope(&self) -> Scope<'_> {
         Scope { org_id: &self.org_id, project_id: &self.project_id }
     }
 
@@ -122,7 +122,11 @@ impl World {
     }
 
     /// A worker session serving `Test.Echo`, and the commands it is sent.
-    async fn worker(&self, worker_id: &str, running: Vec<AttemptRef>) -> (Arc<Session>, mpsc::Receiver<Command>) {
+    pub(super) async fn worker(
+        &self,
+        worker_id: &str,
+        running: Vec<AttemptRef>,
+    ) -> (Arc<Session>, mpsc::Receiver<Command>) {
         let tool = ToolRecord {
             name: "Test.Echo".into(),
             toolkit_name: "Test".into(),
@@ -152,7 +156,7 @@ impl World {
 }
 
 /// The next assignment on `rx`, after a dispatch round.
-async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) -> AttemptRef {
+pub(super) async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) -> AttemptRef {
     assert!(engine.dispatch_round().await, "something was claimed");
     loop {
         match rx.recv().await.expect("session open") {
@@ -162,7 +166,7 @@ async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) -> AttemptR
     }
 }
 
-fn settlement(attempt: &AttemptRef, outcome: Reported) -> FromWorker {
+pub(super) fn settlement(attempt: &AttemptRef, outcome: Reported) -> FromWorker {
     FromWorker::Settlement(Settlement { attempt: attempt.clone(), outcome: Some(outcome) })
 }
 

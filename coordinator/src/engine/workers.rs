@@ -217,24 +217,42 @@ impl Engine {
         let now = now_ms();
         // A worker runs at most its capacity; a longer list is not believed.
         let believed = usize::try_from(session.capacity).unwrap_or(0);
-        for r in hb.running.into_iter().take(believed) {
-            let event = Event::Heartbeat {
-                worker_id: session.worker_id.clone(),
-                attempt: r.attempt,
-                lease_until: now + self.options.lease_ms,
-            };
-            match self.store.apply(&r.execution_id, &event, &EventData::default(), now).await? {
-                Some(Ok(applied)) if applied.record.state.cancel_requested => {
+        let running: Vec<AttemptRef> = hb.running.into_iter().take(believed).collect();
+        let lease_until = now + self.options.lease_ms;
+        let items: Vec<(String, Event, EventData)> = running
+            .iter()
+            .map(|r| {
+                let event = Event::Heartbeat { worker_id: session.worker_id.clone(), attempt: r.attempt, lease_until };
+                (r.execution_id.clone(), event, EventData::default())
+            })
+            .collect();
+        // Every lease renewed in one transaction: a busy worker's heartbeat must
+        // not take longer than the lease it renews.
+        let results = match self.store.apply_batch(&items, now).await {
+            Ok(results) => results.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(_) => {
+                let mut one_by_one = Vec::with_capacity(items.len());
+                for (id, event, data) in &items {
+                    one_by_one.push(self.store.apply(id, event, data, now).await);
+                }
+                one_by_one
+            }
+        };
+        for (r, result) in running.into_iter().zip(results) {
+            match result {
+                Ok(Some(Ok(applied))) if applied.record.state.cancel_requested => {
                     session.stop(&r.execution_id, r.attempt, StopReason::Cancelled);
                 }
-                Some(Ok(_)) => {}
-                Some(Err((Ignored::NotHolder, _))) => {
+                Ok(Some(Ok(_))) => {}
+                Ok(Some(Err((Ignored::NotHolder, _)))) => {
                     session.refuse(r, MessageKind::Heartbeat);
                 }
                 // No longer ours (settled, failed or reassigned): tell the worker to stop.
-                Some(Err(_)) | None => {
+                Ok(Some(Err(_)) | None) => {
                     session.stop(&r.execution_id, r.attempt, StopReason::OwnerLost);
                 }
+                // Not renewed this time; the next heartbeat tries again.
+                Err(e) => tracing::warn!(error = %e, execution_id = %r.execution_id, "lease not renewed"),
             }
         }
         session.set_free(hb.free_slots);

@@ -2,6 +2,8 @@
 
 pub mod api;
 pub mod convert;
+pub mod history;
+pub mod operator;
 pub mod peer;
 pub mod peer_auth;
 pub mod status;

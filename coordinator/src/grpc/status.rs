@@ -35,6 +35,12 @@ pub fn wire(e: Error) -> WireError {
             ErrorCode::IdempotencyConflict,
             "this Idempotency-Key was already used for a different request",
         ),
+        Error::Store(store::Error::Busy) => WireError {
+            code: ErrorCode::Unavailable,
+            message: "the coordinator is busy; retry shortly".into(),
+            retry_after_ms: Some(1_000),
+            scope: None,
+        },
         Error::Store(e) if e.is_unavailable() => {
             tracing::warn!(error = %e, "database unavailable");
             unavailable("the database is unavailable")

@@ -7,9 +7,9 @@ use crate::domain::{Event, FailureReason, Outcome, Phase, Status};
 
 const PG_URL_ENV: &str = "TEST_POSTGRES_URL";
 
-struct Backend {
-    name: &'static str,
-    store: Store,
+pub(super) struct Backend {
+    pub(super) name: &'static str,
+    pub(super) store: Store,
     sqlite_path: Option<std::path::PathBuf>,
 }
 
@@ -41,11 +41,11 @@ async fn credential_of(store: &Store, hash: &[u8]) -> Credential {
     store.credentials_by_hashes(&[hash]).await.expect("get").remove(hash).expect("found")
 }
 
-async fn backends() -> Vec<Backend> {
+pub(super) async fn backends() -> Vec<Backend> {
     vec![sqlite().await, postgres().await]
 }
 
-fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str, now: i64) -> NewExecution {
+pub(super) fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str, now: i64) -> NewExecution {
     NewExecution {
         id: crate::domain::ExecutionId::generate().to_string(),
         org_id: "org_1".into(),
@@ -71,11 +71,11 @@ fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str
     }
 }
 
-fn tools() -> Vec<String> {
+pub(super) fn tools() -> Vec<String> {
     vec!["Demo.Echo".to_string()]
 }
 
-async fn settle(s: &Store, id: &str, attempt: u32, outcome: Outcome, now: i64) -> ExecutionRecord {
+pub(super) async fn settle(s: &Store, id: &str, attempt: u32, outcome: Outcome, now: i64) -> ExecutionRecord {
     let event = Event::Settle { worker_id: "w".into(), attempt, outcome };
     match s.apply(id, &event, &EventData::default(), now).await.expect("apply") {
         Some(Ok(a)) => a.record,

@@ -10,17 +10,22 @@
 mod access;
 mod create;
 mod executions;
+mod history;
 mod identity;
 mod input;
+mod operator;
 mod records;
 mod sweep;
 mod write;
 
 #[cfg(test)]
 mod contract_tests;
+#[cfg(test)]
+mod history_tests;
 
 pub use create::Created;
 pub use executions::{Applied, Claimed, EventRecord, ListFilter};
+pub use history::{HistoryFilter, HistoryRow};
 pub use identity::{Credential, CredentialKind, NewCredential, ToolRecord};
 pub use input::{Answered, InputRequestRow};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution};
@@ -36,6 +41,9 @@ use std::time::Duration;
 pub enum Error {
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
+    /// Too many requests already queued for the database on this replica.
+    #[error("too many requests queued")]
+    Busy,
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("migration failed: {0}")]
@@ -52,8 +60,16 @@ impl Error {
     /// Whether the failure is the database being out of reach (retryable, 503).
     pub fn is_unavailable(&self) -> bool {
         match self {
-            Error::Unavailable(_) => true,
-            Error::Database(e) => matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed),
+            Error::Unavailable(_) | Error::Busy => true,
+            Error::Database(sqlx::Error::Database(db)) => {
+                // Postgres going away: admin shutdown, crash shutdown, not yet
+                // accepting (57P0x), or a broken connection (class 08).
+                db.code().is_some_and(|c| c.starts_with("57P0") || c.starts_with("08"))
+            }
+            Error::Database(e) => matches!(
+                e,
+                sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed | sqlx::Error::Protocol(_)
+            ),
             _ => false,
         }
     }
@@ -142,6 +158,7 @@ impl Store {
                     include_str!("../../../migrations/postgres/0002_tool_client_capabilities.sql"),
                 ),
                 (3, "worker_bindings", include_str!("../../../migrations/postgres/0003_worker_bindings.sql")),
+                (4, "history", include_str!("../../../migrations/postgres/0004_history.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -151,6 +168,7 @@ impl Store {
                     include_str!("../../../migrations/sqlite/0002_tool_client_capabilities.sql"),
                 ),
                 (3, "worker_bindings", include_str!("../../../migrations/sqlite/0003_worker_bindings.sql")),
+                (4, "history", include_str!("../../../migrations/sqlite/0004_history.sql")),
             ],
         };
         let migrations = sources

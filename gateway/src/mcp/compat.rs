@@ -4,6 +4,9 @@
 //! `{Prefix}_ListToolExecutions`, `_GetToolExecution`,
 //! `_ProvideToolExecutionInput`, `_CancelToolExecution`. The handle names only
 //! the opaque execution id: never remote task ids, transports or URLs.
+//! `_GetToolExecution` with `wait_ms` holds a wait place (`crate::waits`; over
+//! a bound it is a protocol error, 429) and, when the gateway shuts down,
+//! answers at once with the execution as it stands.
 
 use super::context::Ctx;
 use super::error::RpcError;
@@ -186,7 +189,7 @@ fn bounded(args: &Value, field: &str, min: u64, max: u64) -> Result<Option<u64>,
 pub async fn call(ctx: &Ctx, tool: Tool, args: &Value) -> Result<Value, RpcError> {
     let outcome = match tool {
         Tool::List => list(ctx, args).await,
-        Tool::Get => get(ctx, args).await,
+        Tool::Get => return get(ctx, args).await,
         Tool::Provide => provide(ctx, args).await,
         Tool::Cancel => cancel(ctx, args).await,
     };
@@ -223,25 +226,39 @@ async fn list(ctx: &Ctx, args: &Value) -> Outcome {
     Ok(Ok(tool_result(text.join("\n"), json!({"executions": items, "next_cursor": next}), false)))
 }
 
-async fn get(ctx: &Ctx, args: &Value) -> Outcome {
+/// Unlike the other tools, a wait over its bound is a protocol error (429),
+/// not a tool error: the client should come back later, the model need not
+/// change anything.
+async fn get(ctx: &Ctx, args: &Value) -> Result<Value, RpcError> {
     let caller = &ctx.caller;
     let id = match execution_id(args) {
         Ok(id) => id,
-        Err(refused) => return Ok(Err(refused)),
+        Err(refused) => return Ok(refused),
     };
     let wait_ms = match bounded(args, "wait_ms", 0, MAX_WAIT_MS) {
         Ok(w) => w.unwrap_or(0),
-        Err(refused) => return Ok(Err(refused)),
+        Err(refused) => return Ok(refused),
     };
-    let mut view = caller.coordinator().execution(&caller.bearer, &caller.scope, id).await?;
+    let mut view = match caller.coordinator().execution(&caller.bearer, &caller.scope, id).await {
+        Ok(v) => v,
+        Err(e) => return soft(e),
+    };
     if wait_ms > 0 && !is_terminal(&view) {
-        view = caller
-            .coordinator()
-            .wait(&caller.bearer, &caller.scope, id, Duration::from_millis(wait_ms), view.status())
-            .await?;
+        let _place = caller.admit_wait()?;
+        let wait =
+            caller.coordinator().wait(&caller.bearer, &caller.scope, id, Duration::from_millis(wait_ms), view.status());
+        // Shutting down: the execution as it stands, with its next step.
+        if let Some(waited) = caller.state.unless_shutdown(wait).await {
+            view = match waited {
+                Ok(v) => v,
+                Err(e) => return soft(e),
+            };
+        }
     }
-    let snap = task_view::complete(caller, view).await?;
-    Ok(Ok(describe(ctx, &snap)))
+    match task_view::complete(caller, view).await {
+        Ok(snap) => Ok(describe(ctx, &snap)),
+        Err(e) => soft(e),
+    }
 }
 
 fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {

@@ -8,6 +8,7 @@ use super::error::RpcError;
 use super::protocol::{Era, TASKS_EXTENSION, TASKS_LEGACY_VERSION};
 use crate::app::AppState;
 use crate::coordinator::{Bearer, Coordinator, Scope};
+use crate::waits::WaitPermit;
 use base64::Engine;
 use futures_util::stream::BoxStream;
 use http::HeaderMap;
@@ -34,6 +35,16 @@ pub fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Bearer, RpcError>
         return Ok(Bearer(token.clone()));
     }
     Ok(Bearer::from_headers(headers)?)
+}
+
+/// The 401 for a request refused before authentication, when its credential
+/// is missing or invalid; `None` when it is good (or could not be checked),
+/// and the refusal stands. Asks the coordinator only on that error path.
+pub async fn credential_refusal(state: &AppState, headers: &HeaderMap) -> Option<RpcError> {
+    match bearer(state, headers) {
+        Err(missing) => Some(missing),
+        Ok(bearer) => state.coordinator.credential_refused(&bearer).await.map(RpcError::from),
+    }
 }
 
 impl Caller {
@@ -74,6 +85,11 @@ impl Caller {
     /// `self.bearer` and `self.scope`.
     pub fn coordinator(&self) -> &Coordinator {
         &self.state.coordinator
+    }
+
+    /// A place for one parked wait of this caller (429 over a bound).
+    pub fn admit_wait(&self) -> Result<WaitPermit, RpcError> {
+        Ok(self.state.admit_wait(&self.bearer)?)
     }
 
     /// The gateway of the URL this caller came through.

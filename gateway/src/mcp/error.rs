@@ -4,6 +4,7 @@
 
 use super::protocol::{Era, MODERN_VERSION, TASKS_EXTENSION};
 use crate::coordinator::MissingBearer;
+use crate::waits::{self, TooManyWaits};
 use baton_proto::error::{ErrorCode, WireError};
 use http::StatusCode;
 use serde_json::{Map, Value, json};
@@ -106,6 +107,19 @@ impl RpcError {
         RpcError::new(INVALID_REQUEST, "session not found").with_status(StatusCode::NOT_FOUND)
     }
 
+    /// The gateway is shutting down while `execution_id` goes on: a stream
+    /// waiting for it ends now. `resumable` when the same request may simply
+    /// be sent again (to any replica) to wait on.
+    pub fn shutting_down(execution_id: &str, resumable: bool) -> Self {
+        let mut data = json!({"code": ErrorCode::Unavailable.as_str(), "shutdown": true, "executionId": execution_id});
+        let retry = resumable.then_some(0);
+        if let Some(ms) = retry {
+            data["retryAfterMs"] = ms.into();
+        }
+        let message = format!("this gateway is shutting down; execution {execution_id} goes on");
+        RpcError { code: INTERNAL_ERROR, message, data: Some(data), status: None, retry_after_ms: retry }
+    }
+
     /// The HTTP status that carries this error in `era`.
     pub fn http_status(&self, era: Era) -> StatusCode {
         if let Some(status) = self.status {
@@ -168,6 +182,21 @@ impl From<WireError> for RpcError {
     }
 }
 
+/// Over a wait bound: HTTP 429 with `Retry-After`, shaped like the
+/// coordinator's `capacity_exceeded` (`data.code`, `scope`, `retryAfterMs`).
+impl From<TooManyWaits> for RpcError {
+    fn from(e: TooManyWaits) -> Self {
+        let ms = waits::RETRY_AFTER_MS;
+        RpcError {
+            code: INTERNAL_ERROR,
+            message: e.to_string(),
+            data: Some(json!({"code": TooManyWaits::CODE, "scope": e.scope(), "retryAfterMs": ms})),
+            status: Some(StatusCode::TOO_MANY_REQUESTS),
+            retry_after_ms: Some(ms),
+        }
+    }
+}
+
 /// A request without credentials: 401 before any coordinator call.
 impl From<MissingBearer> for RpcError {
     fn from(_: MissingBearer) -> Self {
@@ -199,6 +228,17 @@ mod tests {
         assert_eq!(data["scope"], "principal");
         assert_eq!(data["retryAfterMs"], 2500);
         assert_eq!(e.retry_after_ms, Some(2500));
+    }
+
+    #[test]
+    fn too_many_waits_is_429_with_retry() {
+        let e = RpcError::from(TooManyWaits::Principal);
+        assert_eq!(e.http_status(Era::Legacy), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.http_status(Era::Modern), StatusCode::TOO_MANY_REQUESTS);
+        let data = e.data.clone().expect("data");
+        assert_eq!(data["code"], "too_many_waits");
+        assert_eq!(data["scope"], "principal");
+        assert_eq!(e.retry_after_ms, Some(waits::RETRY_AFTER_MS));
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! (answered with JSON, an SSE stream, or 202 for notifications and client
 //! responses), GET has no server stream (405), DELETE ends a legacy session.
 //! Runs the pre-read guards, tells the eras apart, authenticates, and renders
-//! results and errors with each era's HTTP statuses. Method semantics live in
-//! `modern`, `legacy` and below.
+//! results and errors with each era's HTTP statuses. A request refused before
+//! it was authenticated (negotiation, framing, envelope, session) is answered
+//! 401 instead when its credential is missing or invalid. Method semantics
+//! live in `modern`, `legacy` and below.
 
-use super::context::{Caller, Ctx, Outgoing, Reply};
+use super::context::{self, Caller, Ctx, Outgoing, Reply};
 use super::error::RpcError;
 use super::jsonrpc::{self, Message};
 use super::protocol::{Era, server_info};
@@ -46,6 +48,22 @@ fn refuse_foreign(state: &AppState, uri: &Uri, headers: &HeaderMap) -> Option<Re
     Some(transport_error(StatusCode::FORBIDDEN, "forbidden: the Host or Origin header is not allowed"))
 }
 
+/// A refusal decided before the credential was checked: a missing or invalid
+/// credential is answered first (401); otherwise `refusal` stands. Asks the
+/// coordinator only on this error path.
+async fn unverified(
+    state: &AppState,
+    headers: &HeaderMap,
+    era: Era,
+    id: Option<&Value>,
+    refusal: impl FnOnce() -> Response,
+) -> Response {
+    match context::credential_refusal(state, headers).await {
+        Some(e) => error_response(era, id, e),
+        None => refusal(),
+    }
+}
+
 fn transport_error(status: StatusCode, message: &str) -> Response {
     let body = RpcError::invalid_request(message).response(None);
     (status, axum::Json(body)).into_response()
@@ -64,17 +82,24 @@ async fn post_message(
     }
     let accepts = guard::accepts(&headers);
     if !(accepts.json && accepts.sse) {
-        return transport_error(
-            StatusCode::NOT_ACCEPTABLE,
-            "not acceptable: Accept must list application/json and text/event-stream",
-        );
+        let message = "not acceptable: Accept must list application/json and text/event-stream";
+        return unverified(&state, &headers, Era::Legacy, None, || {
+            transport_error(StatusCode::NOT_ACCEPTABLE, message)
+        })
+        .await;
     }
     if !guard::content_type_is_json(&headers) {
-        return transport_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported media type: send application/json");
+        let message = "unsupported media type: send application/json";
+        return unverified(&state, &headers, Era::Legacy, None, || {
+            transport_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message)
+        })
+        .await;
     }
     let message = match Message::parse(&body) {
         Ok(m) => m,
-        Err(e) => return error_response(Era::Legacy, None, e),
+        Err(e) => {
+            return unverified(&state, &headers, Era::Legacy, None, || error_response(Era::Legacy, None, e)).await;
+        }
     };
     if modern::is_modern(&headers, &message) {
         modern_message(&state, &gateway_id, &headers, message).await
@@ -89,15 +114,17 @@ async fn modern_message(state: &AppState, gateway_id: &str, headers: &HeaderMap,
         Message::Notification => return StatusCode::ACCEPTED.into_response(),
         Message::Response { .. } => {
             let e = RpcError::invalid_request("the 2026-07-28 protocol takes no client responses");
-            return error_response(Era::Modern, None, e);
+            return unverified(state, headers, Era::Modern, None, || error_response(Era::Modern, None, e)).await;
         }
     };
+    let refuse =
+        |e: RpcError| unverified(state, headers, Era::Modern, Some(&id), || error_response(Era::Modern, Some(&id), e));
     let client_capabilities = match modern::envelope(headers, &method, &params) {
         Ok(c) => c,
-        Err(e) => return error_response(Era::Modern, Some(&id), e),
+        Err(e) => return refuse(e).await,
     };
     if !modern::serves(&method, state.options.native_mcp_tasks) {
-        return error_response(Era::Modern, Some(&id), RpcError::method_not_found(&method));
+        return refuse(RpcError::method_not_found(&method)).await;
     }
     let caller = match Caller::authenticate(state, headers, gateway_id).await {
         Ok(c) => c,
@@ -126,7 +153,10 @@ async fn legacy_message(
     };
     let claims = match legacy::claims(&state.options.session_key, headers, gateway_id, terminated) {
         Ok(c) => c,
-        Err(e) => return error_response(Era::Legacy, id.as_ref(), e),
+        Err(e) => {
+            let id = id.as_ref();
+            return unverified(state, headers, Era::Legacy, id, || error_response(Era::Legacy, id, e)).await;
+        }
     };
     let caller = match Caller::authenticate_in_session(state, headers, gateway_id, Some(&claims.sid)).await {
         Ok(c) => c,
@@ -210,7 +240,9 @@ async fn delete_session(
     }
     let claims = match legacy::claims(&state.options.session_key, &headers, &gateway_id, &terminated) {
         Ok(c) => c,
-        Err(e) => return error_response(Era::Legacy, None, e),
+        Err(e) => {
+            return unverified(&state, &headers, Era::Legacy, None, || error_response(Era::Legacy, None, e)).await;
+        }
     };
     let caller = match Caller::authenticate_in_session(&state, &headers, &gateway_id, Some(&claims.sid)).await {
         Ok(c) => c,
@@ -266,7 +298,7 @@ fn sse(era: Era, id: Value, stream: BoxStream<'static, Outgoing>) -> Response {
     response
 }
 
-fn error_response(era: Era, id: Option<&Value>, e: RpcError) -> Response {
+pub(super) fn error_response(era: Era, id: Option<&Value>, e: RpcError) -> Response {
     let status = e.http_status(era);
     let mut response = (status, axum::Json(e.response(id))).into_response();
     if let Some(ms) = e.retry_after_ms {

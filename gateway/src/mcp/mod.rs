@@ -31,14 +31,23 @@ mod tasks_v1;
 mod tasks_v2;
 mod tools;
 
+/// Also the router-level harness of the gateway's other tests.
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use crate::app::AppState;
 use axum::Router;
+use axum::response::Response;
 
 pub use protocol::{Era, LEGACY_VERSIONS, MODERN_VERSION, RELATED_TASK, TASKS_EXTENSION, TASKS_LEGACY_VERSION};
 
 pub fn router() -> Router<AppState> {
     http::router()
+}
+
+/// The MCP 401 for a request the framework refused as malformed, when its
+/// credential is missing or invalid (see `crate::credentials`).
+pub(crate) async fn credential_refusal(state: &AppState, headers: &::http::HeaderMap) -> Option<Response> {
+    let refused = context::credential_refusal(state, headers).await?;
+    Some(http::error_response(protocol::Era::Legacy, None, refused))
 }

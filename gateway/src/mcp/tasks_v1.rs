@@ -3,7 +3,10 @@
 //! server→client `elicitation/create` requests, then the original result or
 //! error with the related-task `_meta`), `tasks/list` and `tasks/cancel`, plus
 //! the client's answers to those requests. Request ids encode the execution and
-//! the request key, so an answer may reach any replica.
+//! the request key, so an answer may reach any replica. A blocking
+//! `tasks/result` holds a wait place (`crate::waits`); when the gateway shuts
+//! down its stream sends what it has and ends with an error saying so (the
+//! client asks again, on any replica).
 
 use super::context::{Caller, Ctx, Outgoing, Reply};
 use super::error::{RpcError, task_error};
@@ -12,6 +15,7 @@ use super::protocol::RELATED_TASK;
 use super::task_view::{self, Snapshot};
 use crate::coordinator::InputAnswer;
 use crate::execution::is_execution_id;
+use crate::waits::WaitPermit;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use baton_proto::coordinator::v1::{CancelOutcome, CancelState, ExecutionStatus, InputRequestState};
@@ -57,7 +61,9 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
     if let Some(done) = finished(&snap) {
         return done.map(Reply::Json);
     }
+    let place = ctx.caller.admit_wait()?;
     let stream = ResultStream {
+        _place: place,
         caller: ctx.caller.clone(),
         execution_id: id.to_owned(),
         elicitation: ctx.elicitation,
@@ -83,6 +89,7 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
 
 /// The state of one blocking `tasks/result`.
 struct ResultStream {
+    _place: WaitPermit,
     caller: Caller,
     execution_id: String,
     elicitation: bool,
@@ -97,11 +104,17 @@ struct ResultStream {
 impl ResultStream {
     async fn step(&mut self) {
         let snap = match self.first.take() {
-            Some(s) => Ok(s),
+            Some(s) => Ok(Some(s)),
             None => self.next_snapshot().await,
         };
         let snap = match snap {
-            Ok(s) => s,
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                let e = RpcError::shutting_down(&self.execution_id, true);
+                self.queue.push_back(Outgoing::Error(e));
+                self.done = true;
+                return;
+            }
             Err(e) => {
                 self.queue.push_back(Outgoing::Error(e));
                 self.done = true;
@@ -132,14 +145,16 @@ impl ResultStream {
         }
     }
 
-    async fn next_snapshot(&self) -> Result<Snapshot, RpcError> {
-        let view = self
-            .caller
-            .coordinator()
-            .wait(&self.caller.bearer, &self.caller.scope, &self.execution_id, WAIT_SLICE, self.known_status)
-            .await
-            .map_err(task_error)?;
-        task_view::complete(&self.caller, view).await.map_err(task_error)
+    /// The next state worth a look; `None` when the gateway began shutting down.
+    async fn next_snapshot(&self) -> Result<Option<Snapshot>, RpcError> {
+        let caller = &self.caller;
+        let wait =
+            caller.coordinator().wait(&caller.bearer, &caller.scope, &self.execution_id, WAIT_SLICE, self.known_status);
+        let Some(waited) = caller.state.unless_shutdown(wait).await else {
+            return Ok(None);
+        };
+        let view = waited.map_err(task_error)?;
+        task_view::complete(caller, view).await.map(Some).map_err(task_error)
     }
 }
 

@@ -2,8 +2,11 @@
 //! to `options.foreground_budget`; a tool that outlives it is handed over as a
 //! task (when this request can take one), as the compatibility handle (when
 //! that surface is on), or waited for on an SSE stream (background forbidden,
-//! or no other way out). Does not shape tasks (see `task_view`) nor serve the
-//! compatibility tools (see `compat`).
+//! or no other way out). A call that will wait holds a wait place
+//! (`crate::waits`), taken before anything starts; when the gateway shuts
+//! down, a foreground wait hands over at once and a stream ends saying so.
+//! Does not shape tasks (see `task_view`) nor serve the compatibility tools
+//! (see `compat`).
 
 use super::compat;
 use super::context::{Ctx, Outgoing, Reply};
@@ -13,6 +16,7 @@ use super::protocol::{Era, TASKS_LEGACY_VERSION};
 use super::task_view::{self, Snapshot};
 use crate::coordinator::NewExecution;
 use crate::execution::is_terminal;
+use crate::waits::WaitPermit;
 use baton_proto::coordinator::v1::{self as pb, ExecutionStatus, ExecutionView, InputRequestState};
 use baton_proto::error::ErrorCode;
 use baton_proto::worker::v1::BackgroundPolicy as Policy;
@@ -145,6 +149,10 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         }
     }
     let plan = plan(ctx, name, policy(def), params.get("task"))?;
+    let budget = ctx.caller.state.options.foreground_budget;
+    // Refused over a bound before anything starts, so a 429 changes nothing.
+    let waits = !plan.immediate && (!budget.is_zero() || plan.handoff == Handoff::Wait);
+    let place = if waits { Some(ctx.caller.admit_wait()?) } else { None };
     // 2026-07-28 without a task: input the tool asks for while the caller waits
     // travels as an MRTR round (InputRequiredResult, then a retry carrying the
     // answers). A caller that would get the compatibility handle takes the
@@ -171,14 +179,13 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         }
     };
     if plan.immediate {
-        return hand_over(ctx, plan.handoff, view, mrtr).await;
+        return hand_over(ctx, plan.handoff, view, mrtr, place).await;
     }
-    let budget = ctx.caller.state.options.foreground_budget;
     let snap = wait_until(ctx, view, Instant::now() + budget, mrtr).await?;
     if let Some(outcome) = task_view::outcome(&snap) {
         return outcome.map(Reply::Json);
     }
-    hand_over(ctx, plan.handoff, snap.view, mrtr).await
+    hand_over(ctx, plan.handoff, snap.view, mrtr, place).await
 }
 
 /// The MRTR retry: `requestState` names the execution the first round
@@ -230,7 +237,7 @@ async fn input_required(ctx: &Ctx, view: &ExecutionView) -> Result<Value, RpcErr
 }
 
 /// Waits for a terminal status (or, with `mrtr`, for input_required) until
-/// `deadline`, then reads the result.
+/// `deadline` or the gateway's shutdown, then reads the result.
 async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant, mrtr: bool) -> Result<Snapshot, RpcError> {
     let caller = &ctx.caller;
     loop {
@@ -239,22 +246,36 @@ async fn wait_until(ctx: &Ctx, mut view: ExecutionView, deadline: Instant, mrtr:
         if settled || left.is_zero() {
             break;
         }
-        view = caller
-            .coordinator()
-            .wait(&caller.bearer, &caller.scope, &view.execution_id, left.min(WAIT_SLICE), view.status())
-            .await?;
+        let wait = caller.coordinator().wait(
+            &caller.bearer,
+            &caller.scope,
+            &view.execution_id,
+            left.min(WAIT_SLICE),
+            view.status(),
+        );
+        match caller.state.unless_shutdown(wait).await {
+            Some(waited) => view = waited?,
+            // Shutting down: hand over now, as if the budget had run out.
+            None => break,
+        }
     }
     Ok(task_view::complete(caller, view).await?)
 }
 
-async fn hand_over(ctx: &Ctx, handoff: Handoff, view: ExecutionView, mrtr: bool) -> Result<Reply, RpcError> {
+async fn hand_over(
+    ctx: &Ctx,
+    handoff: Handoff,
+    view: ExecutionView,
+    mrtr: bool,
+    place: Option<WaitPermit>,
+) -> Result<Reply, RpcError> {
     if mrtr && asks(&view) {
         return input_required(ctx, &view).await.map(Reply::Json);
     }
     match handoff {
         Handoff::Task => create_task_result(ctx, view).await.map(Reply::Json),
         Handoff::Handle => Ok(Reply::Json(compat::handle_result(ctx, &view))),
-        Handoff::Wait => Ok(wait_on_stream(ctx, view, mrtr)),
+        Handoff::Wait => Ok(wait_on_stream(ctx, view, mrtr, place)),
     }
 }
 
@@ -273,10 +294,13 @@ async fn create_task_result(ctx: &Ctx, view: ExecutionView) -> Result<Value, Rpc
 }
 
 /// Keeps the request open on SSE (with keep-alive comments) until the
-/// execution ends (or, with `mrtr`, asks for input), then answers.
-fn wait_on_stream(ctx: &Ctx, view: ExecutionView, mrtr: bool) -> Reply {
+/// execution ends (or, with `mrtr`, asks for input), then answers; when the
+/// gateway shuts down first, the answer is an error naming the execution,
+/// which goes on.
+fn wait_on_stream(ctx: &Ctx, view: ExecutionView, mrtr: bool, place: Option<WaitPermit>) -> Reply {
     let ctx = ctx.clone();
     let fut = async move {
+        let _place = place;
         let caller = &ctx.caller;
         let mut view = view;
         while !is_terminal(&view) {
@@ -286,13 +310,13 @@ fn wait_on_stream(ctx: &Ctx, view: ExecutionView, mrtr: bool) -> Reply {
                     Err(e) => Outgoing::Error(e),
                 };
             }
-            view = match caller
-                .coordinator()
-                .wait(&caller.bearer, &caller.scope, &view.execution_id, WAIT_SLICE, view.status())
-                .await
-            {
-                Ok(v) => v,
-                Err(e) => return Outgoing::Error(e.into()),
+            let wait =
+                caller.coordinator().wait(&caller.bearer, &caller.scope, &view.execution_id, WAIT_SLICE, view.status());
+            view = match caller.state.unless_shutdown(wait).await {
+                Some(Ok(v)) => v,
+                Some(Err(e)) => return Outgoing::Error(e.into()),
+                // Calling again would start another execution: not resumable.
+                None => return Outgoing::Error(RpcError::shutting_down(&view.execution_id, false)),
             };
         }
         let snap = match task_view::complete(caller, view).await {

@@ -183,7 +183,7 @@ mod tests {
         ];
         for (raw, needle) in cases {
             let err = StartBody::parse(raw.as_bytes()).expect_err(raw);
-            assert!(err.0.message.contains(needle), "{raw}: {}", err.0.message);
+            assert!(err.message().contains(needle), "{raw}: {}", err.message());
         }
     }
 

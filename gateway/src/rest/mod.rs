@@ -1,14 +1,20 @@
 //! The REST owner lifecycle under `/v1/orgs/{org_id}/projects/{project_id}/tool-executions`.
 //! Every handler parses and validates the request, makes one coordinator call and
-//! shapes the answer; authorization is the coordinator's.
+//! shapes the answer; authorization is the coordinator's. A request refused as
+//! malformed is answered 401 instead when its credential is bad (see
+//! `crate::credentials`). Long polls hold a wait place (`crate::waits`) and end
+//! at once, saying so, when the gateway shuts down.
 
 pub mod body;
+pub mod history;
 pub mod openapi;
+pub mod operator;
 pub mod view;
 
 use crate::app::AppState;
 use crate::coordinator::{Bearer, InputAnswer, Scope};
 use crate::error::ApiError;
+use crate::execution::is_terminal;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -20,9 +26,14 @@ use baton_proto::error::ErrorCode;
 use body::{CancelBody, InputBody, StartBody};
 use serde::Deserialize;
 use std::time::Duration;
+use tokio::time::Instant;
+use view::Ending;
 
 /// The longest long poll a caller may ask for.
 pub const MAX_WAIT_MS: u64 = 45_000;
+
+/// During shutdown, how long the last read of an interrupted long poll may take.
+const SHUTDOWN_READ: Duration = Duration::from_secs(2);
 
 const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/tool-executions";
 
@@ -34,6 +45,8 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/{{execution_id}}/input"), post(input))
         .route(&format!("{BASE}/{{execution_id}}/cancel"), post(cancel))
         .route("/v1/openapi.json", get(openapi::document))
+        .merge(history::router())
+        .merge(operator::router())
 }
 
 #[derive(Deserialize)]
@@ -133,13 +146,37 @@ async fn get_execution(
         Some(s) => body::parse_bounded_int(s, "wait_ms", 0, MAX_WAIT_MS as i64)? as u64,
     };
     let (scope, id) = p.split();
-    let execution = if wait_ms == 0 {
-        state.coordinator.execution(&bearer, &scope, &id).await?
-    } else {
-        let any_change = ExecutionStatus::Unspecified;
-        state.coordinator.wait(&bearer, &scope, &id, Duration::from_millis(wait_ms), any_change).await?
+    if wait_ms == 0 {
+        let execution = state.coordinator.execution(&bearer, &scope, &id).await?;
+        return Ok(json(StatusCode::OK, view::read(&execution, Ending::Answered)));
+    }
+    let _place = state.admit_wait(&bearer)?;
+    let wait = Duration::from_millis(wait_ms);
+    let began = Instant::now();
+    let any_change = ExecutionStatus::Unspecified;
+    let (execution, ending) =
+        match state.unless_shutdown(state.coordinator.wait(&bearer, &scope, &id, wait, any_change)).await {
+            Some(waited) => {
+                let execution = waited?;
+                // The coordinator answers early only for a change (or a
+                // terminal execution); a full wait found none.
+                let timed_out = !is_terminal(&execution) && began.elapsed() >= wait;
+                (execution, if timed_out { Ending::TimedOut } else { Ending::Answered })
+            }
+            // The caller reconnects at once, to another replica.
+            None => (state.coordinator.execution_within(&bearer, &scope, &id, SHUTDOWN_READ).await?, Ending::Shutdown),
+        };
+    Ok(json(StatusCode::OK, view::read(&execution, ending)))
+}
+
+/// The 401 for a request refused as malformed whose credential is missing or
+/// invalid; `None` when the credential is good (or could not be checked).
+pub(crate) async fn credential_refusal(state: &AppState, headers: &HeaderMap) -> Option<Response> {
+    let refused = match Bearer::from_headers(headers) {
+        Err(missing) => ApiError::from(missing),
+        Ok(bearer) => ApiError::from(state.coordinator.credential_refused(&bearer).await?),
     };
-    Ok(json(StatusCode::OK, view::owner(&execution)))
+    Some(refused.into_response())
 }
 
 async fn result(

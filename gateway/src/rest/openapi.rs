@@ -2,8 +2,10 @@
 //! Built in code next to the routes it describes; the black-box tests and
 //! schemathesis use it as the contract.
 
+use crate::waits::TooManyWaits;
 use axum::Json;
 use baton_proto::coordinator::v1::{CancelOutcome, CancelState, ExecutionStatus, ExecutionType, Surface};
+use baton_proto::error::ErrorCode;
 use baton_proto::worker::v1::InputAction;
 use serde_json::{Value, json};
 
@@ -86,6 +88,17 @@ fn execution_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Execution"}}}})
 }
 
+/// The 429 of a long poll over the gateway's wait bounds.
+fn too_many_waits() -> Value {
+    let mut r = error_response(&format!(
+        "`{}`: this credential (scope `principal`) or this gateway (scope `gateway`) holds as many long polls as \
+         it may; retry after Retry-After seconds",
+        TooManyWaits::CODE
+    ));
+    r["headers"] = json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
+    r
+}
+
 pub fn spec() -> Value {
     let scope = json!([
         {"name": "org_id", "in": "path", "required": true, "schema": {"type": "string"}},
@@ -99,7 +112,12 @@ pub fn spec() -> Value {
     let nullable_time = json!({"type": ["string", "null"], "format": "date-time"});
     let time = json!({"type": "string", "format": "date-time"});
     let status = one_of(ExecutionStatus::names());
-    json!({
+    let error_codes = format!(
+        "Stable machine-readable code: {}, and `{}` (429: too many concurrent long polls)",
+        ErrorCode::ALL.iter().map(|c| format!("`{}`", c.as_str())).collect::<Vec<_>>().join(", "),
+        TooManyWaits::CODE
+    );
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "Baton",
@@ -129,9 +147,14 @@ pub fn spec() -> Value {
             format!("{base}/{{execution_id}}"): {
                 "parameters": with_id.clone(),
                 "get": op("Read an execution, optionally waiting for its status to change", "getExecution",
-                    ("200", execution_response("The owner view")),
+                    ("200", json!({"description": "The owner view, and why a long poll ended",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionRead"}}}})),
                     &[400, 401, 403, 404, 503],
-                    json!({"parameters": [{"name": "wait_ms", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 45000}}]})),
+                    json!({
+                        "parameters": [{"name": "wait_ms", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 45000},
+                            "description": "Wait up to this long for the status to change (0: answer at once)"}],
+                        "responses": {"429": too_many_waits()}
+                    })),
             },
             format!("{base}/{{execution_id}}/result"): {
                 "parameters": with_id.clone(),
@@ -163,7 +186,12 @@ pub fn spec() -> Value {
                 "Error": {
                     "type": "object", "required": ["error"],
                     "properties": {"error": {"type": "object", "required": ["code", "message"],
-                        "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}
+                        "properties": {
+                            "code": {"type": "string", "description": error_codes},
+                            "message": {"type": "string"},
+                            "scope": {"type": "string", "description": "The bound reached, for `capacity_exceeded` and `too_many_waits`"},
+                            "retry_after_ms": {"type": "integer", "description": "With 429 and 503: when to retry, in milliseconds"}
+                        }}}
                 },
                 "StartRequest": {
                     "type": "object", "required": ["gateway_id", "tool_name"], "additionalProperties": false,
@@ -209,6 +237,19 @@ pub fn spec() -> Value {
                         "input_requests": {"type": "array", "items": {"$ref": "#/components/schemas/InputRequest"}}
                     }
                 },
+                "ExecutionRead": {
+                    "description": "The owner view answered by a read by id, saying why a long poll ended",
+                    "allOf": [
+                        {"$ref": "#/components/schemas/Execution"},
+                        {"type": "object", "required": ["timed_out", "shutdown"], "properties": {
+                            "timed_out": {"type": "boolean",
+                                "description": "true when wait_ms passed without a status change"},
+                            "shutdown": {"type": "boolean",
+                                "description": "true when the wait ended early because this gateway is shutting down \
+                                    (timed_out is then false): reconnect at once"}
+                        }}
+                    ]
+                },
                 "ExecutionPage": {
                     "type": "object", "required": ["items"],
                     "properties": {"items": {"type": "array", "items": {"$ref": "#/components/schemas/Execution"}},
@@ -228,7 +269,10 @@ pub fn spec() -> Value {
                 }
             }
         }
-    })
+    });
+    super::history::openapi::extend(&mut doc);
+    super::operator::openapi::extend(&mut doc);
+    doc
 }
 
 #[cfg(test)]
@@ -246,5 +290,18 @@ mod tests {
             assert!(paths.contains_key(&path), "{path} missing");
         }
         assert_eq!(doc["openapi"], "3.1.0");
+    }
+
+    #[test]
+    fn long_polls_document_why_they_ended_and_their_bound() {
+        let doc = spec();
+        let get = &doc["paths"]["/v1/orgs/{org_id}/projects/{project_id}/tool-executions/{execution_id}"]["get"];
+        assert!(get["responses"]["429"]["description"].as_str().is_some_and(|d| d.contains("too_many_waits")));
+        let read = &doc["components"]["schemas"]["ExecutionRead"]["allOf"][1];
+        assert_eq!(read["required"], json!(["timed_out", "shutdown"]));
+        let codes = doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["description"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(codes.contains("too_many_waits") && codes.contains("capacity_exceeded"), "{codes}");
     }
 }

@@ -51,3 +51,23 @@ pub fn owner(e: &ExecutionView) -> Value {
         "input_requests": requests,
     })
 }
+
+/// How a read by id ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// At once (no wait), or because the status changed.
+    Answered,
+    /// `wait_ms` passed without a change.
+    TimedOut,
+    /// The gateway is shutting down: reconnect at once.
+    Shutdown,
+}
+
+/// The owner view answered by `GET …/{id}`: with `timed_out` and `shutdown`,
+/// which say why a long poll ended.
+pub fn read(e: &ExecutionView, ending: Ending) -> Value {
+    let mut view = owner(e);
+    view["timed_out"] = (ending == Ending::TimedOut).into();
+    view["shutdown"] = (ending == Ending::Shutdown).into();
+    view
+}

@@ -139,7 +139,7 @@ print 1048576 as 1.048576e+06.
   "database" (dict "max_connections" (int64 .Values.database.maxConnections))
   "redis" (dict "key_prefix" .Values.redis.keyPrefix)
   "coordinator" (dict "listen" (printf "0.0.0.0:%d" (int .Values.coordinator.port)))
-  "gateway" (dict "listen" (printf "0.0.0.0:%d" (int .Values.gateway.port)) "coordinator_url" (include "baton.coordinatorUrl" .))
+  "gateway" (dict "listen" (printf "0.0.0.0:%d" (int .Values.gateway.port)) "coordinator_url" (include "baton.coordinatorUrl" .) "header_read_timeout_ms" (int64 .Values.gateway.headerReadTimeoutMs) "idle_timeout_ms" (int64 .Values.gateway.idleTimeoutMs) "drain_timeout_ms" (int64 .Values.gateway.drainTimeoutMs) "max_waits_per_principal" (int64 .Values.gateway.maxWaitsPerPrincipal) "max_waits" (int64 .Values.gateway.maxWaits))
   "worker" (dict "coordinator_url" (include "baton.coordinatorUrl" .) "capacity" (int64 .Values.worker.capacity) "drain_timeout_ms" (int64 .Values.worker.drainTimeoutMs) "metrics_listen" (printf "0.0.0.0:%d" (int .Values.worker.metricsPort)))
 -}}
 {{- toYaml (mergeOverwrite $config (deepCopy .Values.config)) -}}

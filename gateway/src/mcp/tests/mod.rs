@@ -6,6 +6,7 @@ mod compat;
 mod fake;
 mod legacy;
 mod modern;
+mod shedding;
 mod transport;
 
 use crate::Options;
@@ -16,6 +17,7 @@ use futures_util::StreamExt;
 use http::{HeaderMap, Request, StatusCode};
 use serde_json::{Value, json};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 pub const URL: &str = "/mcp/gw1";
@@ -24,6 +26,8 @@ pub const EXT: &str = "io.modelcontextprotocol/tasks";
 pub struct Harness {
     pub fake: Fake,
     pub app: Router,
+    /// This gateway's graceful shutdown signal.
+    pub shutdown: CancellationToken,
     options: Options,
     /// The fake's gRPC server, owned by the harness that started it.
     server: Option<tokio::task::JoinHandle<()>>,
@@ -56,10 +60,16 @@ pub async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harness {
         allowed_hosts: vec![],
         anonymous_mcp_token: None,
         coordinator_tls: None,
+        header_read_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(10),
+        max_waits_per_principal: 100,
+        max_waits: 10_000,
     };
     configure(&mut options);
-    let app = crate::router(crate::state(options.clone()).expect("gateway state"));
-    Harness { fake, app, options, server: Some(server) }
+    let shutdown = CancellationToken::new();
+    let app = crate::router(crate::state(options.clone(), shutdown.clone()).expect("gateway state"));
+    Harness { fake, app, shutdown, options, server: Some(server) }
 }
 
 /// A response as a client sees it: status, headers and the JSON-RPC
@@ -102,8 +112,9 @@ fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Vec<Value> {
 impl Harness {
     /// Another gateway replica with the same options and coordinator.
     pub fn replica(&self) -> Harness {
-        let app = crate::router(crate::state(self.options.clone()).expect("gateway state"));
-        Harness { fake: self.fake.clone(), app, options: self.options.clone(), server: None }
+        let shutdown = CancellationToken::new();
+        let app = crate::router(crate::state(self.options.clone(), shutdown.clone()).expect("gateway state"));
+        Harness { fake: self.fake.clone(), app, shutdown, options: self.options.clone(), server: None }
     }
 
     pub async fn send(&self, request: Request<Body>) -> Answer {

@@ -46,6 +46,7 @@ async fn content_negotiation_is_enforced() {
     let body = || modern_body("server/discover", json!({}), false);
     let json_only = Request::post(URL)
         .header("host", "localhost")
+        .header("authorization", "Bearer alice")
         .header("content-type", "application/json")
         .header("accept", "application/json")
         .body(body())
@@ -53,6 +54,7 @@ async fn content_negotiation_is_enforced() {
     assert_eq!(h.send(json_only).await.status, StatusCode::NOT_ACCEPTABLE);
     let text = Request::post(URL)
         .header("host", "localhost")
+        .header("authorization", "Bearer alice")
         .header("content-type", "text/plain")
         .header("accept", "application/json, text/event-stream")
         .body(body())
@@ -106,4 +108,41 @@ async fn notifications_are_accepted_with_202() {
     let a = h.send(request.body(Body::from(note.to_string())).expect("request")).await;
     assert_eq!(a.status, StatusCode::ACCEPTED);
     assert!(a.messages.is_empty());
+}
+
+/// Authenticate first, then validate: whatever else is wrong with a request,
+/// a missing or invalid credential is what it hears about.
+#[tokio::test]
+async fn a_bad_credential_is_401_before_any_other_refusal() {
+    let h = harness().await;
+    for token in ["", "mallory"] {
+        let mut bad_accept = Request::post(URL)
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", "application/json");
+        if !token.is_empty() {
+            bad_accept = bad_accept.header("authorization", format!("Bearer {token}"));
+        }
+        let a = h.send(bad_accept.body(modern_body("server/discover", json!({}), false)).expect("request")).await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{token:?}: bad Accept");
+        let garbage = h.send(post(token).body(Body::from("{not json")).expect("request")).await;
+        assert_eq!(garbage.status, StatusCode::UNAUTHORIZED, "{token:?}: bad JSON");
+        assert_eq!(garbage.headers["www-authenticate"], "Bearer");
+        let mut no_meta = modern_request(token, "tools/list", json!({}), false);
+        *no_meta.body_mut() = Body::from(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string());
+        let a = h.send(no_meta).await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{token:?}: bad envelope");
+        assert_eq!(a.body()["id"], 3, "the answer keeps the request's id");
+        let a = h.legacy(token, "not-a-session", "tools/list", json!({})).await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{token:?}: unknown session");
+        let oversized = post(token).body(Body::from(vec![b' '; (1 << 20) + 1])).expect("request");
+        assert_eq!(h.send(oversized).await.status, StatusCode::UNAUTHORIZED, "{token:?}: body over the limit");
+    }
+    // A good credential hears about the real problem.
+    let garbage = h.send(post("alice").body(Body::from("{not json")).expect("request")).await;
+    assert_eq!((garbage.status, garbage.error_code()), (StatusCode::BAD_REQUEST, -32700));
+    let a = h.legacy("alice", "not-a-session", "tools/list", json!({})).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    let oversized = post("alice").body(Body::from(vec![b' '; (1 << 20) + 1])).expect("request");
+    assert_eq!(h.send(oversized).await.status, StatusCode::PAYLOAD_TOO_LARGE);
 }

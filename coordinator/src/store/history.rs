@@ -1,0 +1,152 @@
+//! The project's execution history: filtered pages, newest first with offset
+//! paging, and counts. Every run of the project is a row of `executions`
+//! (REST, MCP foreground and task calls, scheduled and remote runs alike).
+//! Only metadata columns are read: a page never loads a payload.
+//!
+//! The statement text depends on which filters are set (so each can use its
+//! index); it is not kept as a prepared statement, which would crowd the hot
+//! path's statements out of each connection's cache.
+
+use super::{Error, Result, Store};
+use crate::domain::{FailureReason, Millis, Status};
+use sqlx::any::{Any, AnyArguments};
+use sqlx::{Arguments, AssertSqlSafe, Row};
+
+/// What a history read narrows to. `None` narrows nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistoryFilter {
+    pub project_id: String,
+    pub tool_name: Option<String>,
+    pub toolkit_name: Option<String>,
+    pub user_id: Option<String>,
+    pub status: Option<Status>,
+    pub failure_reason: Option<FailureReason>,
+    /// created_at >= this
+    pub created_from: Option<Millis>,
+    /// created_at < this
+    pub created_before: Option<Millis>,
+}
+
+/// One run as the history lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryRow {
+    pub id: String,
+    pub status: Status,
+    pub execution_type: String,
+    pub tool_name: String,
+    pub toolkit_name: String,
+    pub toolkit_version: String,
+    pub user_id: String,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub started_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+}
+
+const ROW_COLUMNS: &str = "id, status, execution_type, tool_name, toolkit_name, toolkit_version, user_id, \
+    created_at, updated_at, started_at, finished_at";
+
+fn add<'t, T>(args: &mut AnyArguments, v: T) -> Result<()>
+where
+    T: sqlx::Encode<'t, Any> + sqlx::Type<Any>,
+{
+    args.add(v).map_err(|e| Error::Database(sqlx::Error::Encode(e)))
+}
+
+/// Conditions joined by `AND`, each with the argument it binds.
+#[derive(Default)]
+struct Where {
+    clauses: Vec<String>,
+    args: AnyArguments,
+}
+
+impl Where {
+    /// Adds `{column_op} $n` with `v` as argument `n`.
+    fn and<'t, T>(&mut self, column_op: &str, v: T) -> Result<()>
+    where
+        T: sqlx::Encode<'t, Any> + sqlx::Type<Any>,
+    {
+        add(&mut self.args, v)?;
+        self.clauses.push(format!("{column_op} ${}", self.args.len()));
+        Ok(())
+    }
+}
+
+/// The `WHERE` clause of `f` (runs still within retention at `now`) and its arguments.
+fn condition(f: &HistoryFilter, now: Millis) -> Result<(String, AnyArguments)> {
+    let mut w = Where::default();
+    w.and("project_id =", f.project_id.clone())?;
+    w.and("retention_expires_at >", now)?;
+    for (column_op, value) in
+        [("tool_name =", &f.tool_name), ("toolkit_name =", &f.toolkit_name), ("user_id =", &f.user_id)]
+    {
+        if let Some(v) = value {
+            w.and(column_op, v.clone())?;
+        }
+    }
+    if let Some(s) = f.status {
+        w.and("status =", s.as_str())?;
+    }
+    if let Some(r) = f.failure_reason {
+        w.and("failure_reason =", r.as_str())?;
+    }
+    if let Some(t) = f.created_from {
+        w.and("created_at >=", t)?;
+    }
+    if let Some(t) = f.created_before {
+        w.and("created_at <", t)?;
+    }
+    Ok((w.clauses.join(" AND "), w.args))
+}
+
+fn row_from(r: &sqlx::any::AnyRow) -> Result<HistoryRow> {
+    let id: String = r.try_get("id")?;
+    let status: String = r.try_get("status")?;
+    let status = Status::parse(&status).ok_or_else(|| Error::Corrupt(format!("status of execution {id}")))?;
+    Ok(HistoryRow {
+        status,
+        execution_type: r.try_get("execution_type")?,
+        tool_name: r.try_get("tool_name")?,
+        toolkit_name: r.try_get("toolkit_name")?,
+        toolkit_version: r.try_get("toolkit_version")?,
+        user_id: r.try_get("user_id")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+        started_at: r.try_get("started_at")?,
+        finished_at: r.try_get("finished_at")?,
+        id,
+    })
+}
+
+impl Store {
+    /// Up to `limit` runs matching `f`, newest first, after skipping `offset`.
+    pub async fn history_page(
+        &self,
+        f: &HistoryFilter,
+        now: Millis,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<HistoryRow>> {
+        let (condition, mut args) = condition(f, now)?;
+        let n = args.len();
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM executions WHERE {condition} ORDER BY created_at DESC, id DESC \
+             LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        add(&mut args, i64::from(limit))?;
+        add(&mut args, i64::from(offset))?;
+        let rows = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_all(&self.pool).await?;
+        rows.iter().map(row_from).collect()
+    }
+
+    /// How many runs match `f`.
+    pub async fn history_count(&self, f: &HistoryFilter, now: Millis) -> Result<u64> {
+        let (condition, args) = condition(f, now)?;
+        let sql = format!("SELECT COUNT(*) AS n FROM executions WHERE {condition}");
+        let row = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&self.pool).await?;
+        let n: i64 = row.try_get("n")?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
