@@ -172,10 +172,25 @@ impl Engine {
 
     /// Assignments that provably never reached `worker_id` (never queued, or
     /// still queued when its session ended): claimable again at once.
+    ///
+    /// The proof exists only now (nobody will report the attempt again), so a
+    /// database that is briefly away (a restart) is waited for rather than
+    /// letting the lease lapse into `owner_lost`.
     pub async fn undelivered(&self, worker_id: &str, attempts: Vec<(String, u32)>, now: i64) -> Result<()> {
+        const TRIES: u32 = 40;
         for (id, attempt) in attempts {
             let event = Event::Undelivered { worker_id: worker_id.to_owned(), attempt };
-            if let Some(Ok(applied)) = self.store.apply(&id, &event, &EventData::default(), now).await? {
+            let mut tries = 0;
+            let applied = loop {
+                match self.store.apply(&id, &event, &EventData::default(), now).await {
+                    Err(e) if e.is_unavailable() && tries < TRIES && !self.shutdown.is_cancelled() => {
+                        tries += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                    }
+                    other => break other?,
+                }
+            };
+            if let Some(Ok(applied)) = applied {
                 tracing::warn!(execution_id = %id, attempt, "assignment never reached the worker; claimable again");
                 self.after_commit(&applied.record, &applied.effects).await;
             }

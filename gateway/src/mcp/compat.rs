@@ -110,7 +110,7 @@ fn handle(ctx: &Ctx, view: &ExecutionView) -> Value {
     let mut h = json!({
         "type": format!("{}.execution/v1", p.to_ascii_lowercase()),
         "execution_id": view.execution_id,
-        "state": view.status().name(),
+        "state": task_view::mcp_status(view.status()),
     });
     let open: Vec<_> = view.input_requests.iter().filter(|r| r.state() == InputRequestState::Open).collect();
     h["next_action"] = match open.first() {
@@ -213,7 +213,7 @@ async fn list(ctx: &Ctx, args: &Value) -> Outcome {
         .executions
         .iter()
         .map(|e| {
-            json!({"execution_id": e.execution_id, "tool_name": e.tool_name, "state": e.status().name(),
+            json!({"execution_id": e.execution_id, "tool_name": e.tool_name, "state": task_view::mcp_status(e.status()),
                    "created_at": rfc3339(e.created_at_ms), "updated_at": rfc3339(e.updated_at_ms)})
         })
         .collect();
@@ -265,7 +265,7 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
     let v = &snap.view;
     let base = || {
         json!({"type": format!("{}.execution/v1", prefix(ctx).to_ascii_lowercase()),
-               "execution_id": v.execution_id, "state": v.status().name()})
+               "execution_id": v.execution_id, "state": task_view::mcp_status(v.status())})
     };
     match task_view::outcome(snap) {
         Some(Ok(result)) => {
@@ -335,7 +335,7 @@ async fn cancel(ctx: &Ctx, args: &Value) -> Outcome {
         Err(refused) => return Ok(Err(refused)),
     };
     let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await?;
-    let state = answer.execution.as_ref().map(|e| e.status().name()).unwrap_or_default();
+    let state = answer.execution.as_ref().map(|e| task_view::mcp_status(e.status())).unwrap_or_default();
     let outcome = answer.outcome();
     let text = match outcome {
         CancelOutcome::Accepted => {

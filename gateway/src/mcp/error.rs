@@ -17,6 +17,11 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_CAPABILITY: i64 = -32021;
 pub const UNSUPPORTED_VERSION: i64 = -32022;
+/// `tasks/cancel` (2026-07-28): the task cannot be cancelled; nothing was sent.
+pub const CANCEL_NOT_DELIVERED: i64 = -32023;
+/// `tasks/cancel` (2026-07-28): the cancel is recorded, but whether the stop
+/// reached the tool is unknown; get the task before starting new work.
+pub const CANCEL_DELIVERY_UNKNOWN: i64 = -32024;
 
 /// A JSON-RPC error on its way to the client. Messages are client-safe: they
 /// never carry tokens, payloads or internal addresses.

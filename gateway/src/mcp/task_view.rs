@@ -142,7 +142,9 @@ pub fn v1_task(s: &Snapshot) -> Value {
 
 /// An MCP task status (the task utility's own vocabulary, in both dialects):
 /// a pending execution is already `working` to MCP.
-fn mcp_status(status: ExecutionStatus) -> &'static str {
+/// An execution status as an MCP task state: `pending` reads `working`, as
+/// the seed's handle and both task dialects use only task states.
+pub fn mcp_status(status: ExecutionStatus) -> &'static str {
     match status {
         ExecutionStatus::InputRequired => "input_required",
         ExecutionStatus::Completed => "completed",

@@ -1,15 +1,16 @@
 //! The `io.modelcontextprotocol/tasks` extension at 2026-07-28: `tasks/get`
 //! with the result, error or open input requests inline, `tasks/update`
 //! forwarding `inputResponses` (unknown or answered keys ignored, partial
-//! answers allowed) and `tasks/cancel` as an empty acknowledgement, also for
-//! terminal tasks. Capability gating and headers are the dispatcher's.
+//! answers allowed) and `tasks/cancel` as an empty acknowledgement when the
+//! stop was delivered, already requested or the task already ended (distinct
+//! errors otherwise). Capability gating and headers are the dispatcher's.
 
 use super::context::Ctx;
-use super::error::{RpcError, task_error};
+use super::error::{CANCEL_DELIVERY_UNKNOWN, CANCEL_NOT_DELIVERED, RpcError, task_error};
 use super::task_view;
 use super::tasks_v1::task_id;
 use crate::coordinator::InputAnswer;
-use baton_proto::coordinator::v1::ExecutionView;
+use baton_proto::coordinator::v1::{CancelOutcome, ExecutionView};
 use baton_proto::error::{ErrorCode, WireError};
 use baton_proto::worker::v1::InputAction;
 use serde_json::{Map, Value, json};
@@ -58,9 +59,28 @@ pub async fn forward_responses(
     Ok(())
 }
 
+/// The empty acknowledgement means the stop was delivered, had already been
+/// asked for, or the task had already ended; the outcomes that mean anything
+/// else are distinct errors carrying the outcome, so a client knows whether
+/// retrying or inspecting the task is the safe next step.
 pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let caller = &ctx.caller;
     let id = task_id(params)?;
-    caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;
-    Ok(json!({}))
+    let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;
+    let outcome = answer.outcome();
+    let data = json!({"outcome": outcome.name(), "taskId": id});
+    match outcome {
+        CancelOutcome::Unsupported => {
+            Err(RpcError::new(CANCEL_NOT_DELIVERED, "this task cannot be cancelled; nothing was sent").with_data(data))
+        }
+        CancelOutcome::StopDeliveryUnknown => Err(RpcError::new(
+            CANCEL_DELIVERY_UNKNOWN,
+            "the cancel is recorded, but whether it reached the tool is unknown; get the task before starting new work",
+        )
+        .with_data(data)),
+        CancelOutcome::Accepted
+        | CancelOutcome::StopAlreadyRequested
+        | CancelOutcome::AlreadyTerminal
+        | CancelOutcome::Unspecified => Ok(json!({})),
+    }
 }

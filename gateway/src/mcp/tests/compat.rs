@@ -19,6 +19,8 @@ async fn long_call_returns_the_handle() {
     let id = h.fake.last_id();
     assert_eq!(handle["type"], "baton.execution/v1");
     assert_eq!(handle["execution_id"], id.as_str());
+    // Admitted but not yet claimed (pending): the handle speaks task states only.
+    assert_eq!(h.fake.status(&id), "pending");
     assert_eq!(handle["state"], "working");
     assert_eq!(handle["next_action"]["tool"], "Baton_GetToolExecution");
     assert_eq!(handle["next_action"]["arguments"]["execution_id"], id.as_str());

@@ -29,6 +29,8 @@ struct State {
     executions: BTreeMap<String, Exec>,
     provided: Vec<(String, String, String, String)>,
     next_start_error: Option<WireError>,
+    /// What the next cancel of a running execution answers (default: accepted).
+    next_cancel_outcome: Option<CancelOutcome>,
     ended_sessions: std::collections::BTreeSet<String>,
 }
 
@@ -180,6 +182,11 @@ impl Fake {
         self.lock().next_start_error = Some(e);
     }
 
+    /// The next cancel of a running execution answers `outcome`.
+    pub fn next_cancel_answers(&self, outcome: CancelOutcome) {
+        self.lock().next_cancel_outcome = Some(outcome);
+    }
+
     /// WaitExecution calls started so far.
     pub fn waits(&self) -> u64 {
         *self.0.waits.borrow()
@@ -224,7 +231,8 @@ impl Coordinator for Fake {
                 (ExecutionStatus::Completed, Some(text_result(&text, false)))
             }
             "oops" => (ExecutionStatus::Completed, Some(text_result("the tool could not do it", true))),
-            _ => (ExecutionStatus::Working, None),
+            // As a real start answers: admitted, not yet claimed.
+            _ => (ExecutionStatus::Pending, None),
         };
         let view = ExecutionView {
             execution_id: id.clone(),
@@ -343,10 +351,15 @@ impl Coordinator for Fake {
                 execution: Some(view),
             }));
         }
+        let outcome = if view.cancel_state() == CancelState::Requested {
+            CancelOutcome::StopAlreadyRequested
+        } else {
+            self.lock().next_cancel_outcome.take().unwrap_or(CancelOutcome::Accepted)
+        };
         // The tool stops cooperatively: the request is recorded, the status stays.
         self.update(&id, |e| e.view.set_cancel_state(CancelState::Requested));
         let view = self.owned(user, &id)?;
-        Ok(Response::new(CancelExecutionResponse { outcome: CancelOutcome::Accepted as i32, execution: Some(view) }))
+        Ok(Response::new(CancelExecutionResponse { outcome: outcome as i32, execution: Some(view) }))
     }
 
     async fn list_tools(&self, request: Request<ListToolsRequest>) -> Result<Response<ListToolsResponse>, Status> {

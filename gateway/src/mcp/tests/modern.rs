@@ -292,7 +292,7 @@ async fn foreign_unknown_and_malformed_ids_answer_alike() {
     }
     let cancel = h.modern("bob", "tasks/cancel", json!({"taskId": id}), true).await;
     assert_eq!(cancel.body()["error"], foreign.body()["error"]);
-    assert_eq!(h.fake.status(&id), "working", "bob could not touch alice's task");
+    assert_eq!(h.fake.status(&id), "pending", "bob could not touch alice's task");
 }
 
 #[tokio::test]
@@ -381,4 +381,38 @@ async fn a_client_without_elicitation_is_refused_and_the_execution_cancelled() {
     assert_eq!(answer["error"]["code"], -32021, "{answer}");
     assert_eq!(answer["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}));
     assert_eq!(h.fake.cancel_state(&h.fake.last_id()), "requested", "nobody could ever answer it");
+}
+
+#[tokio::test]
+async fn a_native_cancel_acknowledges_only_what_it_can_prove() {
+    use baton_proto::coordinator::v1::CancelOutcome;
+    let h = harness().await;
+    // Delivered, then already requested: the empty acknowledgement both times.
+    let id = start(&h).await;
+    for _ in 0..2 {
+        let ack = cancel(&h, &id).await;
+        assert!(ack.body()["error"].is_null(), "{}", ack.body());
+        assert_eq!(ack.result()["resultType"], "complete");
+    }
+    // Delivery unknown: a distinct error that names the outcome and the task.
+    let id = start(&h).await;
+    h.fake.next_cancel_answers(CancelOutcome::StopDeliveryUnknown);
+    let unknown = cancel(&h, &id).await;
+    assert_eq!(unknown.error_code(), -32024);
+    assert_eq!(unknown.body()["error"]["data"], json!({"outcome": "stop_delivery_unknown", "taskId": id}));
+    // Cannot be cancelled: nothing was sent, another distinct error.
+    let id = start(&h).await;
+    h.fake.next_cancel_answers(CancelOutcome::Unsupported);
+    let unsupported = cancel(&h, &id).await;
+    assert_eq!(unsupported.error_code(), -32023);
+    assert_eq!(unsupported.body()["error"]["data"]["outcome"], "unsupported");
+}
+
+async fn start(h: &Harness) -> String {
+    let created = h.modern("alice", "tools/call", json!({"name": "slow"}), true).await;
+    created.result()["taskId"].as_str().expect("id").to_owned()
+}
+
+async fn cancel(h: &Harness, id: &str) -> Answer {
+    h.modern("alice", "tasks/cancel", json!({"taskId": id}), true).await
 }
