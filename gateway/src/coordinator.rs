@@ -290,13 +290,7 @@ impl Coordinator {
         cursor: &str,
         limit: u32,
     ) -> Result<pb::ListExecutionsResponse, WireError> {
-        let request = pb::ListExecutionsRequest {
-            org_id: scope.org_id.clone(),
-            project_id: scope.project_id.clone(),
-            limit,
-            cursor: cursor.to_owned(),
-            gateway_id: scope.gateway(),
-        };
+        let request = list_request(scope, cursor, limit, scope.gateway());
         self.call(bearer, request, None, |mut c, r| async move { c.list_executions(r).await }).await
     }
 
@@ -360,6 +354,17 @@ impl Coordinator {
         }
         baton_proto::trace::inject(request.metadata_mut());
         f(self.client.clone(), request).await.map(Response::into_inner).map_err(|s| WireError::from_status(&s))
+    }
+}
+
+/// One page of a project's executions, of one gateway when `gateway_id` is set.
+fn list_request(scope: &Scope, cursor: &str, limit: u32, gateway_id: String) -> pb::ListExecutionsRequest {
+    pb::ListExecutionsRequest {
+        org_id: scope.org_id.clone(),
+        project_id: scope.project_id.clone(),
+        limit,
+        cursor: cursor.to_owned(),
+        gateway_id,
     }
 }
 

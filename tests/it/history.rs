@@ -93,7 +93,12 @@ async fn who_may_read_the_history_and_its_payloads() {
         format!("/tool_executions/{flaky}?include_outputs=true"),
         format!("/tool_executions/{flaky}?include_inputs=true&include_outputs=true"),
     ];
-    let callers: [(&str, &str, [u16; 6]); 6] = [
+    // An admin key revoked a moment ago authenticates nowhere.
+    let revoked = c.admin(&["create-api-key", "--project", &c.id.project_id, "--role", "admin"]).await.expect("key");
+    c.admin(&["revoke", "--id", revoked["id"].as_str().expect("id")]).await.expect("revoke");
+    let revoked = revoked["token"].as_str().expect("token").to_owned();
+    let callers: [(&str, &str, [u16; 6]); 7] = [
+        ("revoked admin", &revoked, [401; 6]),
         ("admin", &c.id.admin_key, [200, 200, 200, 200, 200, 200]),
         ("member", &c.id.member_key, [200, 200, 200, 403, 403, 403]),
         ("read_only", &c.id.read_only_key, [403; 6]),

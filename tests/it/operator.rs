@@ -42,7 +42,12 @@ async fn each_operator_route_takes_its_own_permission() {
     ];
     let unknown = c.rest(0, &status).get(&format!("/operator/tool-executions/{UNKNOWN}")).await.expect("unknown");
     assert_eq!(unknown.status, 404);
-    let callers: [(&str, &str, [u16; 4]); 8] = [
+    let args = ["create-api-key", "--project", &p, "--role", "admin", "--permissions", "status,payload,cancel"];
+    let revoked = c.admin(&args).await.expect("key");
+    c.admin(&["revoke", "--id", revoked["id"].as_str().expect("id")]).await.expect("revoke");
+    let revoked = revoked["token"].as_str().expect("token").to_owned();
+    let callers: [(&str, &str, [u16; 4]); 9] = [
+        ("revoked operator", &revoked, [401; 4]),
         ("status", &status, [200, 200, 403, 403]),
         ("payload", &payload, [403, 403, 200, 403]),
         ("cancel", &cancel, [403, 403, 403, 200]),

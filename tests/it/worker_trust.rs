@@ -196,6 +196,13 @@ async fn forged_messages_change_nothing(settings: Settings) -> Result<()> {
         }))
         .await?;
         h.next(Duration::from_secs(10), refused(wpb::MessageKind::Heartbeat)).await?;
+        // Declining the holder's assignment: not this worker's to give back.
+        h.send(worker_message::Msg::Declined(wpb::AssignmentDeclined {
+            execution_id: id.clone(),
+            attempt,
+            reason: "at_capacity".into(),
+        }))
+        .await?;
     }
 
     // Registering under the holder's worker id with another credential is

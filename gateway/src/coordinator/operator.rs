@@ -28,13 +28,7 @@ impl Coordinator {
         cursor: &str,
         limit: u32,
     ) -> Result<pb::ListExecutionsResponse, WireError> {
-        let request = pb::ListExecutionsRequest {
-            org_id: scope.org_id.clone(),
-            project_id: scope.project_id.clone(),
-            limit,
-            cursor: cursor.to_owned(),
-            gateway_id: String::new(),
-        };
+        let request = super::list_request(scope, cursor, limit, String::new());
         let mut client = self.operator();
         self.call(bearer, request, None, |_, r| async move { client.list_operator_executions(r).await }).await
     }

@@ -7,9 +7,10 @@
 
 pub mod openapi;
 
+use super::{ExecutionPath, ScopePath};
 use crate::app::AppState;
+use crate::coordinator::Bearer;
 use crate::coordinator::history::{HistoryQuery, Reveal};
-use crate::coordinator::{Bearer, Scope};
 use crate::error::ApiError;
 use crate::json::rfc3339;
 use axum::Router;
@@ -19,7 +20,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use baton_proto::coordinator::v1::{self as pb, ExecutionOutcome, FailureReason};
 use baton_proto::error::ErrorCode;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -42,25 +42,6 @@ pub fn router() -> Router<AppState> {
         .route(BASE, get(list))
         .route(&format!("{BASE}/count"), get(count))
         .route(&format!("{BASE}/{{execution_id}}"), get(detail))
-}
-
-#[derive(Deserialize)]
-struct ProjectPath {
-    org_id: String,
-    project_id: String,
-}
-
-impl ProjectPath {
-    fn scope(self) -> Scope {
-        Scope { org_id: self.org_id, project_id: self.project_id, gateway_id: None }
-    }
-}
-
-#[derive(Deserialize)]
-struct RunPath {
-    org_id: String,
-    project_id: String,
-    execution_id: String,
 }
 
 fn invalid(message: impl Into<String>) -> ApiError {
@@ -124,25 +105,21 @@ impl Params {
         }
     }
 
+    /// A value from a fixed set of names; a value outside it is 400 listing the set.
+    fn named<T>(
+        &self,
+        name: &str,
+        parse: impl Fn(&str) -> Option<T>,
+        names: impl Iterator<Item = &'static str>,
+    ) -> Result<Option<T>, ApiError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        let known = || names.collect::<Vec<_>>().join(", ");
+        parse(v).map(Some).ok_or_else(|| invalid(format!("`{name}` must be one of {}", known())))
+    }
+
     fn query(&self) -> Result<HistoryQuery, ApiError> {
-        let outcome = match self.get("outcome") {
-            None => None,
-            Some(v) => Some(ExecutionOutcome::from_name(v).ok_or_else(|| {
-                invalid(format!(
-                    "`outcome` must be one of {}",
-                    ExecutionOutcome::names().collect::<Vec<_>>().join(", ")
-                ))
-            })?),
-        };
-        let failure_reason = match self.get("failure_reason") {
-            None => None,
-            Some(v) => Some(FailureReason::from_name(v).ok_or_else(|| {
-                invalid(format!(
-                    "`failure_reason` must be one of {}",
-                    FailureReason::names().collect::<Vec<_>>().join(", ")
-                ))
-            })?),
-        };
+        let outcome = self.named("outcome", ExecutionOutcome::from_name, ExecutionOutcome::names())?;
+        let failure_reason = self.named("failure_reason", FailureReason::from_name, FailureReason::names())?;
         let (start_ms, end_ms) = (self.time("start_time")?, self.time("end_time")?);
         if let (Some(start), Some(end)) = (start_ms, end_ms)
             && start > end
@@ -251,7 +228,7 @@ pub fn detail_view(d: &pb::HistoryDetail, reveal: Reveal) -> Value {
 
 async fn list(
     State(state): State<AppState>,
-    Path(p): Path<ProjectPath>,
+    Path(p): Path<ScopePath>,
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -262,7 +239,7 @@ async fn list(
     let limit = params.uint("limit", 1, MAX_LIMIT, DEFAULT_LIMIT)?;
     let offset = params.uint("offset", 0, MAX_OFFSET, 0)?;
     let query = params.query()?;
-    let page = state.coordinator.history_list(&bearer, &p.scope(), &query, limit, offset).await?;
+    let page = state.coordinator.history_list(&bearer, &p.scope(None), &query, limit, offset).await?;
     let items: Vec<Value> = page.items.iter().map(item).collect();
     Ok(ok(json!({
         "page_count": items.len(),
@@ -275,27 +252,27 @@ async fn list(
 
 async fn count(
     State(state): State<AppState>,
-    Path(p): Path<ProjectPath>,
+    Path(p): Path<ScopePath>,
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
     let query = Params::new(pairs, &FILTERS)?.query()?;
-    let count = state.coordinator.history_count(&bearer, &p.scope(), &query).await?;
+    let count = state.coordinator.history_count(&bearer, &p.scope(None), &query).await?;
     Ok(ok(json!({ "count": count })))
 }
 
 async fn detail(
     State(state): State<AppState>,
-    Path(p): Path<RunPath>,
+    Path(p): Path<ExecutionPath>,
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
     let params = Params::new(pairs, &["include_inputs", "include_outputs"])?;
     let reveal = Reveal { inputs: params.flag("include_inputs")?, outputs: params.flag("include_outputs")? };
-    let scope = Scope { org_id: p.org_id, project_id: p.project_id, gateway_id: None };
-    let found = state.coordinator.history_detail(&bearer, &scope, &p.execution_id, reveal).await?;
+    let (scope, id) = p.split();
+    let found = state.coordinator.history_detail(&bearer, &scope, &id, reveal).await?;
     Ok(ok(detail_view(&found, reveal)))
 }
 

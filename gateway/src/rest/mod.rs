@@ -50,27 +50,27 @@ pub fn router() -> Router<AppState> {
 }
 
 #[derive(Deserialize)]
-struct ScopePath {
+pub(crate) struct ScopePath {
     org_id: String,
     project_id: String,
 }
 
 impl ScopePath {
     /// The project of the path; `gateway_id` narrows a start or a listing.
-    fn scope(self, gateway_id: Option<String>) -> Scope {
+    pub(crate) fn scope(self, gateway_id: Option<String>) -> Scope {
         Scope { org_id: self.org_id, project_id: self.project_id, gateway_id }
     }
 }
 
 #[derive(Deserialize)]
-struct ExecutionPath {
+pub(crate) struct ExecutionPath {
     org_id: String,
     project_id: String,
     execution_id: String,
 }
 
 impl ExecutionPath {
-    fn split(self) -> (Scope, String) {
+    pub(crate) fn split(self) -> (Scope, String) {
         (Scope { org_id: self.org_id, project_id: self.project_id, gateway_id: None }, self.execution_id)
     }
 }
@@ -237,9 +237,14 @@ async fn cancel(
     CancelBody::parse(&raw)?;
     let (scope, id) = p.split();
     let answer = state.coordinator.cancel(&bearer, &scope, &id).await?;
+    Ok(json(StatusCode::OK, cancel_reply(&answer)))
+}
+
+/// A cancel's answer: the provable outcome and the execution as it stands.
+pub(crate) fn cancel_reply(answer: &baton_proto::coordinator::v1::CancelExecutionResponse) -> serde_json::Value {
     let mut out = serde_json::json!({"outcome": answer.outcome().name()});
     if let Some(e) = &answer.execution {
         out["execution"] = view::owner(e);
     }
-    Ok(json(StatusCode::OK, out))
+    out
 }

@@ -8,8 +8,9 @@ pub mod openapi;
 use super::body::CancelBody;
 use super::history::Params;
 use super::view;
+use super::{ExecutionPath, ScopePath};
 use crate::app::AppState;
-use crate::coordinator::{Bearer, Scope};
+use crate::coordinator::Bearer;
 use crate::error::ApiError;
 use axum::Router;
 use axum::body::Bytes;
@@ -18,7 +19,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use baton_proto::error::ErrorCode;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/operator/tool-executions";
@@ -34,25 +34,6 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/{{execution_id}}/cancel"), post(cancel))
 }
 
-#[derive(Deserialize)]
-struct ProjectPath {
-    org_id: String,
-    project_id: String,
-}
-
-#[derive(Deserialize)]
-struct RunPath {
-    org_id: String,
-    project_id: String,
-    execution_id: String,
-}
-
-impl RunPath {
-    fn split(self) -> (Scope, String) {
-        (Scope { org_id: self.org_id, project_id: self.project_id, gateway_id: None }, self.execution_id)
-    }
-}
-
 fn ok(value: Value) -> Response {
     (StatusCode::OK, axum::Json(value)).into_response()
 }
@@ -64,7 +45,7 @@ fn recorded(text: Option<&str>) -> Value {
 
 async fn list(
     State(state): State<AppState>,
-    Path(p): Path<ProjectPath>,
+    Path(p): Path<ScopePath>,
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -72,7 +53,7 @@ async fn list(
     let params = Params::new(pairs, &["limit", "cursor"])?;
     let limit = params.uint("limit", 1, MAX_LIMIT, DEFAULT_LIMIT)?;
     let cursor = params.get("cursor").unwrap_or_default().to_owned();
-    let scope = Scope { org_id: p.org_id, project_id: p.project_id, gateway_id: None };
+    let scope = p.scope(None);
     let page = state.coordinator.operator_list(&bearer, &scope, &cursor, limit).await?;
     let items: Vec<Value> = page.executions.iter().map(view::owner).collect();
     let next = (!page.next_cursor.is_empty()).then_some(page.next_cursor);
@@ -81,7 +62,7 @@ async fn list(
 
 async fn status(
     State(state): State<AppState>,
-    Path(p): Path<RunPath>,
+    Path(p): Path<ExecutionPath>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
@@ -91,7 +72,7 @@ async fn status(
 
 async fn payload(
     State(state): State<AppState>,
-    Path(p): Path<RunPath>,
+    Path(p): Path<ExecutionPath>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
@@ -108,7 +89,7 @@ async fn payload(
 
 async fn cancel(
     State(state): State<AppState>,
-    Path(p): Path<RunPath>,
+    Path(p): Path<ExecutionPath>,
     headers: HeaderMap,
     raw: Bytes,
 ) -> Result<Response, ApiError> {
@@ -116,9 +97,5 @@ async fn cancel(
     CancelBody::parse(&raw)?;
     let (scope, id) = p.split();
     let answer = state.coordinator.operator_cancel(&bearer, &scope, &id).await?;
-    let mut out = json!({"outcome": answer.outcome().name()});
-    if let Some(e) = &answer.execution {
-        out["execution"] = view::owner(e);
-    }
-    Ok(ok(out))
+    Ok(ok(super::cancel_reply(&answer)))
 }
