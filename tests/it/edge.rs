@@ -186,3 +186,17 @@ async fn rest_refuses_a_tool_that_forbids_background_runs_before_anything_is_cre
     let r = alice.start("Demo.Sleep", json!({"seconds": 0}), None).await.expect("start");
     assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.bytes));
 }
+
+#[tokio::test]
+async fn a_secret_in_the_wrong_place_is_never_echoed() {
+    let canary = "canary-key-0123456789abcdef";
+    for yaml in [
+        format!("security:\n  execution_payload_keys: {canary}\n"),
+        format!("worker:\n  remote_servers: {canary}\n"),
+        format!("security:\n  execution_payload_keys:\n    - {{id: k, key: {canary}}}\n"),
+    ] {
+        let (code, stderr) = crate::config_exit::run_with(&yaml).await;
+        assert_eq!(code, Some(64), "{stderr}");
+        assert!(!stderr.contains(canary), "the value leaked: {stderr}");
+    }
+}
