@@ -99,6 +99,8 @@ redis: {url: "$REDIS_URL", key_prefix: "$PREFIX"}
 worker: {capacity: $CAPACITY}
 # One bench token parks every waiter: lift the per-credential wait cap.
 gateway: {max_waits_per_principal: 100000, max_waits: 100000}
+# The webhooks scenario's receiver listens on loopback.
+webhooks: {allow_loopback_targets: true}
 EOF
 echo "admission bounds: principal, project and organization concurrency $BOUND, backlog $BOUND, retained payload $PAYLOAD_BOUND bytes"
 echo "worker capacity $CAPACITY; roles log at '$ROLE_LOG'"
@@ -112,6 +114,8 @@ PROJECT="$(admin create-project --org "$ORG" --name bench | field id)"
 GATEWAY="$(admin create-gateway --project "$PROJECT" --name bench | field id)"
 USER_TOKEN="$(admin create-end-user-token --gateway "$GATEWAY" --user bench@example.com | field token)"
 WORKER_TOKEN="$(admin create-worker-token --project "$PROJECT" | field token)"
+# The webhooks scenario registers its receiver with an admin key.
+ADMIN_KEY="$(admin create-api-key --project "$PROJECT" --role admin | field token)"
 [ -n "$ORG" ] && [ -n "$PROJECT" ] && [ -n "$GATEWAY" ] && [ -n "$USER_TOKEN" ] && [ -n "$WORKER_TOKEN" ] ||
   die "baton admin did not print the expected identity"
 
@@ -165,7 +169,7 @@ curl -fsS "$GW_URL/readyz" >/dev/null || die "gateway not ready at $GW_URL/ready
 echo "coordinator $CO_URL (pid $CO_PID), gateway $GW_URL (pid $GW_PID), task gateway $TASK_GW_URL, worker pid $WK_PID"
 
 step "baton bench --scenario all (N=$N, C=$C, W=$W)"
-BATON_BENCH_TOKEN="$USER_TOKEN" "$BIN" bench \
+BATON_BENCH_TOKEN="$USER_TOKEN" BATON_BENCH_ADMIN_KEY="$ADMIN_KEY" "$BIN" bench \
   --http-url "$GW_URL" --task-http-url "$TASK_GW_URL" --org "$ORG" --project "$PROJECT" --gateway "$GATEWAY" \
   --scenario "${BENCH_SCENARIO:-all}" -n "$N" -c "$C" --waiters "$W" \
   --database-url "$DB_URL" --pids "gateway=$GW_PID,coordinator=$CO_PID,worker=$WK_PID" "$@"

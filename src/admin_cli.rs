@@ -4,22 +4,70 @@
 use baton_coordinator::admin;
 use baton_coordinator::authz::Role;
 use baton_coordinator::store::Store;
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use serde_json::json;
+
+/// A project API key's role.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RoleArg {
+    /// Everything in the project, payloads of the history included.
+    Admin,
+    /// Starts executions and reads the history, without payloads.
+    Member,
+    /// Reads only what the key's permissions allow; never acts.
+    #[value(name = "read_only", alias = "read-only")]
+    ReadOnly,
+}
+
+impl From<RoleArg> for Role {
+    fn from(r: RoleArg) -> Role {
+        match r {
+            RoleArg::Admin => Role::Admin,
+            RoleArg::Member => Role::Member,
+            RoleArg::ReadOnly => Role::ReadOnly,
+        }
+    }
+}
+
+/// An operator permission on a project API key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PermissionArg {
+    /// Status of any execution of the project (never a payload).
+    Status,
+    /// Input and result of any execution.
+    Payload,
+    /// Cancel any execution (not with a read-only key).
+    Cancel,
+}
+
+impl PermissionArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            PermissionArg::Status => "status",
+            PermissionArg::Payload => "payload",
+            PermissionArg::Cancel => "cancel",
+        }
+    }
+}
 
 #[derive(Subcommand)]
 pub enum Action {
+    /// Creates an organization; prints its id (org_…).
     CreateOrg {
         #[arg(long)]
         name: String,
     },
+    /// Creates a project in an organization; prints its id (prj_…).
     CreateProject {
+        /// The organization id.
         #[arg(long)]
         org: String,
         #[arg(long)]
         name: String,
     },
+    /// Creates a gateway of a project (MCP is served at /mcp/{id}); prints its id (gw_…).
     CreateGateway {
+        /// The project id.
         #[arg(long)]
         project: String,
         #[arg(long)]
@@ -27,33 +75,119 @@ pub enum Action {
     },
     /// An end-user token bound to (project, gateway, user).
     CreateEndUserToken {
+        /// The gateway id.
         #[arg(long)]
         gateway: String,
+        /// The user the token acts for (1 to 512 characters).
         #[arg(long)]
         user: String,
     },
     /// A project API key with a role; operator permissions are granted separately.
     CreateApiKey {
+        /// The project id.
         #[arg(long)]
         project: String,
-        /// admin | member | read_only
-        #[arg(long)]
-        role: String,
-        /// Comma list of status,payload,cancel.
-        #[arg(long, default_value = "")]
-        permissions: String,
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        /// Operator permissions, comma-separated (e.g. status,cancel).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        permissions: Vec<PermissionArg>,
     },
+    /// The token a project's workers present (BATON_WORKER__TOKEN).
     CreateWorkerToken {
+        /// The project id.
         #[arg(long)]
         project: String,
     },
+    /// Revokes a credential by its id (cred_…); sessions holding it end.
     Revoke {
         #[arg(long)]
         id: String,
     },
+    /// Lists organizations.
+    ListOrgs {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists projects, all or one organization's.
+    ListProjects {
+        /// Only this organization's.
+        #[arg(long)]
+        org: Option<String>,
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists gateways, all or one project's.
+    ListGateways {
+        /// Only this project's.
+        #[arg(long)]
+        project: Option<String>,
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists credentials (never their tokens), revoked ones included and marked.
+    ListCredentials {
+        /// Only this project's.
+        #[arg(long)]
+        project: Option<String>,
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sets how long executions are kept: an organization's default (--org)
+    /// or a project's override (--project). Rows it governs are re-dated at once.
+    SetRetention {
+        #[arg(long, conflicts_with = "project", required_unless_present = "project")]
+        org: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        /// The window in days (fractions allowed, 0 keeps a record only until its deadline).
+        #[arg(long, conflicts_with = "clear", required_unless_present = "clear")]
+        days: Option<f64>,
+        /// Removes the setting, so the organization's (or the configured) default applies.
+        #[arg(long)]
+        clear: bool,
+    },
+    /// Turns execution logging off for an organization, deleting its history,
+    /// or (with --on) back on.
+    ExecutionLogging {
+        #[arg(long)]
+        org: String,
+        #[arg(long, conflicts_with = "off", required_unless_present = "off")]
+        on: bool,
+        #[arg(long)]
+        off: bool,
+    },
+    /// Disables a project's tool: it starts nothing and takes no input or cancellation.
+    DisableTool {
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        tool: String,
+    },
+    EnableTool {
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        tool: String,
+    },
+    /// A project's webhook endpoints (`baton admin webhook --help`).
+    #[command(subcommand)]
+    Webhook(crate::admin_webhooks::Action),
 }
 
-pub async fn run(database_url: &str, action: Action) -> anyhow::Result<()> {
+/// Days as milliseconds; refuses what is not a finite, non-negative number.
+fn days_ms(days: f64) -> anyhow::Result<i64> {
+    if !days.is_finite() || days < 0.0 {
+        anyhow::bail!("--days must be a non-negative number");
+    }
+    Ok((days * 86_400_000.0).round() as i64)
+}
+
+pub async fn run(database_url: &str, default_retention_ms: i64, action: Action) -> anyhow::Result<()> {
     let store = Store::connect(database_url, 2).await?;
     let out = match action {
         Action::CreateOrg { name } => json!({ "id": admin::create_org(&store, &name).await? }),
@@ -65,11 +199,14 @@ pub async fn run(database_url: &str, action: Action) -> anyhow::Result<()> {
             serde_json::to_value(admin::issue_end_user_token(&store, &gateway, &user).await?)?
         }
         Action::CreateApiKey { project, role, permissions } => {
-            let role =
-                Role::parse(&role).ok_or_else(|| anyhow::anyhow!("--role must be admin, member or read_only"))?;
-            let permissions: Vec<String> =
-                permissions.split(',').map(str::trim).filter(|p| !p.is_empty()).map(str::to_owned).collect();
-            serde_json::to_value(admin::issue_api_key(&store, &project, role, &permissions).await?)?
+            let mut named: Vec<String> = Vec::new();
+            for p in permissions.iter().map(|p| p.as_str().to_owned()) {
+                if !named.contains(&p) {
+                    named.push(p);
+                }
+            }
+            let permissions = named;
+            serde_json::to_value(admin::issue_api_key(&store, &project, role.into(), &permissions).await?)?
         }
         Action::CreateWorkerToken { project } => {
             serde_json::to_value(admin::issue_worker_token(&store, &project).await?)?
@@ -78,8 +215,49 @@ pub async fn run(database_url: &str, action: Action) -> anyhow::Result<()> {
             admin::revoke(&store, &id).await?;
             json!({ "revoked": id })
         }
+        Action::SetRetention { org, project, days, clear: _ } => {
+            let ms = days.map(days_ms).transpose()?;
+            let scope = match (&org, &project) {
+                (_, Some(p)) => admin::RetentionScope::Project(p),
+                (Some(o), None) => admin::RetentionScope::Organization(o),
+                (None, None) => anyhow::bail!("name --org or --project"),
+            };
+            admin::set_retention(&store, scope, ms, default_retention_ms).await?;
+            json!({ "org": org, "project": project, "retention_ms": ms })
+        }
+        Action::ExecutionLogging { org, on, off: _ } => {
+            admin::set_execution_logging(&store, &org, on, default_retention_ms).await?;
+            json!({ "org": org, "execution_logging": on })
+        }
+        Action::DisableTool { project, tool } => {
+            admin::set_tool_disabled(&store, &project, &tool, true).await?;
+            json!({ "project": project, "tool": tool, "disabled": true })
+        }
+        Action::EnableTool { project, tool } => {
+            admin::set_tool_disabled(&store, &project, &tool, false).await?;
+            json!({ "project": project, "tool": tool, "disabled": false })
+        }
+        Action::ListOrgs { json } => listed(json, crate::admin_lists::orgs(&store).await?),
+        Action::ListProjects { org, json } => listed(json, crate::admin_lists::projects(&store, org.as_deref()).await?),
+        Action::ListGateways { project, json } => {
+            listed(json, crate::admin_lists::gateways(&store, project.as_deref()).await?)
+        }
+        Action::ListCredentials { project, json } => {
+            listed(json, crate::admin_lists::credentials(&store, project.as_deref()).await?)
+        }
+        // They need the configuration: `main` runs them with `admin_webhooks::run`.
+        Action::Webhook(_) => anyhow::bail!("webhook commands run through admin_webhooks"),
     };
     store.close().await;
-    println!("{out}");
+    match out {
+        // A table (every other answer is a JSON object or array).
+        serde_json::Value::String(table) => println!("{table}"),
+        json => println!("{json}"),
+    }
     Ok(())
+}
+
+/// A list as a table (a JSON string, printed bare), or (`--json`) as one JSON array.
+fn listed(json: bool, list: crate::admin_lists::Listing) -> serde_json::Value {
+    if json { list.json } else { serde_json::Value::String(list.table) }
 }

@@ -8,6 +8,9 @@ use serde_yaml::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod webhooks;
+pub use webhooks::WebhooksSection;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot read {path}: {source}")]
@@ -166,6 +169,12 @@ pub struct GatewaySection {
     pub max_waits_per_principal: usize,
     /// Waits one gateway process holds at once, all callers together.
     pub max_waits: usize,
+    /// The longest long poll (`wait_ms`) a caller may ask for; longer is 400.
+    pub max_wait_ms: u64,
+    /// The longest websocket watch (`timeout_seconds`); longer is 400.
+    pub max_watch_seconds: u64,
+    /// How long a watch's single-use `websocket_url` may be opened.
+    pub watch_connect_ttl_ms: u64,
 }
 
 impl Default for GatewaySection {
@@ -181,41 +190,16 @@ impl Default for GatewaySection {
             drain_timeout_ms: 10_000,
             max_waits_per_principal: 100,
             max_waits: 10_000,
+            max_wait_ms: 45_000,
+            max_watch_seconds: 14_400,
+            watch_connect_ttl_ms: 30_000,
         }
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WorkerSection {
-    pub coordinator_url: String,
-    pub token: Option<String>,
-    pub id: Option<String>,
-    pub capacity: u32,
-    /// On shutdown, how long running tools may finish (and their settlements be
-    /// acknowledged) before the worker exits; what still runs then is left to
-    /// the owner-loss rules, never re-run by this worker nor called a tool error.
-    pub drain_timeout_ms: u64,
-    /// Serve `/metrics` here.
-    pub metrics_listen: Option<SocketAddr>,
-    /// Remote MCP servers whose tools this worker serves (issue #7). Their
-    /// credentials are secrets: never logged, redacted in `Debug`.
-    pub remote_servers: Vec<baton_worker::remote::RemoteServer>,
-}
-
-impl Default for WorkerSection {
-    fn default() -> Self {
-        WorkerSection {
-            coordinator_url: "http://127.0.0.1:7070".into(),
-            token: None,
-            id: None,
-            capacity: 64,
-            drain_timeout_ms: 30_000,
-            metrics_listen: None,
-            remote_servers: Vec::new(),
-        }
-    }
-}
+/// The `worker` section is the worker crate's: a tool author's own binary
+/// (`baton_worker::serve`) reads it from the same file.
+pub use baton_worker::serve::WorkerSection;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -276,6 +260,8 @@ pub struct Tls {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Telemetry {
+    /// Serve Prometheus `/metrics` here (its own listener, apart from the API).
+    pub metrics_addr: Option<SocketAddr>,
     /// The CA bundle that verifies the collector. Unset: the system trust store.
     pub otlp_ca_file: Option<PathBuf>,
     /// A client certificate for collectors that require one. Needs `otlp_key_file`.
@@ -296,6 +282,7 @@ pub struct Config {
     pub executions: Executions,
     pub tls: Tls,
     pub telemetry: Telemetry,
+    pub webhooks: WebhooksSection,
 }
 
 /// Applies `BATON_A__B=v` as `a.b: v` onto the YAML tree.
@@ -387,6 +374,10 @@ impl Config {
             ("gateway.idle_timeout_ms", g.idle_timeout_ms > 0),
             ("gateway.max_waits_per_principal", g.max_waits_per_principal > 0),
             ("gateway.max_waits", g.max_waits > 0),
+            ("gateway.max_wait_ms", g.max_wait_ms > 0),
+            ("gateway.max_watch_seconds", g.max_watch_seconds > 0),
+            // The coordinator remembers a used token for at most an hour.
+            ("gateway.watch_connect_ttl_ms", (1..=3_600_000).contains(&g.watch_connect_ttl_ms)),
         ] {
             if !positive {
                 return Err(field(name, "must be positive"));
@@ -406,6 +397,7 @@ impl Config {
         {
             return Err(field("features.mcp_tasks_compatibility_prefix", "must be ASCII letters and digits"));
         }
+        self.webhooks.validate()?;
         crate::tls::validate(self)?;
         Ok(())
     }
@@ -502,6 +494,21 @@ mod tests {
         assert_eq!((c.gateway.header_read_timeout_ms, c.gateway.max_waits), (500, 7));
         let err = load("", &[("BATON_GATEWAY__MAX_WAITS_PER_PRINCIPAL", "0")]).expect_err("zero");
         assert!(err.to_string().contains("gateway.max_waits_per_principal"), "{err}");
+    }
+
+    #[test]
+    fn wait_lengths_are_configured_and_checked() {
+        let g = load("", &[]).expect("valid").gateway;
+        assert_eq!((g.max_wait_ms, g.max_watch_seconds, g.watch_connect_ttl_ms), (45_000, 14_400, 30_000));
+        for (name, value) in [
+            ("BATON_GATEWAY__MAX_WAIT_MS", "0"),
+            ("BATON_GATEWAY__MAX_WATCH_SECONDS", "0"),
+            ("BATON_GATEWAY__WATCH_CONNECT_TTL_MS", "3600001"),
+        ] {
+            let err = load("", &[(name, value)]).expect_err("refused");
+            let field = name.trim_start_matches("BATON_GATEWAY__").to_ascii_lowercase();
+            assert!(err.to_string().contains(&format!("gateway.{field}")), "{err}");
+        }
     }
 
     #[test]

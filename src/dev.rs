@@ -21,6 +21,10 @@ pub struct Args {
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
     pub conformance_fixtures: bool,
+    /// No example tools nor example remote server: only what attaches.
+    pub no_examples: bool,
+    /// Remote MCP servers (Streamable HTTP URLs) whose tools the dev worker serves.
+    pub remote_servers: Vec<String>,
 }
 
 /// Secrets that must persist across restarts but never belong in dev.json.
@@ -72,6 +76,8 @@ fn dev_config(secrets: &Secrets, db: &str) -> anyhow::Result<Config> {
         vec![PayloadKey { id: secrets.payload_key_id.clone(), key: secrets.payload_key.clone() }];
     c.security.mcp_session_key = Some(secrets.session_key.clone());
     c.database.url = Some(db.to_owned());
+    // Webhook receivers in development usually listen on this machine.
+    c.webhooks.allow_loopback_targets = true;
     c.validate()?;
     Ok(c)
 }
@@ -157,25 +163,20 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     // runs), then the gateway and coordinator stop.
     let servers = CancellationToken::new();
     let worker_stop = CancellationToken::new();
-    // The example remote MCP server (issue #7): on loopback, its tools served
-    // through the worker (`confirm_delete`, `multi_input`, `review_then_approve`).
-    let example = TcpListener::bind(("127.0.0.1", 0)).await?;
-    let mut example_server = baton_worker::remote::RemoteServer::new(format!("http://{}/mcp", example.local_addr()?));
-    example_server.toolkit_name = Some("Example".into());
-    example_server.toolkit_version = Some("1.0.0".into());
-    worker_options.remote_servers.push(example_server);
-    let example_server = baton_worker::remote::example_server::serve(example, servers.clone());
-    let stopping = baton_worker::supervise::supervisor().stopping();
-    baton_worker::supervise::spawn_supervised("example MCP server", async move {
-        tokio::select! {
-            served = example_server => {
-                if let Err(e) = served {
-                    tracing::warn!(error = %e, "the example MCP server stopped");
-                }
-            }
-            () = stopping.cancelled() => {}
-        }
-    });
+    for url in &args.remote_servers {
+        let server = baton_worker::remote::RemoteServer::new(url.clone());
+        server.validate().map_err(|problem| anyhow::anyhow!("--remote-server {url}: {problem}"))?;
+        worker_options.remote_servers.push(server);
+    }
+    let examples = !args.no_examples;
+    // The example remote MCP server: on loopback, its tools served through the
+    // worker (`confirm_delete`, `multi_input`, `review_then_approve`).
+    if examples {
+        start_example_server(&mut worker_options, &servers).await?;
+    }
+    let coordinator_url = worker_options.coordinator_url.clone();
+    let worker_token = worker_options.token.clone();
+    let serves_anything = examples || args.conformance_fixtures || !worker_options.remote_servers.is_empty();
     let coordinator = supervise(
         "coordinator",
         baton_coordinator::run(coordinator_options, coordinator_listener, servers.clone()),
@@ -189,20 +190,25 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         tools.extend(baton_worker::examples::all());
         let worker = baton_worker::Worker::new(worker_options, tools);
         supervise("worker", worker.run(worker_stop.clone(), Duration::from_secs(10)), &shutdown)
-    } else {
+    } else if serves_anything {
         supervise(
             "worker",
-            roles::run_worker(worker_options, true, None, Duration::from_secs(10), worker_stop.clone()),
+            roles::run_worker(worker_options, examples, None, Duration::from_secs(10), worker_stop.clone()),
             &shutdown,
         )
+    } else {
+        // Nothing to serve here: the tools come from workers started apart.
+        baton_worker::supervise::spawn_supervised("worker (none)", async { true })
     };
-
     let http_url = format!("http://{http}");
     let dev = json!({
         "http_url": http_url,
         "mcp_url": format!("{http_url}/mcp/{}", seed.gateway_id),
         "rest_base": format!("{http_url}/v1/orgs/{}/projects/{}", seed.org_id, seed.project_id),
         "dashboard_url": format!("{http_url}/dashboard/orgs/{}/projects/{}", seed.org_id, seed.project_id),
+        // For a tool author's worker: where to dial, and the project's worker token.
+        "coordinator_url": coordinator_url,
+        "worker_token": worker_token,
         "org_id": seed.org_id,
         "project_id": seed.project_id,
         "gateway_id": seed.gateway_id,
@@ -220,6 +226,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     println!("  REST      {}", dev["rest_base"].as_str().unwrap_or_default());
     println!("  MCP       {}", dev["mcp_url"].as_str().unwrap_or_default());
     println!("  dashboard {}", dev["dashboard_url"].as_str().unwrap_or_default());
+    println!("            (sign in by pasting credentials.admin_key or member_key from dev.json)");
+    println!("  workers   {coordinator_url}");
     println!("  tokens    {}", data_dir.join("dev.json").display());
     if args.conformance_fixtures {
         println!("  mode      conformance fixtures (anonymous MCP as the dev user, no compatibility tools)");
@@ -239,6 +247,31 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         }
         _ => anyhow::bail!("a role stopped with an error"),
     }
+}
+
+/// Starts the example remote MCP server on loopback and has the dev worker serve its tools.
+async fn start_example_server(
+    worker_options: &mut baton_worker::Options,
+    servers: &CancellationToken,
+) -> anyhow::Result<()> {
+    let example = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let mut example_server = baton_worker::remote::RemoteServer::new(format!("http://{}/mcp", example.local_addr()?));
+    example_server.toolkit_name = Some("Example".into());
+    example_server.toolkit_version = Some("1.0.0".into());
+    worker_options.remote_servers.push(example_server);
+    let example_server = baton_worker::remote::example_server::serve(example, servers.clone());
+    let stopping = baton_worker::supervise::supervisor().stopping();
+    baton_worker::supervise::spawn_supervised("example MCP server", async move {
+        tokio::select! {
+            served = example_server => {
+                if let Err(e) = served {
+                    tracing::warn!(error = %e, "the example MCP server stopped");
+                }
+            }
+            () = stopping.cancelled() => {}
+        }
+    });
+    Ok(())
 }
 
 /// `--conformance-fixtures`: the suite sends no credentials, so an anonymous MCP

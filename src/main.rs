@@ -3,10 +3,13 @@
 //! message naming the field.
 
 mod admin_cli;
+mod admin_lists;
+mod admin_webhooks;
 mod bench;
 mod bench_admission;
 mod config;
 mod dev;
+mod ops_cli;
 mod roles;
 mod telemetry;
 mod tls;
@@ -40,6 +43,12 @@ enum Command {
         /// Serve the MCP conformance suite's fixture tools; unauthenticated MCP requests act as the dev user.
         #[arg(long)]
         conformance_fixtures: bool,
+        /// Start without the example tools and the example remote server (serve your own worker's).
+        #[arg(long)]
+        no_examples: bool,
+        /// Serve this remote MCP server's tools (Streamable HTTP URL); repeatable.
+        #[arg(long = "remote-server", value_name = "URL")]
+        remote_servers: Vec<String>,
     },
     /// The coordinator (gRPC): authorization, admission, state machine, dispatch.
     Coordinator {
@@ -69,16 +78,25 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Creates and revokes organizations, projects, gateways and credentials.
+    /// Creates, lists and revokes organizations, projects, gateways and
+    /// credentials, against the database (--config or BATON_DATABASE__URL).
     Admin {
         #[arg(long)]
         config: Option<PathBuf>,
         #[command(subcommand)]
         action: admin_cli::Action,
     },
+    /// Lists, counts, shows and cancels executions through a gateway's API
+    /// (BATON_URL, BATON_API_KEY, BATON_ORG, BATON_PROJECT).
+    Executions {
+        #[command(subcommand)]
+        action: ops_cli::Action,
+    },
     /// Drives a running deployment over REST and MCP and prints throughput and latency tables.
-    Bench(bench::Args),
+    #[command(hide = true, args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    Bench(Box<bench::Args>),
     /// Measures cluster admission alone against Redis: decisions/s and added latency.
+    #[command(hide = true)]
     BenchAdmission {
         #[arg(long, default_value = "redis://127.0.0.1:6379/")]
         redis_url: String,
@@ -159,9 +177,10 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Dev { data_dir, listen, conformance_fixtures } => {
+        Command::Dev { data_dir, listen, conformance_fixtures, no_examples, remote_servers } => {
             let guard = telemetry::init("baton-dev", None);
-            let result = dev::run(dev::Args { data_dir, listen, conformance_fixtures }, shutdown_on_signal()).await;
+            let args = dev::Args { data_dir, listen, conformance_fixtures, no_examples, remote_servers };
+            let result = dev::run(args, shutdown_on_signal()).await;
             guard.shutdown().await;
             result?;
         }
@@ -174,18 +193,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(code) => return Ok(code),
             };
             let guard = telemetry::init("baton-coordinator", Some(otlp));
+            let shutdown = shutdown_on_signal();
+            if let Some(at) = config.telemetry.metrics_addr {
+                telemetry::serve_metrics(at, guard.metrics(), shutdown.clone()).await?;
+            }
             let listener = TcpListener::bind(addr).await?;
             let mut options = options;
             if config.coordinator.advertise_url.is_none() {
                 let scheme = if options.server_tls.is_some() { "https" } else { "http" };
                 options.advertise_url = format!("{scheme}://{}", listener.local_addr()?);
             }
-            let result = baton_coordinator::run(options, listener, shutdown_on_signal()).await;
+            let result = baton_coordinator::run(options, listener, shutdown).await;
             guard.shutdown().await;
             result?;
         }
         Command::Gateway { config, listen } => {
-            let (_, (addr, options, otlp)) = match configure(config.as_ref(), |c| {
+            let (config, (addr, options, otlp)) = match configure(config.as_ref(), |c| {
                 let addr = listen.unwrap_or(c.gateway.listen);
                 Ok((addr, roles::gateway_options(c, addr)?, tls::otlp(c)?))
             }) {
@@ -193,8 +216,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(code) => return Ok(code),
             };
             let guard = telemetry::init("baton-gateway", Some(otlp));
+            let shutdown = shutdown_on_signal();
+            if let Some(at) = config.telemetry.metrics_addr {
+                telemetry::serve_metrics(at, guard.metrics(), shutdown.clone()).await?;
+            }
             let listener = TcpListener::bind(addr).await?;
-            let result = baton_gateway::run(options, listener, shutdown_on_signal()).await;
+            let result = baton_gateway::run(options, listener, shutdown).await;
             guard.shutdown().await;
             result?;
         }
@@ -205,9 +232,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Err(code) => return Ok(code),
                 };
             let guard = telemetry::init("baton-worker", Some(otlp));
+            let shutdown = shutdown_on_signal();
+            if let Some(at) = config.telemetry.metrics_addr {
+                telemetry::serve_metrics(at, guard.metrics(), shutdown.clone()).await?;
+            }
             let drain = std::time::Duration::from_millis(config.worker.drain_timeout_ms);
-            let result =
-                roles::run_worker(options, examples, config.worker.metrics_listen, drain, shutdown_on_signal()).await;
+            let result = roles::run_worker(options, examples, config.worker.metrics_listen, drain, shutdown).await;
             guard.shutdown().await;
             result?;
         }
@@ -222,13 +252,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("migrations applied");
         }
         Command::Admin { config, action } => {
-            let (_, url) = match configure(config.as_ref(), config::Config::database_url) {
+            let (config, url) = match configure(config.as_ref(), config::Config::database_url) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
             };
-            admin_cli::run(&url, action).await?;
+            match action {
+                admin_cli::Action::Webhook(w) => admin_webhooks::run(&config, &url, w).await?,
+                other => admin_cli::run(&url, config.executions.retention_ms, other).await?,
+            }
         }
-        Command::Bench(args) => return bench::run(args).await,
+        Command::Executions { action } => return Ok(ops_cli::run(action).await),
+        Command::Bench(args) => return bench::run(*args).await,
         Command::BenchAdmission { redis_url, decisions, concurrency } => {
             bench_admission::run(bench_admission::Args { redis_url, decisions, concurrency }).await?;
         }

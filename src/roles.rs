@@ -5,7 +5,6 @@ use base64::Engine as _;
 use baton_coordinator::domain::Lifetime;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub fn coordinator_options(
@@ -35,6 +34,7 @@ pub fn coordinator_options(
         max_worker_capacity: c.coordinator.max_worker_capacity,
         server_tls,
         client_tls: crate::tls::client(c)?,
+        webhooks: c.webhooks.options(),
     })
 }
 
@@ -71,6 +71,11 @@ pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton
         drain_timeout: Duration::from_millis(c.gateway.drain_timeout_ms),
         max_waits_per_principal: c.gateway.max_waits_per_principal,
         max_waits: c.gateway.max_waits,
+        wait_limits: baton_gateway::waits::Limits {
+            max_wait_ms: c.gateway.max_wait_ms,
+            max_watch_seconds: c.gateway.max_watch_seconds,
+            watch_connect_ttl_ms: c.gateway.watch_connect_ttl_ms,
+        },
     })
 }
 
@@ -97,6 +102,9 @@ fn remote_servers(c: &Config) -> Result<Vec<baton_worker::remote::RemoteServer>,
     Ok(c.worker.remote_servers.clone())
 }
 
+/// `baton worker`: the example tools (with `examples`) and the configured
+/// remote servers, served as a tool author's binary serves its own
+/// (`baton_worker::serve::run`).
 pub async fn run_worker(
     options: baton_worker::Options,
     examples: bool,
@@ -105,26 +113,6 @@ pub async fn run_worker(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let tools = if examples { baton_worker::examples::all() } else { Vec::new() };
-    if tools.is_empty() && options.remote_servers.is_empty() {
-        anyhow::bail!("this worker has no tools to serve (use --examples or worker.remote_servers)");
-    }
-    let worker = baton_worker::Worker::new(options, tools);
-    if let Some(addr) = metrics_listen {
-        let listener = TcpListener::bind(addr).await?;
-        tracing::info!(addr = %listener.local_addr()?, "worker metrics listening");
-        let router = worker.metrics.router();
-        let stop = shutdown.clone();
-        let stopping = baton_worker::supervise::supervisor().stopping();
-        baton_worker::supervise::spawn_supervised("worker metrics server", async move {
-            let stopped = async move {
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = stopping.cancelled() => {}
-                }
-            };
-            let _ = axum::serve(listener, router).with_graceful_shutdown(stopped).await;
-        });
-    }
-    worker.run(shutdown, drain).await?;
+    baton_worker::serve::run(options, tools, metrics_listen, drain, shutdown).await?;
     Ok(())
 }

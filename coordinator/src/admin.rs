@@ -1,7 +1,9 @@
-//! Creating and revoking organizations, projects, gateways and credentials.
-//! Used by `baton admin` and by `baton dev`'s seeding; tokens are returned once
-//! and stored only as hashes.
+//! Creating and revoking organizations, projects, gateways and credentials;
+//! retention, execution logging and disabled tools. Used by `baton admin` and
+//! by `baton dev`'s seeding; tokens are returned once and stored only as
+//! hashes. Every change to a credential or a setting is audited, by `cli`.
 
+use crate::audit::{self, Actor, Record, action, outcome};
 use crate::authz::{Role, generate_token, hash_token};
 use crate::domain::id::random_id;
 use crate::engine::now_ms;
@@ -58,6 +60,25 @@ async fn issue(store: &Store, mut c: NewCredential, prefix: &str) -> Result<Issu
     let token = generate_token(prefix);
     c.token_hash = hash_token(&token);
     store.create_credential(&c, now_ms()).await?;
+    let what = match c.kind {
+        CredentialKind::ApiKey => "API key",
+        CredentialKind::EndUser => "end-user token",
+        CredentialKind::Worker => "worker token",
+    };
+    let detail = match (&c.role, c.permissions.is_empty()) {
+        (Some(role), true) => format!("{what}, role {role}"),
+        (Some(role), false) => format!("{what}, role {role}, permissions {}", c.permissions.join(",")),
+        (None, _) => what.to_owned(),
+    };
+    let record = Record {
+        org_id: &c.org_id,
+        project_id: Some(&c.project_id),
+        action: action::CREDENTIAL_CREATE,
+        target: Some(&c.id),
+        outcome: outcome::ALLOWED,
+        detail: Some(detail),
+    };
+    audit::append(store, &Actor::cli(), record).await?;
     Ok(Issued { id: c.id, token })
 }
 
@@ -109,9 +130,109 @@ pub async fn issue_worker_token(store: &Store, project_id: &str) -> Result<Issue
 }
 
 pub async fn revoke(store: &Store, credential_id: &str) -> Result<(), Error> {
-    if store.revoke_credential(credential_id, now_ms()).await? {
-        Ok(())
-    } else {
-        Err(Error::Unknown { what: "live credential", id: credential_id.to_owned() })
+    let unknown = || Error::Unknown { what: "live credential", id: credential_id.to_owned() };
+    let (org_id, project_id) = store.credential_scope(credential_id).await?.ok_or_else(unknown)?;
+    if !store.revoke_credential(credential_id, now_ms()).await? {
+        return Err(unknown());
     }
+    let record = Record {
+        org_id: &org_id,
+        project_id: Some(&project_id),
+        action: action::CREDENTIAL_REVOKE,
+        target: Some(credential_id),
+        outcome: outcome::ALLOWED,
+        detail: None,
+    };
+    audit::append(store, &Actor::cli(), record).await?;
+    Ok(())
+}
+
+/// Where a retention window is set.
+#[derive(Clone, Copy, Debug)]
+pub enum RetentionScope<'a> {
+    Organization(&'a str),
+    Project(&'a str),
+}
+
+/// Sets (or with `None` clears) an organization's default or a project's
+/// override; `default_ms` is the configured window under both.
+pub async fn set_retention(
+    store: &Store,
+    scope: RetentionScope<'_>,
+    retention_ms: Option<i64>,
+    default_ms: i64,
+) -> Result<(), Error> {
+    crate::engine::settings::check_retention(retention_ms).map_err(|e| Error::Invalid(e.to_string()))?;
+    let now = now_ms();
+    let (org_id, project_id) = match scope {
+        RetentionScope::Organization(org) => {
+            if !store.set_organization_retention(org, retention_ms, default_ms, now).await? {
+                return Err(Error::Unknown { what: "organization", id: org.to_owned() });
+            }
+            (org.to_owned(), None)
+        }
+        RetentionScope::Project(project) => {
+            let unknown = || Error::Unknown { what: "project", id: project.to_owned() };
+            let org = store.project_org(project).await?.ok_or_else(unknown)?;
+            if !store.set_project_retention(&org, project, retention_ms, default_ms, now).await? {
+                return Err(unknown());
+            }
+            (org, Some(project))
+        }
+    };
+    let detail = match retention_ms {
+        Some(ms) => format!("retention set to {} s", ms / 1000),
+        None => "retention cleared".to_owned(),
+    };
+    let record = Record {
+        org_id: &org_id,
+        project_id,
+        action: action::RETENTION_SET,
+        target: Some(project_id.unwrap_or(&org_id)),
+        outcome: outcome::ALLOWED,
+        detail: Some(detail),
+    };
+    audit::append(store, &Actor::cli(), record).await?;
+    Ok(())
+}
+
+/// Turns an organization's execution logging on or off; off deletes its
+/// history (see `Store::set_execution_logging`).
+pub async fn set_execution_logging(store: &Store, org_id: &str, on: bool, default_ms: i64) -> Result<(), Error> {
+    if !store.set_execution_logging(org_id, on, default_ms, now_ms()).await? {
+        return Err(Error::Unknown { what: "organization", id: org_id.to_owned() });
+    }
+    let detail = if on { "execution logging on" } else { "execution logging off; history deleted" };
+    let record = Record {
+        org_id,
+        project_id: None,
+        action: action::EXECUTION_LOGGING_SET,
+        target: Some(org_id),
+        outcome: outcome::ALLOWED,
+        detail: Some(detail.to_owned()),
+    };
+    audit::append(store, &Actor::cli(), record).await?;
+    Ok(())
+}
+
+/// Disables a project's tool (it starts nothing, takes no input or
+/// cancellation) or enables it again.
+pub async fn set_tool_disabled(store: &Store, project_id: &str, tool: &str, disabled: bool) -> Result<(), Error> {
+    let org_id = store
+        .project_org(project_id)
+        .await?
+        .ok_or_else(|| Error::Unknown { what: "project", id: project_id.into() })?;
+    if !store.set_tool_disabled(project_id, tool, disabled.then(now_ms)).await? {
+        return Err(Error::Unknown { what: "tool", id: tool.to_owned() });
+    }
+    let record = Record {
+        org_id: &org_id,
+        project_id: Some(project_id),
+        action: if disabled { action::TOOL_DISABLE } else { action::TOOL_ENABLE },
+        target: Some(tool),
+        outcome: outcome::ALLOWED,
+        detail: None,
+    };
+    audit::append(store, &Actor::cli(), record).await?;
+    Ok(())
 }

@@ -6,6 +6,7 @@ use crate::store::{Credential, CredentialKind, ExecutionRecord};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+pub mod admin;
 pub mod history;
 pub mod operator;
 

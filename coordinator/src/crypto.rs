@@ -40,6 +40,8 @@ pub enum Field {
     ErrorDetail,
     InputRequest,
     InputResponse,
+    /// A webhook endpoint's `whsec_` secret (the id bound is the endpoint's).
+    WebhookSecret,
 }
 
 impl Field {
@@ -50,6 +52,7 @@ impl Field {
             Field::ErrorDetail => "error_detail",
             Field::InputRequest => "input_request",
             Field::InputResponse => "input_response",
+            Field::WebhookSecret => "webhook_secret",
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod audit;
 pub mod authz;
 pub mod crypto;
 pub mod engine;
@@ -12,6 +13,7 @@ mod notify;
 pub mod options;
 pub mod schema;
 pub mod store;
+pub mod webhooks;
 
 /// The pure core, its own crate so that it cannot reach for I/O.
 pub use baton_domain as domain;
@@ -20,7 +22,7 @@ pub use options::Options;
 use admission::Admission;
 use baton_proto::coordinator::v1::{
     coordinator_server::CoordinatorServer, history_server::HistoryServer, operator_server::OperatorServer,
-    peer_server::PeerServer,
+    peer_server::PeerServer, project_admin_server::ProjectAdminServer, webhooks_server::WebhooksServer,
 };
 use baton_proto::worker::v1::worker_session_server::WorkerSessionServer;
 use engine::{Bus, Engine};
@@ -72,7 +74,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
 
 /// Serves the coordinator's gRPC services on `listener` until `shutdown` fires.
 pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
-    let mut server = server(&options)?;
+    let server = server(&options)?;
     let engine = engine(options, shutdown.clone()).await?;
     engine.prepare().await;
     engine.start_background();
@@ -85,10 +87,13 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     // builder's `tcp_nodelay` only covers listeners tonic binds itself.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let served = server
+        .layer(grpc::measure::RpcMetricsLayer::new())
         .add_service(health_service)
         .add_service(CoordinatorServer::new(grpc::api::Api { engine: engine.clone() }))
         .add_service(HistoryServer::new(grpc::history::HistoryService { engine: engine.clone() }))
         .add_service(OperatorServer::new(grpc::operator::OperatorService { engine: engine.clone() }))
+        .add_service(ProjectAdminServer::new(grpc::admin::ProjectAdminService { engine: engine.clone() }))
+        .add_service(WebhooksServer::new(grpc::webhooks::WebhooksService { engine: engine.clone() }))
         .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))
         .add_service(PeerServer::new(grpc::peer::PeerService { engine: engine.clone() }))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())

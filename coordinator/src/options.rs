@@ -43,4 +43,6 @@ pub struct Options {
     /// that verifies peers and this replica's client identity. `None` trusts
     /// the system roots; unused for `http://` peers.
     pub client_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Lifecycle webhooks: target policy, retries, delivery.
+    pub webhooks: crate::webhooks::Options,
 }

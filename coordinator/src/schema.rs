@@ -1,104 +1,95 @@
-//! Validates tool input against the subset of JSON Schema tool authors use:
-//! `type`, `properties`, `required`, `additionalProperties: false`, `enum`,
-//! `items`, `minimum`/`maximum`, `minLength`/`maxLength`. Keywords outside the
-//! subset are ignored (accepting), never misapplied. Errors name the field.
+//! Validates tool input against the tool's JSON Schema with the `jsonschema`
+//! crate: the whole language (`$ref`, `anyOf`/`oneOf`, `pattern`, `format`…),
+//! draft 2020-12 unless the schema's `$schema` names another. A schema is
+//! compiled once and kept, keyed by its text: a tool version's schema is one
+//! text, and a changed schema is simply a new key. Never fetches anything: a
+//! `$ref` outside the schema fails to compile, and registration refuses it.
 
+use jsonschema::Validator;
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
+/// Compiled schemas kept at most; past it the cache starts over (schemas are
+/// per tool version, so this is reached only by churn, never per request).
+const CACHE_LIMIT: usize = 4_096;
+
+/// Problems quoted back to the caller are cut here: they may echo the input.
+const MAX_PROBLEM_CHARS: usize = 300;
+
+/// Input the schema rejects. `path` is the JSON Pointer of the offending value
+/// (`/tags/0`), empty for the input itself.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("input field `{path}` {problem}")]
+#[error("input at `{}` is invalid: {problem}", display_path(path))]
 pub struct Invalid {
     pub path: String,
     pub problem: String,
 }
 
-fn type_matches(expected: &str, v: &Value) -> bool {
-    match expected {
-        "object" => v.is_object(),
-        "array" => v.is_array(),
-        "string" => v.is_string(),
-        "boolean" => v.is_boolean(),
-        "null" => v.is_null(),
-        "number" => v.is_number(),
-        "integer" => v.as_i64().is_some() || v.as_u64().is_some() || v.as_f64().is_some_and(|f| f.fract() == 0.0),
-        _ => true,
+fn display_path(path: &str) -> &str {
+    if path.is_empty() { "/" } else { path }
+}
+
+/// A schema that does not compile: a worker bug, refused at registration.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("the input schema is not a valid JSON Schema: {0}")]
+pub struct BadSchema(pub String);
+
+static CACHE: LazyLock<Mutex<HashMap<String, Arc<Validator>>>> = LazyLock::new(Mutex::default);
+
+fn compile(schema: &Value) -> Result<Validator, BadSchema> {
+    jsonschema::options().should_validate_formats(true).build(schema).map_err(|e| BadSchema(cut(&e.to_string())))
+}
+
+/// The compiled validator of `schema_text`, compiled at most once while cached.
+pub fn validator(schema_text: &str) -> Result<Arc<Validator>, BadSchema> {
+    let cached = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get(schema_text).cloned();
+    if let Some(v) = cached {
+        return Ok(v);
+    }
+    let schema: Value = serde_json::from_str(schema_text).map_err(|e| BadSchema(e.to_string()))?;
+    if !schema.is_object() && !schema.is_boolean() {
+        return Err(BadSchema("a schema is a JSON object".into()));
+    }
+    // Compiled outside the lock: a large schema never stalls other starts.
+    let compiled = Arc::new(compile(&schema)?);
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.len() >= CACHE_LIMIT {
+        cache.clear();
+    }
+    cache.insert(schema_text.to_owned(), compiled.clone());
+    Ok(compiled)
+}
+
+/// Checks that `schema_text` compiles (at registration).
+pub fn check(schema_text: &str) -> Result<(), BadSchema> {
+    validator(schema_text).map(|_| ())
+}
+
+/// Validates `input`; the first error names where it is.
+pub fn validate(validator: &Validator, input: &Value) -> Result<(), Invalid> {
+    match validator.iter_errors(input).next() {
+        None => Ok(()),
+        Some(e) => Err(Invalid { path: e.instance_path().as_str().to_owned(), problem: cut(&e.to_string()) }),
     }
 }
 
-pub fn validate(schema: &Value, input: &Value) -> Result<(), Invalid> {
-    check(schema, input, "")
-}
-
-fn fail(path: &str, problem: impl Into<String>) -> Result<(), Invalid> {
-    Err(Invalid { path: if path.is_empty() { "(root)".into() } else { path.to_owned() }, problem: problem.into() })
-}
-
-fn check(schema: &Value, v: &Value, path: &str) -> Result<(), Invalid> {
-    let Some(s) = schema.as_object() else { return Ok(()) };
-    match s.get("type") {
-        Some(Value::String(t)) if !type_matches(t, v) => return fail(path, format!("must be of type {t}")),
-        Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(|t| type_matches(t, v)) => {
-            return fail(path, "has the wrong type");
-        }
-        _ => {}
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(MAX_PROBLEM_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
     }
-    if let Some(Value::Array(options)) = s.get("enum")
-        && !options.contains(v)
-    {
-        return fail(path, "is not one of the allowed values");
-    }
-    if let Some(n) = v.as_f64() {
-        if s.get("minimum").and_then(Value::as_f64).is_some_and(|min| n < min) {
-            return fail(path, "is below the minimum");
-        }
-        if s.get("maximum").and_then(Value::as_f64).is_some_and(|max| n > max) {
-            return fail(path, "is above the maximum");
-        }
-    }
-    if let Some(text) = v.as_str() {
-        let len = text.chars().count() as u64;
-        if s.get("minLength").and_then(Value::as_u64).is_some_and(|min| len < min) {
-            return fail(path, "is too short");
-        }
-        if s.get("maxLength").and_then(Value::as_u64).is_some_and(|max| len > max) {
-            return fail(path, "is too long");
-        }
-    }
-    if let Some(obj) = v.as_object() {
-        let props = s.get("properties").and_then(Value::as_object);
-        if let Some(Value::Array(required)) = s.get("required") {
-            for name in required.iter().filter_map(Value::as_str) {
-                if !obj.contains_key(name) {
-                    return fail(&join(path, name), "is required");
-                }
-            }
-        }
-        for (name, value) in obj {
-            match props.and_then(|p| p.get(name)) {
-                Some(sub) => check(sub, value, &join(path, name))?,
-                None if s.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return fail(&join(path, name), "is not allowed");
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (s.get("items"), v.as_array()) {
-        for (i, item) in arr.iter().enumerate() {
-            check(items, item, &format!("{path}[{i}]"))?;
-        }
-    }
-    Ok(())
-}
-
-fn join(path: &str, name: &str) -> String {
-    if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn check_input(schema: &Value, input: &Value) -> Result<(), Invalid> {
+        let v = validator(&schema.to_string()).expect("schema compiles");
+        validate(&v, input)
+    }
 
     fn schema() -> Value {
         json!({
@@ -117,26 +108,106 @@ mod tests {
 
     #[test]
     fn accepts_valid_input() {
-        let ok = json!({"text": "hi", "seconds": 1.5, "mode": "a", "tags": ["x"], "nested": {"n": 2.0}});
-        assert_eq!(validate(&schema(), &ok), Ok(()));
+        let ok = json!({"text": "hi", "seconds": 1.5, "mode": "a", "tags": ["x"], "nested": {"n": 2}});
+        assert_eq!(check_input(&schema(), &ok), Ok(()));
     }
 
     #[test]
-    fn names_the_offending_field() {
+    fn names_the_offending_path() {
         let cases = [
-            (json!({}), "text"),
-            (json!({"text": 3}), "text"),
-            (json!({"text": "toolong"}), "text"),
-            (json!({"text": "a", "seconds": -1}), "seconds"),
-            (json!({"text": "a", "mode": "c"}), "mode"),
-            (json!({"text": "a", "tags": [1]}), "tags[0]"),
-            (json!({"text": "a", "nested": {}}), "nested.n"),
-            (json!({"text": "a", "extra": 1}), "extra"),
-            (json!([1]), "(root)"),
+            (json!({}), ""),
+            (json!({"text": 3}), "/text"),
+            (json!({"text": "toolong"}), "/text"),
+            (json!({"text": "a", "seconds": -1}), "/seconds"),
+            (json!({"text": "a", "mode": "c"}), "/mode"),
+            (json!({"text": "a", "tags": [1]}), "/tags/0"),
+            (json!({"text": "a", "nested": {}}), "/nested"),
+            (json!({"text": "a", "extra": 1}), ""),
+            (json!([1]), ""),
         ];
-        for (input, field) in cases {
-            let err = validate(&schema(), &input).expect_err("invalid");
-            assert_eq!(err.path, field, "{input}");
+        for (input, path) in cases {
+            let err = check_input(&schema(), &input).expect_err("invalid");
+            assert_eq!(err.path, path, "{input}: {err}");
         }
+        let missing = check_input(&schema(), &json!({})).expect_err("invalid");
+        assert!(missing.to_string().contains("\"text\""), "a missing property is named: {missing}");
+    }
+
+    #[test]
+    fn any_of_is_checked() {
+        let s = json!({
+            "type": "object",
+            "properties": {"id": {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^u-"}]}}
+        });
+        assert_eq!(check_input(&s, &json!({"id": 7})), Ok(()));
+        assert_eq!(check_input(&s, &json!({"id": "u-1"})), Ok(()));
+        let err = check_input(&s, &json!({"id": "x"})).expect_err("neither branch");
+        assert_eq!(err.path, "/id");
+        assert!(err.to_string().contains("input at `/id`"), "{err}");
+    }
+
+    #[test]
+    fn pattern_is_checked() {
+        let s = json!({"type": "object", "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]+$"}}});
+        assert_eq!(check_input(&s, &json!({"sku": "ABC-12"})), Ok(()));
+        let err = check_input(&s, &json!({"sku": "abc"})).expect_err("pattern");
+        assert_eq!(err.path, "/sku");
+    }
+
+    /// Pydantic puts nested models under `$defs` and points at them with `$ref`.
+    #[test]
+    fn refs_are_followed() {
+        let s = json!({
+            "$defs": {"Address": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["zip"]}},
+            "type": "object",
+            "properties": {"to": {"$ref": "#/$defs/Address"}},
+            "required": ["to"]
+        });
+        assert_eq!(check_input(&s, &json!({"to": {"zip": "12345"}})), Ok(()));
+        assert_eq!(check_input(&s, &json!({"to": {"zip": "12"}})).expect_err("ref").path, "/to/zip");
+        assert_eq!(check_input(&s, &json!({"to": {}})).expect_err("ref").path, "/to");
+    }
+
+    #[test]
+    fn formats_are_checked() {
+        let s = json!({"type": "object", "properties": {
+            "email": {"type": "string", "format": "email"},
+            "when": {"type": "string", "format": "date-time"}
+        }});
+        assert_eq!(check_input(&s, &json!({"email": "a@example.com", "when": "2026-07-28T10:00:00Z"})), Ok(()));
+        assert_eq!(check_input(&s, &json!({"email": "not an address"})).expect_err("email").path, "/email");
+        assert_eq!(check_input(&s, &json!({"when": "yesterday"})).expect_err("date-time").path, "/when");
+    }
+
+    #[test]
+    fn one_of_and_integers_follow_2020_12() {
+        let s = json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 10}]});
+        assert_eq!(check_input(&s, &json!(3)), Ok(()));
+        assert!(check_input(&s, &json!(12)).is_err(), "both branches match");
+        assert_eq!(check_input(&json!({"type": "integer"}), &json!(2.0)), Ok(()), "2.0 is an integer");
+    }
+
+    #[test]
+    fn schemas_that_do_not_compile_or_fetch_are_refused() {
+        assert!(check(r#"{"type": 3}"#).is_err());
+        assert!(check("not json").is_err());
+        assert!(check(r#"{"$ref": "https://example.com/schema.json"}"#).is_err(), "never fetched");
+        assert!(check(r#"{"type": "object"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_schema_is_compiled_once() {
+        let text = r#"{"type":"object","title":"compiled once"}"#;
+        let a = validator(text).expect("compiles");
+        let b = validator(text).expect("compiles");
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn long_problems_are_cut() {
+        let s = json!({"type": "object", "properties": {"t": {"type": "integer"}}});
+        let long = "x".repeat(5_000);
+        let err = check_input(&s, &json!({ "t": long })).expect_err("type");
+        assert!(err.problem.chars().count() <= MAX_PROBLEM_CHARS + 1);
     }
 }

@@ -45,6 +45,8 @@ pub struct Options {
     pub max_waits_per_principal: usize,
     /// Waits this gateway process holds at once, all callers together.
     pub max_waits: usize,
+    /// How long waits and watches may be, and how long a watch URL may be opened.
+    pub wait_limits: crate::waits::Limits,
 }
 
 #[derive(Clone)]

@@ -15,8 +15,10 @@ use std::time::Duration;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
+pub mod admin;
 pub mod history;
 mod operator;
+mod webhooks;
 
 /// The caller's credential, forwarded verbatim; never logged.
 #[derive(Clone)]
@@ -195,6 +197,19 @@ impl Coordinator {
         let request = pb::EndMcpSessionRequest { mcp_session_id: mcp_session_id.to_owned() };
         self.call(bearer, request, None, |mut c, r| async move { c.end_mcp_session(r).await }).await?;
         Ok(())
+    }
+
+    /// Uses a single-use watch token for every replica: `true` on its first
+    /// use by `bearer`, `false` when it was used before.
+    pub async fn use_watch_token(
+        &self,
+        bearer: &Bearer,
+        token_id: &str,
+        expires_at_ms: i64,
+    ) -> Result<bool, WireError> {
+        let request = pb::UseWatchTokenRequest { token_id: token_id.to_owned(), expires_at_ms };
+        let answer = self.call(bearer, request, None, |mut c, r| async move { c.use_watch_token(r).await }).await?;
+        Ok(answer.first_use)
     }
 
     /// The tools of the scope's project.

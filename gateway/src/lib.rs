@@ -8,6 +8,7 @@
 mod app;
 pub mod coordinator;
 mod credentials;
+mod dashboard;
 pub mod error;
 mod execution;
 mod health;
@@ -15,7 +16,9 @@ mod json;
 pub mod mcp;
 pub mod rest;
 mod serve;
+mod telemetry;
 pub mod waits;
+mod watch;
 
 use axum::Router;
 use std::sync::Arc;
@@ -35,7 +38,7 @@ pub enum Error {
 }
 
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let api = Router::new()
         .merge(health::router())
         .merge(rest::router())
         .merge(mcp::router())
@@ -43,12 +46,19 @@ pub fn router(state: AppState) -> Router {
         // A body that stalls is a slowloris too: each chunk must come in time.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(state.options.header_read_timeout))
         .layer(axum::middleware::map_response(error::json_framework_errors))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), credentials::authenticate_refusals))
-        // The root span of every request; its context travels to the coordinator.
-        // Paths carry ids, never tokens or payloads.
-        .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-            tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
-        }))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), credentials::authenticate_refusals));
+    // The dashboard answers people in HTML, so it stays outside the JSON error
+    // mapping and has limits of its own; merged into it, the API keeps its
+    // fallback (unknown routes answer JSON).
+    let metrics = telemetry::HttpMetrics::new();
+    dashboard::router()
+        .merge(api)
+        .layer(axum::middleware::from_fn(move |req, next| metrics.clone().record(req, next)))
+        // The root span of every request, continuing the caller's trace; its
+        // context travels to the coordinator. Named by route, never by path.
+        .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(telemetry::span).on_response(
+            |r: &axum::response::Response, _: std::time::Duration, s: &tracing::Span| telemetry::on_response(r, s),
+        ))
         .with_state(state)
 }
 

@@ -143,7 +143,8 @@ async fn connection(
             Ok::<_, Infallible>(response.map(|body| Body::new(Tracked { body, _busy: busy })))
         }
     });
-    let conn = builder.serve_connection(TokioIo::new(tcp), service);
+    // With upgrades: the execution watch is a websocket (`rest::watch`).
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
     tokio::pin!(conn);
     let mut closing = false;
     let mut check = Instant::now() + limits.header_read_timeout;

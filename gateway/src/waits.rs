@@ -3,7 +3,9 @@
 //! `tools/call`) one credential, and this whole process, may hold at once.
 //! A waiter over a bound is refused before anything is started or parked, so
 //! the refusal changes nothing. Counts are keyed by a salted hash of the
-//! bearer; the token itself is never kept.
+//! bearer; the token itself is never kept. Watch sockets (`crate::watch`) hold
+//! the same places as long polls. Also the configured lengths of waits
+//! ([`Limits`]): a request over one is refused naming it, never clamped.
 
 use crate::coordinator::Bearer;
 use sha2::{Digest, Sha256};
@@ -13,6 +15,59 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// How long a refused waiter is asked to stay away: some wait of the same
 /// caller ends within it far more often than not.
 pub const RETRY_AFTER_MS: u64 = 1_000;
+
+/// How long waits may be, from configuration (`gateway.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest long poll (`wait_ms`), REST and `_GetToolExecution` alike.
+    pub max_wait_ms: u64,
+    /// The longest websocket watch (`timeout_seconds`).
+    pub max_watch_seconds: u64,
+    /// How long a watch's `websocket_url` may be opened after it was issued.
+    pub watch_connect_ttl_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_wait_ms: 45_000, max_watch_seconds: 14_400, watch_connect_ttl_ms: 30_000 }
+    }
+}
+
+/// The watch length when the caller names none (bounded by the limit).
+pub const DEFAULT_WATCH_SECONDS: u64 = 300;
+
+/// A requested wait longer than its configured limit; the message names both.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}` must be at most {max} (the configured limit `{setting}`); longer waits are refused, not shortened")]
+pub struct OverLimit {
+    pub field: &'static str,
+    pub setting: &'static str,
+    pub max: u64,
+}
+
+impl Limits {
+    /// `wait_ms` as asked, unless it passes `gateway.max_wait_ms`.
+    pub fn wait_ms(&self, asked: u64) -> Result<u64, OverLimit> {
+        if asked > self.max_wait_ms {
+            return Err(OverLimit { field: "wait_ms", setting: "gateway.max_wait_ms", max: self.max_wait_ms });
+        }
+        Ok(asked)
+    }
+
+    /// `timeout_seconds` of a watch (the default when absent), unless it passes
+    /// `gateway.max_watch_seconds`.
+    pub fn watch_seconds(&self, asked: Option<u64>) -> Result<u64, OverLimit> {
+        match asked {
+            None => Ok(DEFAULT_WATCH_SECONDS.min(self.max_watch_seconds)),
+            Some(s) if s > self.max_watch_seconds => Err(OverLimit {
+                field: "timeout_seconds",
+                setting: "gateway.max_watch_seconds",
+                max: self.max_watch_seconds,
+            }),
+            Some(s) => Ok(s),
+        }
+    }
+}
 
 /// A wait refused because a bound is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -160,6 +215,16 @@ mod tests {
         drop(waits.acquire(&bearer("a")).expect("a"));
         assert!(waits.counts().by_principal.is_empty());
         assert_eq!(waits.held(&bearer("a")), (0, 0));
+    }
+
+    #[test]
+    fn limits_refuse_rather_than_clamp_and_name_the_setting() {
+        let limits = Limits { max_wait_ms: 1_000, max_watch_seconds: 60, watch_connect_ttl_ms: 5_000 };
+        assert_eq!(limits.wait_ms(1_000), Ok(1_000));
+        let over = limits.wait_ms(1_001).expect_err("over the limit");
+        assert!(over.to_string().contains("gateway.max_wait_ms") && over.to_string().contains("1000"), "{over}");
+        assert_eq!(limits.watch_seconds(None), Ok(60), "the default never passes the limit");
+        assert_eq!(limits.watch_seconds(Some(61)).err().map(|e| e.setting), Some("gateway.max_watch_seconds"));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use crate::coordinator::v1::{
     CancelOutcome, CancelState, ExecutionOutcome, ExecutionStatus, ExecutionType, FailureReason, InputRequestState,
-    PrincipalKind, Surface, TimelineEvent,
+    PrincipalKind, Surface, TimelineEvent, WebhookDeliveryStatus,
 };
 use crate::worker::v1::{BackgroundPolicy, InputAction, MessageKind, StopReason};
 
@@ -45,6 +45,11 @@ macro_rules! names {
 }
 
 names! {
+    WebhookDeliveryStatus {
+        Pending => "pending",
+        Delivered => "delivered",
+        Failed => "failed",
+    }
     ExecutionStatus {
         Pending => "pending",
         Working => "working",
@@ -188,6 +193,7 @@ mod tests {
         check!(ExecutionOutcome, "EXECUTION_OUTCOME_");
         check!(FailureReason, "FAILURE_REASON_");
         check!(TimelineEvent, "TIMELINE_EVENT_");
+        check!(WebhookDeliveryStatus, "WEBHOOK_DELIVERY_STATUS_");
     }
 
     #[test]

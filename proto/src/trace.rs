@@ -63,3 +63,50 @@ pub fn adopt_traceparent(traceparent: &str, span: &tracing::Span) {
     let cx = TraceContextPropagator::new().extract(&carrier);
     let _ = span.set_parent(cx);
 }
+
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// Makes `span` a child of the W3C context (`traceparent`, `tracestate`) in
+/// incoming HTTP headers, if any: a caller's trace continues through Baton.
+pub fn adopt_headers(headers: &http::HeaderMap, span: &tracing::Span) {
+    if headers.contains_key("traceparent") {
+        let cx = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+        let _ = span.set_parent(cx);
+    }
+}
+
+struct HeaderInjector<'a>(&'a mut http::HeaderMap);
+
+impl Injector for HeaderInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(k), Ok(v)) = (http::HeaderName::from_bytes(key.as_bytes()), http::HeaderValue::from_str(&value)) {
+            self.0.insert(k, v);
+        }
+    }
+}
+
+/// Writes the current span's context into outgoing HTTP headers.
+pub fn inject_headers(headers: &mut http::HeaderMap) {
+    let cx = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&cx, &mut HeaderInjector(headers));
+}
+
+/// Records the trace id `span` belongs to in its `trace_id` field (declared
+/// `Empty` by the span), so JSON log lines within it can be joined to the trace.
+pub fn record_trace_id(span: &tracing::Span) {
+    use opentelemetry::trace::TraceContextExt as _;
+    let id = span.context().span().span_context().trace_id();
+    if id != opentelemetry::trace::TraceId::INVALID {
+        span.record("trace_id", tracing::field::display(id));
+    }
+}

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/../.."
 SCENARIOS=(
   tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-headers
   tasks-dispatch-and-envelope tasks-required-task-error tasks-request-state-removal
+  tasks-mrtr-input tasks-mrtr-composition
   server-stateless http-header-validation dns-rebinding-protection
   server-initialize server-session-lifecycle ping
 )
@@ -32,7 +33,8 @@ tools=$(curl -sf "$url" -H 'Content-Type: application/json' -H 'Accept: applicat
   -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \
   -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}' |
   python3 -c 'import json,sys; print("\n".join(t["name"] for t in json.load(sys.stdin)["result"]["tools"]))')
-for fixture in greet slow_compute failing_job protocol_error_job test_missing_capability test_streaming_elicitation; do
+for fixture in greet slow_compute failing_job protocol_error_job test_missing_capability test_streaming_elicitation \
+  confirm_delete multi_input test_tool_with_task; do
   grep -qx "$fixture" <<<"$tools" || { echo "baton dev does not serve the fixture $fixture" >&2; exit 1; }
 done
 expected=()

@@ -22,8 +22,9 @@ cd "$(dirname "$0")/../.."
 
 # JSON-RPC error codes the server may answer with: the JSON-RPC 2.0 standard
 # ones, and the server codes gateway/src/mcp/error.rs defines
-# (HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION).
-ALLOWED_CODES="-32700 -32600 -32601 -32602 -32603 -32020 -32021 -32022 -32023 -32024"
+# (HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION, CANCEL_NOT_DELIVERED,
+# CANCEL_DELIVERY_UNKNOWN, OVER_CAPACITY).
+ALLOWED_CODES="-32700 -32600 -32601 -32602 -32603 -32020 -32021 -32022 -32023 -32024 -32025"
 # A code constant added to error.rs without being listed here is reported, so
 # the list cannot silently fall behind.
 for code in $(grep -oE 'const [A-Z_]+: i64 = -?[0-9]+' gateway/src/mcp/error.rs | grep -oE -- '-?[0-9]+$'); do

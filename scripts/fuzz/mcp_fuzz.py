@@ -1157,12 +1157,19 @@ def gen_input_flow(world, rng):
     args = {"filename": "/tmp/" + rand_text(rng, 8)} if tool == "confirm_delete" else {}
     fseed = rng.randrange(1 << 30)
     era = rng.choice(["modern", "modern", "legacy"])
-    state = {"polls": 0, "eid": None, "keys": None, "done": False}
+    state = {"polls": 0, "eid": None, "rs": None, "keys": None, "done": False}
 
     def cleanup(world, seen_ids):
         """Cancels every execution this case saw: an unanswered input request
-        would otherwise hold a worker slot until its retention ends."""
+        would otherwise hold a worker slot until its retention ends. An MRTR
+        round names its execution only inside the sealed requestState, so that
+        one is ended by answering every question `cancel` through a retry."""
         steps = []
+        if isinstance(state["rs"], str) and state["keys"]:
+            answers = {k: {"action": "cancel"} for k in state["keys"]}
+            msg = modern_call(world, "tools/call", {"name": tool, "arguments": args, "requestState": state["rs"],
+                                                    "inputResponses": answers}, {"elicitation": {}})
+            steps.append(post(world, modern_headers(world, msg), to_bytes(msg, random.Random(0)), expect_status={200}, note="cleanup MRTR retry (cancel)"))
         for eid in sorted(seen_ids):
             msg = modern_call(world, "tasks/cancel", {"taskId": eid}, EXT)
             steps.append(post(world, modern_headers(world, msg), to_bytes(msg, random.Random(0)), expect_status={200}, note="cleanup tasks/cancel"))
@@ -1175,7 +1182,7 @@ def gen_input_flow(world, rng):
             door = frng.choice(["mrtr", "update", "get", "legacy-answer", "compat", "result-stream"])
             answers = input_responses(frng, keys)
             if door == "mrtr":
-                rs = eid if frng.random() < 0.85 else mutate_tree(frng, eid)
+                rs = state["rs"] if frng.random() < 0.85 else mutate_tree(frng, state["rs"] or eid)
                 msg = modern_call(world, "tools/call", {"name": tool, "arguments": args, "requestState": rs,
                                                         "inputResponses": answers}, {"elicitation": {}})
                 tame(msg)
@@ -1233,11 +1240,13 @@ def gen_input_flow(world, rng):
         if era == "modern":
             if res.get("resultType") != "input_required":
                 return []
-            state["eid"] = res.get("requestState")
+            # The sealed requestState names the execution; the other doors get
+            # it as a task id they cannot know (answered like an unknown one).
+            state["rs"] = res.get("requestState")
+            state["eid"] = state["rs"]
             state["keys"] = list((res.get("inputRequests") or {}).keys())
-            if not isinstance(state["eid"], str):
+            if not isinstance(state["rs"], str):
                 return []
-            world.remember([state["eid"]])
             return followups(random.Random(fseed))
         task = res.get("task") or {}
         if not isinstance(task.get("taskId"), str):

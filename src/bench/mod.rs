@@ -12,6 +12,7 @@
 //! bookkeeping and the tables.
 
 mod foreground;
+mod history;
 mod mcp;
 mod mcp_task;
 mod probe;
@@ -20,6 +21,7 @@ mod rest;
 mod rest_background;
 mod stats;
 mod waiters;
+mod webhooks;
 
 use anyhow::Context as _;
 use std::future::Future;
@@ -36,6 +38,8 @@ pub enum Scenario {
     McpTask,
     Foreground,
     Waiters,
+    /// Lifecycle webhook signals to a receiver of the benchmark's own (needs --admin-key; not part of `all`).
+    Webhooks,
     All,
 }
 
@@ -53,25 +57,37 @@ fn parse_pids(s: &str) -> Result<Pids, String> {
     Ok(Pids(out))
 }
 
+/// Benchmarks that measure Baton's own parts rather than a running deployment.
+#[derive(clap::Subcommand, Debug)]
+pub enum Part {
+    /// Seeds a fresh Postgres database with a large execution history (1,000,000
+    /// runs by default) and times the history's list, count and detail reads.
+    History(history::Args),
+}
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    #[command(subcommand)]
+    part: Option<Part>,
     /// The gateway's base URL, e.g. http://127.0.0.1:8080.
-    #[arg(long)]
-    http_url: String,
+    // Required unless a part is benchmarked (`Option` only so that a
+    // subcommand parses without them).
+    #[arg(long, required = true)]
+    http_url: Option<String>,
     /// A gateway for the mcp-task scenario, e.g. one started with a zero
     /// foreground budget so every call becomes a task (default: --http-url).
     #[arg(long)]
     task_http_url: Option<String>,
-    #[arg(long)]
-    org: String,
-    #[arg(long)]
-    project: String,
+    #[arg(long, required = true)]
+    org: Option<String>,
+    #[arg(long, required = true)]
+    project: Option<String>,
     /// The gateway id (MCP endpoint /mcp/{gateway}, and the REST `gateway_id`).
-    #[arg(long)]
-    gateway: String,
+    #[arg(long, required = true)]
+    gateway: Option<String>,
     /// An end-user token bound to that gateway.
-    #[arg(long, env = "BATON_BENCH_TOKEN", hide_env_values = true)]
-    token: String,
+    #[arg(long, env = "BATON_BENCH_TOKEN", hide_env_values = true, required = true)]
+    token: Option<String>,
     #[arg(long, value_enum, default_value = "all")]
     scenario: Scenario,
     /// Executions per scenario (rest-background, mcp-task, foreground).
@@ -101,6 +117,9 @@ pub struct Args {
     /// Baton processes to measure: gateway=PID,coordinator=PID,worker=PID.
     #[arg(long, value_parser = parse_pids)]
     pids: Option<Pids>,
+    /// An admin API key of the project, for the webhooks scenario (it registers its receiver).
+    #[arg(long, env = "BATON_BENCH_ADMIN_KEY", hide_env_values = true)]
+    admin_key: Option<String>,
 }
 
 /// Where the deployment is and who the benchmark acts as.
@@ -135,6 +154,14 @@ pub struct Outcome {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Part::History(h)) = args.part {
+        return history::run(h).await;
+    }
+    let (Some(http_url), Some(org), Some(project), Some(gateway), Some(token)) =
+        (&args.http_url, &args.org, &args.project, &args.gateway, &args.token)
+    else {
+        anyhow::bail!("--http-url, --org, --project, --gateway and --token are required");
+    };
     let settings = Settings {
         executions: args.executions.max(1),
         concurrency: args.concurrency.max(1),
@@ -143,7 +170,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         poll: Duration::from_millis(args.poll_ms.max(1)),
         max_time: Duration::from_secs(args.max_seconds.max(1)),
     };
-    let base = args.http_url.trim_end_matches('/').to_owned();
+    let base = http_url.trim_end_matches('/').to_owned();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(settings.concurrency.max(settings.waiters) + 16)
         .connect_timeout(Duration::from_secs(5))
@@ -159,17 +186,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     getrandom::fill(&mut suffix).map_err(|e| anyhow::anyhow!("random run id: {e}"))?;
     let target = Arc::new(Target {
         http,
-        executions_url: format!("{base}/v1/orgs/{}/projects/{}/tool-executions", args.org, args.project),
-        mcp_url: format!("{base}/mcp/{}", args.gateway),
-        gateway_id: args.gateway.clone(),
-        token: args.token.clone(),
+        executions_url: format!("{base}/v1/orgs/{org}/projects/{project}/tool-executions"),
+        mcp_url: format!("{base}/mcp/{gateway}"),
+        gateway_id: gateway.clone(),
+        token: token.clone(),
         run_id: suffix.iter().map(|b| format!("{b:02x}")).collect(),
     });
     let task_target = match &args.task_http_url {
         Some(url) => Arc::new(Target {
             http: target.http.clone(),
             executions_url: target.executions_url.clone(),
-            mcp_url: format!("{}/mcp/{}", url.trim_end_matches('/'), args.gateway),
+            mcp_url: format!("{}/mcp/{gateway}", url.trim_end_matches('/')),
             gateway_id: target.gateway_id.clone(),
             token: target.token.clone(),
             run_id: target.run_id.clone(),
@@ -199,6 +226,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Scenario::McpTask => mcp_task::run(task_target.clone(), settings).await,
             Scenario::Foreground => foreground::run(target.clone(), settings).await,
             Scenario::Waiters => waiters::run(target.clone(), settings, &probe).await,
+            Scenario::Webhooks => webhooks::run(target.clone(), settings, args.admin_key.as_deref()).await,
             Scenario::All => continue,
         };
         let mut table = outcome.table;

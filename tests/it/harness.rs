@@ -394,7 +394,12 @@ impl Cluster {
     }
 
     pub async fn start_coordinator(&mut self) -> Result<usize> {
-        let p = self.spawn("coordinator", &["--listen", "127.0.0.1:0"], &[], "coordinator listening").await?;
+        self.start_coordinator_with(&[]).await
+    }
+
+    /// A coordinator with extra environment (configuration overrides).
+    pub async fn start_coordinator_with(&mut self, extra: &[(&str, String)]) -> Result<usize> {
+        let p = self.spawn("coordinator", &["--listen", "127.0.0.1:0"], extra, "coordinator listening").await?;
         self.coordinators.push(p);
         Ok(self.coordinators.len() - 1)
     }

@@ -2,19 +2,32 @@
 //! Build the binary first (`cargo build --workspace`); `BATON_BIN` overrides its path.
 
 mod admission;
+mod bench_history;
 mod chaos;
 mod config_exit;
+mod dashboard;
 mod dev_mode;
 mod edge;
 mod edge_shedding;
 mod fleet;
 mod harness;
 mod history;
+mod history_admin;
+mod mcp_composition;
+mod mcp_native_cancel;
 mod mcp_rmcp;
 mod operator;
+mod operator_outcomes;
+mod ops_cli;
 mod remote_mcp;
 mod rest_lifecycle;
 mod servers;
+mod telemetry;
 mod tls;
 mod tracing_export;
+mod webhooks;
+// Not `watch`: `chaos::watch` is the chaos suite's own module; the filter `watch` still selects these.
+#[path = "watch.rs"]
+mod execution_watch;
 mod worker_trust;
+mod writing_tools;

@@ -124,3 +124,58 @@ async fn rmcp_drives_the_tasks_extension_including_cancel() {
     let _ = bob.cancel().await;
     let _ = client.cancel().await;
 }
+
+/// Over its admission bound a call is refused with -32025 on HTTP 200 (with
+/// `Retry-After`), `data` naming the scope and `retryAfterMs`: rmcp surfaces
+/// it as an error carrying that data, the client goes on, and once the place
+/// is free the same call is served.
+#[tokio::test]
+async fn rmcp_sees_saturation_as_a_retryable_error() {
+    let c = Cluster::single(Settings { principal_concurrency: 1, ..Settings::default() }).await.expect("cluster");
+    let alice = c.rest(0, &c.id.user_token);
+    let holder = alice.start("Demo.Sleep", json!({"seconds": 300}), None).await.expect("start").json();
+    let holder = holder["execution_id"].as_str().expect("id").to_owned();
+    let client = connect(&c, &c.id.user_token).await;
+
+    let refused = client.peer().call_tool_once(call("Demo.Sleep", json!({"seconds": 1}))).await;
+    let Err(ServiceError::McpError(e)) = &refused else { panic!("expected a JSON-RPC error: {refused:?}") };
+    assert_eq!(e.code.0, -32025, "{e:?}");
+    let data = e.data.clone().unwrap_or_default();
+    assert_eq!((data["code"].as_str(), data["scope"].as_str()), (Some("capacity_exceeded"), Some("principal")));
+    assert!(data["retryAfterMs"].as_u64().is_some_and(|ms| ms > 0), "{data}");
+    // The client goes on: the session is intact.
+    let tools = client.peer().list_all_tools().await.expect("tools/list after the refusal");
+    assert!(tools.iter().any(|t| t.name == "Demo.Echo"));
+
+    // On the wire: HTTP 200 with Retry-After, so no client's transport fails.
+    let url = format!("http://{}/mcp/{}", c.gateways[0].addr, c.id.gateway_id);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let raw = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(&c.id.user_token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "Demo.Echo")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "Demo.Echo", "arguments": {"text": "x"}, "_meta": meta}}))
+        .send()
+        .await
+        .expect("raw tools/call");
+    assert_eq!(raw.status().as_u16(), 200);
+    let retry_after = raw.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    assert!(retry_after.as_deref().and_then(|s| s.parse::<u64>().ok()).is_some_and(|s| s >= 1), "{retry_after:?}");
+    let body: Value = raw.json().await.expect("json");
+    assert_eq!(body["error"]["code"], -32025, "{body}");
+    assert_eq!(body["error"]["data"]["scope"], "principal", "{body}");
+
+    // Once the place is free, the same call is served.
+    alice.post(&format!("/tool-executions/{holder}/cancel"), json!({})).await.expect("cancel");
+    alice.until_terminal(&holder, Duration::from_secs(20)).await.expect("terminal");
+    match client.peer().call_tool_once(call("Demo.Echo", json!({"text": "again"}))).await.expect("tools/call") {
+        CallToolResponse::Complete(r) => assert_eq!(r.content[0].as_text().map(|t| t.text.as_str()), Some("again")),
+        other => panic!("Demo.Echo should answer at once, got {other:?}"),
+    }
+    let _ = client.cancel().await;
+}

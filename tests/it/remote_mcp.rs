@@ -60,6 +60,11 @@ async fn python(sdk: Sdk) -> Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
+/// The python of the `fastmcp[tasks]` venv (installed on first use).
+pub(crate) async fn fastmcp_python() -> Result<PathBuf> {
+    python(Sdk::FastMcp).await
+}
+
 /// A third-party MCP server process, killed when dropped.
 struct PyServer {
     _child: Child,
@@ -132,15 +137,9 @@ fn execution_id(r: &crate::harness::Reply) -> Result<String> {
     r.json()["execution_id"].as_str().map(str::to_owned).ok_or_else(|| anyhow!("no id: {}", r.json()))
 }
 
-/// Starts `tool`, waits for its input request, answers over REST; returns the final view.
-async fn answered_over_rest(sdk: Sdk) -> Result<()> {
-    let server = PyServer::start(sdk).await?;
-    let c = cluster(&server).await?;
-    let rest = c.rest(0, &c.id.user_token);
-    let started = rest.start("ask_name", json!({}), None).await?;
-    assert_eq!(started.status, 202, "{}", started.json());
-    let id = execution_id(&started)?;
-    let key = eventually(Duration::from_secs(30), "an input request", || async {
+/// The request key of the execution's input request, once it asks.
+async fn input_request(rest: &crate::harness::Rest, id: &str) -> Result<String> {
+    eventually(Duration::from_secs(30), "an input request", || async {
         let v = rest.get(&format!("/tool-executions/{id}?wait_ms=2000")).await?.json();
         if v["status"] == "failed" {
             bail!("failed: {v}");
@@ -150,7 +149,18 @@ async fn answered_over_rest(sdk: Sdk) -> Result<()> {
             .filter(|_| v["status"] == "input_required")
             .map(str::to_owned))
     })
-    .await?;
+    .await
+}
+
+/// Starts `tool`, waits for its input request, answers over REST; returns the final view.
+async fn answered_over_rest(sdk: Sdk) -> Result<()> {
+    let server = PyServer::start(sdk).await?;
+    let c = cluster(&server).await?;
+    let rest = c.rest(0, &c.id.user_token);
+    let started = rest.start("ask_name", json!({}), None).await?;
+    assert_eq!(started.status, 202, "{}", started.json());
+    let id = execution_id(&started)?;
+    let key = input_request(&rest, &id).await?;
     let view = rest.get(&format!("/tool-executions/{id}")).await?.json();
     assert_eq!(view["input_requests"][0]["message"], "Your name?", "{view}");
     let answer = json!({"request_key": key, "response": {"action": "accept", "content": {"name": "Ada"}}});
@@ -172,6 +182,87 @@ async fn mcp_v1_input_answered_over_rest() {
 #[tokio::test]
 async fn fastmcp_v2_input_answered_over_rest() {
     answered_over_rest(Sdk::FastMcp).await.expect("fastmcp[tasks]==4.1.4");
+}
+
+/// A caller's trace continues into the remote MCP server: the `tools/call` the
+/// worker sends carries the execution's W3C context as a header and in `_meta`
+/// (with tracing on: spans export to a collector).
+#[tokio::test]
+async fn telemetry_a_callers_trace_reaches_the_remote_server() {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let otlp = listener.local_addr().expect("addr");
+    let collector = crate::tracing_export::Collector::default();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector))
+            .serve_with_incoming(crate::tracing_export::tokio_stream_listener(listener)),
+    );
+    let server = PyServer::start(Sdk::Mcp).await.expect("mcp==1.30.0");
+    let mut c = Cluster::new(Settings { otlp_endpoint: Some(format!("http://{otlp}")), ..Settings::default() })
+        .await
+        .expect("cluster");
+    c.start_coordinator().await.expect("coordinator");
+    c.start_gateway(0).await.expect("gateway");
+    c.start_worker_remote(0, &server.remote_servers()).await.expect("worker");
+    let rest = c.rest(0, &c.id.user_token);
+    let trace = "5b8efff798038103d269b633813fc60c";
+    let body = json!({"gateway_id": c.id.gateway_id, "tool_name": "slow_echo", "input": {"text": "t", "seconds": 0.1}});
+    let started = rest
+        .http
+        .post(format!("{}/tool-executions", rest.base))
+        .bearer_auth(&rest.token)
+        .header("traceparent", format!("00-{trace}-eee19b7ec3c1b174-01"))
+        .json(&body)
+        .send()
+        .await
+        .expect("start");
+    let v: Value = started.json().await.expect("json");
+    let id = v["execution_id"].as_str().expect("id").to_owned();
+    let done = rest.until_terminal(&id, Duration::from_secs(60)).await.expect("terminal");
+    assert_eq!(done["status"], "completed", "{done}");
+    let stats: Value = server
+        .http
+        .get(format!("http://127.0.0.1:{}/stats", server.port))
+        .send()
+        .await
+        .expect("stats")
+        .json()
+        .await
+        .expect("json");
+    for field in ["traceparent_header", "traceparent_meta"] {
+        let seen = stats[field].as_str().unwrap_or_default();
+        assert!(seen.starts_with(&format!("00-{trace}-")), "{field}: {stats}");
+    }
+}
+
+/// Current tool policy is re-evaluated before input reaches the owner: an
+/// answer to a tool disabled since it asked is refused, and the remote server
+/// never hears of it; re-enabled, the same answer goes through.
+#[tokio::test]
+async fn a_disabled_remote_tool_refuses_input_before_the_server_hears_it() {
+    let server = PyServer::start(Sdk::FastMcp).await.expect("server");
+    let c = cluster(&server).await.expect("cluster");
+    let rest = c.rest(0, &c.id.user_token);
+    let id = execution_id(&rest.start("ask_name", json!({}), None).await.expect("start")).expect("id");
+    let key = input_request(&rest, &id).await.expect("input request");
+    let project = c.id.project_id.clone();
+    c.admin(&["disable-tool", "--project", &project, "--tool", "ask_name"]).await.expect("disable");
+    let answer = json!({"request_key": key, "response": {"action": "accept", "content": {"name": "Ada"}}});
+    let refused = rest.post(&format!("/tool-executions/{id}/input"), answer.clone()).await.expect("input");
+    assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (403, json!("policy_refused")));
+    let view = rest.get(&format!("/tool-executions/{id}")).await.expect("get").json();
+    assert_eq!(view["status"], "input_required", "nothing was relayed: {view}");
+    c.admin(&["enable-tool", "--project", &project, "--tool", "ask_name"]).await.expect("enable");
+    let acked = rest.post(&format!("/tool-executions/{id}/input"), answer).await.expect("input");
+    assert_eq!(acked.status, 200, "{}", acked.json());
+    let done = rest.until_terminal(&id, Duration::from_secs(60)).await.expect("terminal");
+    let result = rest.get(&format!("/tool-executions/{id}/result")).await.expect("result").json();
+    assert_eq!(
+        (done["status"].as_str(), result["result"]["content"][0]["text"].as_str()),
+        (Some("completed"), Some("Hello Ada"))
+    );
+    assert_eq!(server.tools_calls().await.expect("calls"), 1, "one tools/call");
 }
 
 /// kill -9 of the worker while the remote task runs: another worker resumes
@@ -315,18 +406,32 @@ async fn answered_over_mcp(sdk: Sdk, modern: bool) -> Result<()> {
     if !modern {
         args["task"] = json!({"ttl": 120_000});
     }
-    let created = mcp.call(2, "tools/call", args, Some("ask_name")).await?;
+    let mut created = mcp.call(2, "tools/call", args.clone(), Some("ask_name")).await?;
+    let mut answered_in_first_round = false;
+    if modern && created["resultType"] == "input_required" {
+        // The tool asked within the first-input window: the call answers with
+        // an input round, and its retry carries the answer and returns the task.
+        let key = created["inputRequests"].as_object().and_then(|m| m.keys().next().cloned());
+        let key = key.ok_or_else(|| anyhow!("no input request: {created}"))?;
+        let mut retry = args;
+        retry["requestState"] = created["requestState"].clone();
+        retry["inputResponses"] = json!({key: {"action": "accept", "content": {"name": "Ada"}}});
+        created = mcp.call(3, "tools/call", retry, Some("ask_name")).await?;
+        answered_in_first_round = true;
+    }
     let task_id = created["taskId"].as_str().or(created["task"]["taskId"].as_str()).map(str::to_owned);
     let task_id = task_id.ok_or_else(|| anyhow!("no task: {created}"))?;
     let text = if modern {
-        let key = eventually(Duration::from_secs(40), "inputRequests", || async {
-            let got = mcp.call(3, "tasks/get", json!({"taskId": task_id}), Some(&task_id)).await?;
-            Ok(got["inputRequests"].as_object().and_then(|m| m.keys().next().cloned()))
-        })
-        .await?;
-        let answer =
-            json!({"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}});
-        mcp.call(4, "tasks/update", answer, Some(&task_id)).await?;
+        if !answered_in_first_round {
+            let key = eventually(Duration::from_secs(40), "inputRequests", || async {
+                let got = mcp.call(3, "tasks/get", json!({"taskId": task_id}), Some(&task_id)).await?;
+                Ok(got["inputRequests"].as_object().and_then(|m| m.keys().next().cloned()))
+            })
+            .await?;
+            let answer =
+                json!({"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}});
+            mcp.call(4, "tasks/update", answer, Some(&task_id)).await?;
+        }
         let done = eventually(Duration::from_secs(40), "completion", || async {
             let got = mcp.call(5, "tasks/get", json!({"taskId": task_id}), Some(&task_id)).await?;
             Ok((got["status"] != "working" && got["status"] != "input_required").then_some(got))
@@ -398,7 +503,7 @@ async fn legacy_answer(mcp: &Mcp, task_id: &str) -> Result<Value> {
 }
 
 #[tokio::test]
-async fn v2_client_answers_a_v1_remote_over_tasks_update() {
+async fn v2_client_answers_a_v1_remote_in_the_first_round_or_over_tasks_update() {
     answered_over_mcp(Sdk::Mcp, true).await.expect("tasks/update");
 }
 

@@ -17,6 +17,13 @@ pub(crate) struct Span {
     pub(crate) attributes: String,
 }
 
+impl Span {
+    /// The trace id as W3C `traceparent` spells it.
+    pub(crate) fn trace_hex(&self) -> String {
+        self.trace_id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 /// A fake OTLP/gRPC collector that keeps every span it is sent.
 #[derive(Clone, Default)]
 pub(crate) struct Collector {
@@ -77,15 +84,17 @@ async fn one_execution_is_one_trace_across_three_processes() {
         let id = id_for_wait.clone();
         async move {
             let spans = spans.lock().expect("lock").clone();
-            let Some(tool) = spans.iter().find(|s| s.name == "tool" && s.attributes.contains(&id)) else {
+            let Some(tool) = spans.iter().find(|s| {
+                s.name.ends_with("Demo.Echo") && s.service.contains("baton-worker") && s.attributes.contains(&id)
+            }) else {
                 return Ok(None);
             };
             let same: Vec<&Span> = spans.iter().filter(|s| s.trace_id == tool.trace_id).collect();
             let has = |service: &str, name: &str| same.iter().any(|s| s.service.contains(service) && s.name == name);
-            let complete = has("baton-gateway", "http")
-                && has("baton-coordinator", "rpc")
-                && has("baton-coordinator", "dispatch")
-                && has("baton-worker", "tool");
+            // Spans are named as the OpenTelemetry conventions say: by route, by RPC, by tool.
+            let complete = has("baton-gateway", "POST /v1/orgs/{org_id}/projects/{project_id}/tool-executions")
+                && has("baton-coordinator", "baton.coordinator.v1.Coordinator/StartExecution")
+                && has("baton-coordinator", "dispatch Demo.Echo");
             Ok(complete.then(|| same.into_iter().cloned().collect::<Vec<_>>()))
         }
     })

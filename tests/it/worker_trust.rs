@@ -138,7 +138,7 @@ async fn start(rest: &Rest, tool: &str, input: Value) -> Result<String> {
 }
 
 /// The execution's lease holder and attempt, once it is running.
-async fn lease(c: &Cluster, id: &str) -> Result<(String, u32)> {
+pub(crate) async fn lease(c: &Cluster, id: &str) -> Result<(String, u32)> {
     eventually(Duration::from_secs(20), "the execution to be leased", || async {
         let mut db = c.db().await?;
         let row: Option<(Option<String>, Option<i64>)> =

@@ -55,3 +55,28 @@ def rest(dev, method, path, token, body=None):
 def check(cond, message):
     if not cond:
         raise AssertionError(message)
+
+
+def saturate(dev, who="other_end_user", limit=500):
+    """Fills `who`'s admission bound (principal concurrency) with long Demo.Sleep
+    executions started over REST, until REST answers 429; returns their ids.
+    Another user than the suites' own, so the suites running side by side keep
+    their room."""
+    user = dev["credentials"][who]
+    body = {"gateway_id": dev["gateway_id"], "tool_name": "Demo.Sleep", "input": {"seconds": 600},
+            "user_id": user["user_id"]}
+    ids = []
+    for _ in range(limit):
+        status, reply = rest(dev, "POST", "/tool-executions", user["token"], body)
+        if status == 429:
+            return ids
+        check(status in (200, 201, 202), f"start while saturating: {status} {reply}")
+        ids.append(reply["execution_id"])
+    raise AssertionError(f"no 429 after {limit} starts")
+
+
+def release(dev, ids, who="other_end_user"):
+    """Cancels what `saturate` started."""
+    token = dev["credentials"][who]["token"]
+    for eid in ids:
+        rest(dev, "POST", f"/tool-executions/{eid}/cancel", token, {})

@@ -1,8 +1,12 @@
 //! Fixture tools of the MCP conformance suite
 //! (`@modelcontextprotocol/conformance@0.2.0-alpha.12`) that need no task-time
 //! input, served by `baton dev --conformance-fixtures`. Names, arguments and
-//! behaviour follow the suite's scenarios; the input fixtures (`confirm_delete`,
-//! `multi_input`) need a remote MCP server and are not here.
+//! behaviour follow the suite's scenarios. The fixtures that ask for input
+//! (`confirm_delete`, `multi_input`, `test_streaming_elicitation`, and
+//! `test_tool_with_task` of `tasks-mrtr-composition`: task-required, asks for a
+//! `user_name`, greets it) are served by the example remote MCP server
+//! (`remote::example_server`), because only a remote tool can ask for input
+//! while it runs; `baton dev --conformance-fixtures` registers both sets.
 //!
 //! | tool | policy | behaviour |
 //! | --- | --- | --- |

@@ -16,12 +16,38 @@ pub struct Metrics {
     running_max: Arc<AtomicI64>,
 }
 
+/// The same counts as OpenTelemetry instruments of the process's meter (its
+/// `/metrics` on `telemetry.metrics_addr`, and OTLP): made on first use, after
+/// the process installed its provider.
+struct Otel {
+    invocations: opentelemetry::metrics::Counter<u64>,
+    running: opentelemetry::metrics::UpDownCounter<i64>,
+}
+
+fn otel() -> &'static Otel {
+    static OTEL: std::sync::OnceLock<Otel> = std::sync::OnceLock::new();
+    OTEL.get_or_init(|| {
+        let meter = baton_telemetry::meter();
+        Otel {
+            invocations: meter
+                .u64_counter("baton.worker.tool_invocations")
+                .with_description("Tool invocations started by this worker")
+                .build(),
+            running: meter
+                .i64_up_down_counter("baton.worker.tools_running")
+                .with_description("Tools running on this worker now")
+                .build(),
+        }
+    })
+}
+
 /// One tool running; counted until dropped.
 pub struct Running(Arc<AtomicI64>);
 
 impl Drop for Running {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        otel().running.add(-1, &[]);
     }
 }
 
@@ -30,10 +56,12 @@ impl Metrics {
     pub fn running(&self) -> Running {
         let now = self.running.fetch_add(1, Ordering::AcqRel) + 1;
         self.running_max.fetch_max(now, Ordering::AcqRel);
+        otel().running.add(1, &[]);
         Running(self.running.clone())
     }
 
     pub fn invoked(&self, tool: &str) {
+        otel().invocations.add(1, &[opentelemetry::KeyValue::new("tool", tool.to_owned())]);
         let mut m = self.invocations.lock().unwrap_or_else(|p| p.into_inner());
         *m.entry(tool.to_owned()).or_default() += 1;
     }

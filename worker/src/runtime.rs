@@ -4,11 +4,12 @@
 //! (bad credential, refused tool) ends the worker with that error.
 
 mod attempts;
+mod wire;
 
 use crate::metrics::Metrics;
 use crate::remote::link::{Relay, Uplink};
 use crate::remote::{RemoteServer, RemoteTool};
-use crate::sdk::{Context, Failure, Tool};
+use crate::sdk::{Context, Failure, Progress, ProgressSink, Tool};
 use crate::supervise::Supervisor;
 use attempts::{Attempts, Key, Start};
 use baton_proto::worker::v1::{
@@ -21,6 +22,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+pub(crate) use wire::progress_message;
+use wire::{PROGRESS_INTERVAL, registration_of};
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -112,38 +115,8 @@ impl Worker {
         let tools = self
             .tools
             .iter()
-            .map(|(_, t)| {
-                let s = t.spec();
-                wpb::ToolRegistration {
-                    name: s.name,
-                    toolkit_name: s.toolkit_name,
-                    toolkit_version: s.toolkit_version,
-                    description: s.description,
-                    input_schema_json: s.input_schema.to_string(),
-                    background: s.background.wire() as i32,
-                    task_time_input: s.task_time_input,
-                    max_attempts: s.max_attempts,
-                    max_ttl_ms: s.max_ttl.map_or(0, |d| d.as_millis() as i64),
-                    remote: false,
-                    required_client_capabilities: s.required_client_capabilities,
-                }
-            })
-            .chain(self.remote_tools().iter().map(|t| {
-                let s = &t.spec;
-                wpb::ToolRegistration {
-                    name: s.name.clone(),
-                    toolkit_name: s.toolkit_name.clone(),
-                    toolkit_version: s.toolkit_version.clone(),
-                    description: s.description.clone(),
-                    input_schema_json: s.input_schema.to_string(),
-                    background: s.background.wire() as i32,
-                    task_time_input: s.task_time_input,
-                    max_attempts: 1,
-                    max_ttl_ms: 0,
-                    remote: true,
-                    required_client_capabilities: s.required_client_capabilities.clone(),
-                }
-            }))
+            .map(|(_, t)| registration_of(t.spec(), false))
+            .chain(self.remote_tools().iter().map(|t| registration_of(t.spec.clone(), true)))
             .collect();
         let attempt = |(id, attempt): &Key| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt };
         let (running, settling) = self.with_state(|s| {
@@ -396,8 +369,16 @@ impl Worker {
                 return;
             }
         }
-        let span =
-            tracing::info_span!("tool", execution_id = %a.execution_id, tool = %a.tool_name, attempt = a.attempt);
+        // Named as the GenAI conventions name a tool execution.
+        let span = tracing::info_span!(
+            "tool",
+            otel.name = %format!("execute_tool {}", a.tool_name),
+            otel.kind = "consumer",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %a.tool_name,
+            execution_id = %a.execution_id,
+            attempt = a.attempt,
+        );
         baton_proto::trace::adopt_traceparent(&a.traceparent, &span);
         let worker = self.clone();
         self.tasks.spawn(
@@ -456,22 +437,46 @@ impl Worker {
             tokio::time::sleep(until_deadline).await;
             guard.cancel();
         });
-        let (progress, mut progress_rx) = mpsc::unbounded_channel();
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
+        let progress: ProgressSink = Arc::new(move |p| {
+            let _ = progress_tx.send(p);
+        });
         let cx = Context { execution_id: a.execution_id.clone(), attempt: a.attempt, cancel, deadline, progress };
         self.metrics.invoked(&a.tool_name);
         let outbox = self.with_state(|s| s.outbox.clone());
+        let (execution_id, attempt) = (a.execution_id.clone(), a.attempt);
+        // Throttled: the first report goes at once, then at most one per
+        // interval, always the latest (callers see the latest, never a history).
+        // When the tool ends, what is still queued goes at once, before the
+        // settlement: the last report is the one callers keep.
+        let ended = CancellationToken::new();
+        let ending = ended.clone();
         let forward = self.tasks.spawn("tool progress", async move {
-            while let Some((execution_id, attempt, message)) = progress_rx.recv().await {
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    p = progress_rx.recv() => p,
+                    () = ending.cancelled() => progress_rx.try_recv().ok(),
+                };
+                let Some(mut p) = next else { break };
+                while let Ok(newer) = progress_rx.try_recv() {
+                    p = newer;
+                }
                 if let Some(tx) = &outbox {
-                    let _ = tx
-                        .send(msg(worker_message::Msg::Progress(wpb::Progress { execution_id, attempt, message })))
-                        .await;
+                    let report = progress_message(&execution_id, attempt, p);
+                    let _ = tx.send(msg(worker_message::Msg::Progress(report))).await;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(PROGRESS_INTERVAL) => {}
+                    () = ending.cancelled() => {}
                 }
             }
         });
         let result = tool.call(input, cx).await;
         deadline_timer.abort();
-        forward.abort();
+        ended.cancel();
+        // Bounded: a full outbox must not hold the settlement back.
+        let _ = tokio::time::timeout(Duration::from_secs(1), forward).await;
         match result {
             Ok(output) => settlement::Outcome::ResultJson(output.to_json().to_string()),
             Err(Failure::Cancelled) => settlement::Outcome::Cancelled(true),

@@ -105,6 +105,7 @@ pub struct RedisAdmission {
 }
 
 fn unavailable(e: redis::RedisError) -> Error {
+    crate::engine::metrics::redis_error("admission");
     Error::Unavailable(e.to_string())
 }
 

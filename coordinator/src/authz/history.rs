@@ -99,12 +99,22 @@ impl Route {
 pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Result<(), Error> {
     p.in_scope(org_id, project_id)?;
     let caller = Caller::of(p);
-    let admitted = TABLE.iter().find(|(r, _)| *r == route).is_some_and(|(_, callers)| callers.contains(&caller));
-    if admitted { Ok(()) } else { Err(Error::Forbidden(caller.refusal(route))) }
+    if admits(&TABLE, route, caller) { Ok(()) } else { Err(Error::Forbidden(caller.refusal(route))) }
+}
+
+/// Whether `table` lists `caller` for `route`.
+pub(super) fn admits<R: PartialEq>(table: &[(R, &[Caller])], route: R, caller: Caller) -> bool {
+    table.iter().find(|(r, _)| *r == route).is_some_and(|(_, callers)| callers.contains(&caller))
 }
 
 /// The table as README shows it.
 pub fn markdown() -> String {
+    caller_table(TABLE.iter().map(|(route, admitted)| (route.label(), *admitted)))
+}
+
+/// A markdown table of routes × callers: 200 for the admitted, 403 for the
+/// rest of the project, 404 for another project's.
+pub(super) fn caller_table<'a>(rows: impl Iterator<Item = (&'static str, &'a [Caller])>) -> String {
     let mut out = String::from("| route |");
     for c in CALLERS {
         out.push_str(&format!(" {} |", c.label()));
@@ -112,8 +122,8 @@ pub fn markdown() -> String {
     out.push_str(" other project |\n| --- |");
     out.push_str(&" --- |".repeat(CALLERS.len() + 1));
     out.push('\n');
-    for (route, admitted) in TABLE {
-        out.push_str(&format!("| {} |", route.label()));
+    for (label, admitted) in rows {
+        out.push_str(&format!("| {label} |"));
         for c in CALLERS {
             out.push_str(if admitted.contains(&c) { " 200 |" } else { " 403 |" });
         }

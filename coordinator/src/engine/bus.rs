@@ -116,7 +116,10 @@ impl Bus {
                     }
                     tracing::warn!("redis signal subscription lost; reconnecting");
                 }
-                Err(e) => tracing::warn!(error = %e, "redis signal subscription failed"),
+                Err(e) => {
+                    super::metrics::redis_error("signals");
+                    tracing::warn!(error = %e, "redis signal subscription failed")
+                }
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -145,6 +148,7 @@ async fn publish(mut con: ConnectionManager, (changed, wake): (String, String), 
         pipe.cmd("PUBLISH").arg(wake).arg(format!("{origin} ")).ignore();
     }
     if let Err(e) = pipe.query_async::<()>(&mut con).await {
+        super::metrics::redis_error("signals");
         tracing::debug!(error = %e, "signals not published");
     }
 }

@@ -72,6 +72,9 @@ impl Engine {
             for c in &claimed {
                 assigned = true;
                 let record = &c.record;
+                if c.attempt == 1 {
+                    self.metrics.first_attempt(record);
+                }
                 let input = match record.input_ct.as_deref().map(|ct| self.ring.open(&record.id, Field::Input, ct)) {
                     Some(Ok(bytes)) => String::from_utf8(bytes).unwrap_or_default(),
                     None => "{}".to_owned(),
@@ -81,7 +84,14 @@ impl Engine {
                         continue;
                     }
                 };
-                let span = tracing::info_span!("dispatch", execution_id = %record.id, tool = %record.tool_name, attempt = c.attempt);
+                let span = tracing::info_span!(
+                    "dispatch",
+                    otel.name = %format!("dispatch {}", record.tool_name),
+                    otel.kind = "producer",
+                    gen_ai.tool.name = %record.tool_name,
+                    execution_id = %record.id,
+                    attempt = c.attempt,
+                );
                 // One trace per execution: dispatch continues the start request's trace.
                 baton_proto::trace::adopt_traceparent(record.traceparent.as_deref().unwrap_or_default(), &span);
                 let traceparent = {

@@ -8,6 +8,7 @@
 //! sealed columns only when asked for, by an admin.
 
 use super::{Engine, Error, Result, Scope, now_ms, token_hash};
+use crate::audit::{action, outcome};
 use crate::authz::{self, history::Route};
 use crate::crypto::Field;
 use crate::domain::{FailureReason, Millis, Status};
@@ -134,11 +135,13 @@ fn text(bytes: Vec<u8>) -> String {
 }
 
 impl Engine {
-    /// Authenticates the caller and checks `route` in the table.
-    async fn history_caller(&self, authorization: Option<&str>, scope: Scope<'_>, route: Route) -> Result<()> {
+    /// Authenticates the caller and checks `route` in the table; false when
+    /// the organization has turned execution logging off, so there is no
+    /// history to show (work in flight is kept for its owner only).
+    async fn history_caller(&self, authorization: Option<&str>, scope: Scope<'_>, route: Route) -> Result<bool> {
         let p = self.authenticate(authorization).await?;
         authz::history::check(&p, scope.org_id, scope.project_id, route)?;
-        Ok(())
+        Ok(self.store.execution_logging(scope.org_id).await?)
     }
 
     /// Runs of the scope's project matching `query`, newest first: `limit`
@@ -151,11 +154,14 @@ impl Engine {
         limit: u32,
         offset: u32,
     ) -> Result<HistoryPage> {
-        self.history_caller(authorization, scope, Route::List).await?;
+        let logging = self.history_caller(authorization, scope, Route::List).await?;
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(Error::Invalid(format!("`limit` must be between 1 and {MAX_LIMIT}")));
         }
         let filter = query.filter(scope.project_id)?;
+        if !logging {
+            return Ok(HistoryPage { items: Vec::new(), total: 0 });
+        }
         let now = now_ms();
         let total = self.store.history_count(&filter, now).await?;
         // Past the end there is nothing to read.
@@ -174,8 +180,11 @@ impl Engine {
         scope: Scope<'_>,
         query: &HistoryQuery,
     ) -> Result<u64> {
-        self.history_caller(authorization, scope, Route::Count).await?;
+        let logging = self.history_caller(authorization, scope, Route::Count).await?;
         let filter = query.filter(scope.project_id)?;
+        if !logging {
+            return Ok(0);
+        }
         Ok(self.store.history_count(&filter, now_ms()).await?)
     }
 
@@ -199,12 +208,25 @@ impl Engine {
         let (credential, record) =
             self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
         let p = authz::Principal::from_credential(credential)?;
-        authz::history::check(&p, scope.org_id, scope.project_id, route)?;
+        p.in_scope(scope.org_id, scope.project_id)?;
+        let revealed = match (reveal.inputs, reveal.outputs) {
+            (true, true) => "inputs and outputs",
+            (true, false) => "inputs",
+            _ => "outputs",
+        };
+        if let Err(e) = authz::history::check(&p, scope.org_id, scope.project_id, route) {
+            if route == Route::DetailWithPayloads {
+                let detail = Some(format!("{revealed}: {e}"));
+                self.audit(&p, scope, action::HISTORY_REVEAL, Some(id), outcome::REFUSED, detail).await?;
+            }
+            return Err(e.into());
+        }
         let record = match record {
             Some(r)
                 if r.org_id == scope.org_id
                     && r.project_id == scope.project_id
-                    && r.retention_expires_at > now_ms() =>
+                    && r.retention_expires_at > now_ms()
+                    && self.store.execution_logging(scope.org_id).await? =>
             {
                 r
             }
@@ -224,6 +246,11 @@ impl Engine {
             (Some(ct), true, Status::Completed) => Some(text(self.ring.open(&record.id, Field::Output, ct)?)),
             _ => None,
         };
+        if route == Route::DetailWithPayloads {
+            // Every reveal is on the record before the payload leaves.
+            let detail = Some(revealed.to_owned());
+            self.audit(&p, scope, action::HISTORY_REVEAL, Some(id), outcome::ALLOWED, detail).await?;
+        }
         Ok(HistoryDetail { record, timeline, attempts, input, output })
     }
 

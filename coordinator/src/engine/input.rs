@@ -107,8 +107,12 @@ impl Engine {
         request_key: &str,
         response: Option<OwnerAnswer>,
     ) -> Result<bool> {
-        let (p, _record) = self.read_owned(authorization, scope, id).await?;
+        let (p, record) = self.read_owned(authorization, scope, id).await?;
         p.may_act()?;
+        // Current tool policy, re-evaluated before the owner is contacted.
+        if !record.status().is_terminal() && !self.current_tool(&record).await?.task_time_input {
+            return Err(Error::PolicyRefused(format!("tool {:?} no longer accepts task-time input", record.tool_name)));
+        }
         let response = response.ok_or_else(|| Error::Invalid("`response` is required".into()))?;
         if response.action.is_empty() {
             return Err(Error::Invalid("`response.action` must be accept, decline or cancel".into()));

@@ -5,7 +5,7 @@ use super::{Engine, Error, Result, Scope, now_ms, token_hash};
 use crate::admission::Ticket;
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
-use crate::domain::{Event, ExecutionId, Ignored, Status};
+use crate::domain::{Event, ExecutionId, Ignored, Lifetime, Status};
 use crate::store::{Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
 use base64::Engine as _;
 use std::time::Duration;
@@ -34,6 +34,19 @@ pub enum CancelOutcome {
     AlreadyTerminal,
     StopDeliveryUnknown,
     StopAlreadyRequested,
+}
+
+impl CancelOutcome {
+    /// The outcome's name on every surface (held to the wire's by a test in `grpc::convert`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelOutcome::Accepted => "accepted",
+            CancelOutcome::Unsupported => "unsupported",
+            CancelOutcome::AlreadyTerminal => "already_terminal",
+            CancelOutcome::StopDeliveryUnknown => "stop_delivery_unknown",
+            CancelOutcome::StopAlreadyRequested => "stop_already_requested",
+        }
+    }
 }
 
 pub fn encode_cursor(r: &ExecutionRecord) -> String {
@@ -79,13 +92,19 @@ impl Engine {
 
     fn eligible_tool(tool: Option<ToolRecord>, name: &str, input: &serde_json::Value) -> Result<ToolRecord> {
         let tool = tool.ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
+        if tool.disabled {
+            return Err(Error::PolicyRefused(format!("tool {name:?} is disabled by an administrator")));
+        }
         if tool.task_time_input && !tool.remote {
             return Err(Error::PolicyRefused(format!(
                 "tool {name:?} declares task-time input, which hosted tools cannot use"
             )));
         }
-        let schema: serde_json::Value = serde_json::from_str(&tool.input_schema).unwrap_or(serde_json::Value::Null);
-        crate::schema::validate(&schema, input).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        // Registration refused schemas that do not compile; one stored before
+        // that check is the tool's fault, not the caller's.
+        let validator = crate::schema::validator(&tool.input_schema)
+            .map_err(|e| Error::PolicyRefused(format!("tool {name:?}: {e}")))?;
+        crate::schema::validate(&validator, input).map_err(|e| Error::InvalidInput(e.to_string()))?;
         Ok(tool)
     }
 
@@ -105,7 +124,7 @@ impl Engine {
                 return Err(Error::Invalid(format!("`{name}` must be at most {max} bytes without control characters")));
             }
         }
-        let (credential, tool) = self
+        let (credential, tool, retention) = self
             .store
             .credential_with_tool(&hash, &req.project_id, &req.tool_name)
             .await?
@@ -131,7 +150,11 @@ impl Engine {
         }
         let now = now_ms();
         let id = ExecutionId::generate().to_string();
-        let deadlines = self.options.lifetime.deadlines(now, req.ttl_ms, tool.max_ttl_ms);
+        let lifetime = Lifetime {
+            retention_ms: retention.effective_ms(self.options.lifetime.retention_ms),
+            ..self.options.lifetime
+        };
+        let deadlines = lifetime.deadlines(now, req.ttl_ms, tool.max_ttl_ms);
         if req.run_at_ms.is_some_and(|at| at >= deadlines.execution_deadline) {
             // It could never run: refuse it now rather than let it fail later.
             return Err(Error::Invalid("`run_at` must fall before the execution deadline (see `ttl_ms`)".into()));
@@ -173,6 +196,7 @@ impl Engine {
             if let Some(answer) = self.store.replay(&new, now).await? {
                 return Self::replay_for(p, answer?);
             }
+            self.metrics.rejected(rejection.scope.as_str());
             return Err(Error::Capacity(rejection));
         }
         let run_at = new.run_at;
@@ -187,6 +211,7 @@ impl Engine {
             let _ = self.admission.release(&ticket, now).await;
             return Self::replay_for(p, created);
         }
+        self.metrics.started(&created.record.surface);
         match run_at {
             Some(at) if at > now => self.wake_at(at),
             _ => self.wake_dispatch(),
@@ -294,6 +319,22 @@ impl Engine {
     ) -> Result<(CancelOutcome, ExecutionRecord)> {
         let (p, record) = self.read_owned(authorization, scope, id).await?;
         p.may_act()?;
+        self.request_cancel(record).await
+    }
+
+    /// Asks `record`'s execution to stop and answers what can be proven. The
+    /// tool's current policy is re-evaluated first (seed 000: a revoked
+    /// permission fails closed before owner contact): a removed or disabled
+    /// tool is refused, one that declares it cannot be stopped answers
+    /// `unsupported`, and neither reaches the worker.
+    pub(super) async fn request_cancel(&self, record: ExecutionRecord) -> Result<(CancelOutcome, ExecutionRecord)> {
+        if !record.status().is_terminal() {
+            let tool = self.current_tool(&record).await?;
+            if tool.cancel_unsupported {
+                return Ok((CancelOutcome::Unsupported, record));
+            }
+        }
+        let id = record.id.as_str();
         match self.store.apply(id, &Event::RequestCancel, &EventData::default(), now_ms()).await? {
             None => Err(authz::Error::NotFound.into()),
             Some(Err((Ignored::Terminal, r))) => Ok((CancelOutcome::AlreadyTerminal, r)),
@@ -305,9 +346,22 @@ impl Engine {
                     (Status::Cancelled, _) | (_, Some(true)) => CancelOutcome::Accepted,
                     _ => CancelOutcome::StopDeliveryUnknown,
                 };
-                tracing::info!(execution_id = %record.id, outcome = ?outcome, "cancel requested");
+                tracing::info!(execution_id = %id, outcome = ?outcome, "cancel requested");
                 Ok((outcome, applied.record))
             }
+        }
+    }
+
+    /// The execution's tool as its project now registers it; a tool removed
+    /// or disabled since the execution started is a policy refusal.
+    pub(super) async fn current_tool(&self, record: &ExecutionRecord) -> Result<ToolRecord> {
+        match self.store.tool(&record.project_id, &record.tool_name).await? {
+            Some(tool) if !tool.disabled => Ok(tool),
+            Some(_) => Err(Error::PolicyRefused(format!(
+                "tool {:?} is disabled by an administrator; it takes no input or cancellation",
+                record.tool_name
+            ))),
+            None => Err(Error::PolicyRefused(format!("tool {:?} is no longer registered", record.tool_name))),
         }
     }
 

@@ -10,12 +10,16 @@ pub mod history;
 mod input;
 pub mod lifecycle;
 pub mod messages;
+pub(crate) mod metrics;
 pub mod operator;
 mod reads;
 mod sessions;
+pub mod settings;
 mod sweeper;
 #[cfg(test)]
 mod tests;
+mod watch;
+pub mod webhooks;
 mod workers;
 
 pub use bus::Bus;
@@ -80,6 +84,9 @@ pub enum Error {
     PayloadTooLarge { limit: usize },
     #[error("saturated")]
     Capacity(Rejection),
+    /// A thing other than an execution that does not exist for this caller.
+    #[error("{0} not found")]
+    Missing(&'static str),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -109,6 +116,9 @@ pub struct Engine {
     cluster_admission: Option<Arc<crate::admission::redis::RedisAdmission>>,
     /// Authenticated calls to other replicas' `Peer` service.
     peers: Arc<dyn PeerLink>,
+    /// Wakes this replica's webhook deliverer when it wrote signals.
+    webhook_wake: Arc<Notify>,
+    metrics: metrics::Metrics,
 }
 
 /// What an engine is made of; `lib.rs` connects them, tests pick their own.
@@ -126,21 +136,31 @@ pub struct Parts {
 impl Engine {
     pub fn new(parts: Parts) -> Arc<Engine> {
         let Parts { store, admission, cluster_admission, bus, peers, options, shutdown } = parts;
-        Arc::new(Engine {
-            reads: Reads::start(store.clone()),
-            creates: Creates::start(store.clone()),
-            store,
-            ring: options.key_ring.clone(),
-            admission,
-            changes: Changes::default(),
-            bus,
-            sessions: Sessions::default(),
-            dispatch_wake: Arc::default(),
-            options: Arc::new(options),
-            tasks: TaskTracker::new(),
-            shutdown,
-            cluster_admission,
-            peers,
+        Arc::new_cyclic(|engine: &std::sync::Weak<Engine>| {
+            let (for_sessions, pool) = (engine.clone(), store.clone());
+            let sessions = move || {
+                let sessions = for_sessions.upgrade().map(|e| e.sessions.snapshot()).unwrap_or_default();
+                (sessions.len() as u64, sessions.iter().map(|s| s.free()).sum())
+            };
+            let metrics = metrics::Metrics::new(sessions, move || pool.pool_stats());
+            Engine {
+                reads: Reads::start(store.clone()),
+                creates: Creates::start(store.clone()),
+                store,
+                ring: options.key_ring.clone(),
+                admission,
+                changes: Changes::default(),
+                bus,
+                sessions: Sessions::default(),
+                dispatch_wake: Arc::default(),
+                webhook_wake: Arc::default(),
+                options: Arc::new(options),
+                tasks: TaskTracker::new(),
+                shutdown,
+                cluster_admission,
+                peers,
+                metrics,
+            }
         })
     }
 
@@ -164,6 +184,7 @@ impl Engine {
         self.tasks.spawn(sweeper::run(self.clone()));
         self.tasks.spawn(sweeper::reconcile_admission(self.clone()));
         self.tasks.spawn(self.clone().run_session_audit());
+        self.start_webhook_delivery();
     }
 
     /// Waits for every task this engine started, then closes the store.
@@ -284,10 +305,14 @@ impl Engine {
     /// Carries out what a committed transition asked for.
     pub async fn after_commit(&self, record: &ExecutionRecord, effects: &[Effect]) -> Option<bool> {
         self.changed(&record.id);
+        if crate::webhooks::signal::signalled(record.status()) {
+            self.webhook_wake.notify_one();
+        }
         let mut delivered = None;
         for effect in effects {
             match effect {
                 Effect::Terminal => {
+                    self.metrics.finished(record);
                     if let Err(e) = self.admission.release(&ticket(record), now_ms()).await {
                         tracing::warn!(error = %e, execution_id = %record.id, "admission release failed; entry expires at the deadline");
                     }

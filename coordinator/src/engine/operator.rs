@@ -7,10 +7,11 @@
 
 use super::lifecycle::{CancelOutcome, encode_cursor};
 use super::{Engine, Error, Result, Scope, now_ms, token_hash};
+use crate::audit::{action, outcome};
 use crate::authz::{self, Principal, operator::Route};
 use crate::crypto::Field;
-use crate::domain::{Event, Ignored, Status};
-use crate::store::{EventData, ExecutionRecord};
+use crate::domain::Status;
+use crate::store::ExecutionRecord;
 use base64::Engine as _;
 
 /// The largest operator page.
@@ -38,11 +39,31 @@ fn after(cursor: &str) -> Result<Option<(i64, String)>> {
     Ok(Some((at.parse().map_err(|_| bad())?, id.to_owned())))
 }
 
+/// What the audit log calls an operation on `route`.
+fn action(route: Route) -> &'static str {
+    match route {
+        Route::List => action::OPERATOR_LIST,
+        Route::Status => action::OPERATOR_STATUS,
+        Route::Payload => action::OPERATOR_PAYLOAD,
+        Route::Cancel => action::OPERATOR_CANCEL,
+    }
+}
+
 impl Engine {
     async fn operator(&self, authorization: Option<&str>, scope: Scope<'_>, route: Route) -> Result<Principal> {
         let p = self.authenticate(authorization).await?;
-        authz::operator::check(&p, scope.org_id, scope.project_id, route)?;
+        self.operator_check(&p, scope, route, None).await?;
         Ok(p)
+    }
+
+    /// Checks `route` for `p`; a refusal of a caller of the project is audited.
+    async fn operator_check(&self, p: &Principal, scope: Scope<'_>, route: Route, target: Option<&str>) -> Result<()> {
+        p.in_scope(scope.org_id, scope.project_id)?;
+        if let Err(e) = authz::operator::check(p, scope.org_id, scope.project_id, route) {
+            self.audit(p, scope, action(route), target, outcome::REFUSED, Some(e.to_string())).await?;
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Authenticates, checks `route`, and reads an execution of the scope's
@@ -55,14 +76,15 @@ impl Engine {
         route: Route,
     ) -> Result<(Principal, ExecutionRecord)> {
         if !baton_proto::names::is_execution_id(id) {
-            self.operator(authorization, scope, route).await?;
+            let p = self.operator(authorization, scope, route).await?;
+            self.audit(&p, scope, action(route), Some(id), outcome::NOT_FOUND, None).await?;
             return Err(authz::Error::NotFound.into());
         }
         let hash = token_hash(authorization)?;
         let (credential, record) =
             self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
         let p = Principal::from_credential(credential)?;
-        authz::operator::check(&p, scope.org_id, scope.project_id, route)?;
+        self.operator_check(&p, scope, route, Some(id)).await?;
         match record {
             Some(r)
                 if r.org_id == scope.org_id
@@ -70,9 +92,16 @@ impl Engine {
                     && r.retention_expires_at > now_ms() =>
             {
                 tracing::info!(operator = %p.credential_id(), execution_id = %r.id, route = ?route, "operator access");
+                // A cancel is recorded with its outcome, once it has one.
+                if route != Route::Cancel {
+                    self.audit(&p, scope, action(route), Some(id), outcome::ALLOWED, None).await?;
+                }
                 Ok((p, r))
             }
-            _ => Err(authz::Error::NotFound.into()),
+            _ => {
+                self.audit(&p, scope, action(route), Some(id), outcome::NOT_FOUND, None).await?;
+                Err(authz::Error::NotFound.into())
+            }
         }
     }
 
@@ -93,7 +122,7 @@ impl Engine {
         let more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
         let next = if more { rows.last().map(encode_cursor) } else { None };
-        tracing::info!(operator = %p.credential_id(), project_id = %scope.project_id, "operator list");
+        self.audit(&p, scope, action::OPERATOR_LIST, None, outcome::ALLOWED, None).await?;
         Ok((rows, next))
     }
 
@@ -133,21 +162,19 @@ impl Engine {
         scope: Scope<'_>,
         id: &str,
     ) -> Result<(CancelOutcome, ExecutionRecord)> {
-        self.operator_read(authorization, scope, id, Route::Cancel).await?;
-        let answer = match self.store.apply(id, &Event::RequestCancel, &EventData::default(), now_ms()).await? {
-            None => return Err(authz::Error::NotFound.into()),
-            Some(Err((Ignored::Terminal, r))) => (CancelOutcome::AlreadyTerminal, r),
-            Some(Err((Ignored::AlreadyRequested, r))) => (CancelOutcome::StopAlreadyRequested, r),
-            Some(Err((_, r))) => (CancelOutcome::StopDeliveryUnknown, r),
-            Some(Ok(applied)) => {
-                let delivered = self.after_commit(&applied.record, &applied.effects).await;
-                let outcome = match (applied.record.status(), delivered) {
-                    (Status::Cancelled, _) | (_, Some(true)) => CancelOutcome::Accepted,
-                    _ => CancelOutcome::StopDeliveryUnknown,
-                };
-                (outcome, applied.record)
+        let (p, record) = self.operator_read(authorization, scope, id, Route::Cancel).await?;
+        let answer = match self.request_cancel(record).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                let refused = matches!(e, Error::PolicyRefused(_));
+                if refused {
+                    self.audit(&p, scope, action::OPERATOR_CANCEL, Some(id), outcome::REFUSED, Some(e.to_string()))
+                        .await?;
+                }
+                return Err(e);
             }
         };
+        self.audit(&p, scope, action::OPERATOR_CANCEL, Some(id), answer.0.as_str(), None).await?;
         tracing::info!(execution_id = %id, outcome = ?answer.0, "operator cancel");
         Ok(answer)
     }

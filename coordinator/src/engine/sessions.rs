@@ -120,6 +120,11 @@ impl Session {
         let _ = self.free.fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| Some((f + n).min(self.capacity)));
     }
 
+    /// Slots this coordinator believes free.
+    pub fn free(&self) -> u64 {
+        u64::try_from(self.free.load(Ordering::Acquire)).unwrap_or(0)
+    }
+
     /// The worker's own count of free slots, believed only up to the capacity.
     pub fn set_free(&self, reported: u32) {
         self.free.store(i64::from(reported).min(self.capacity), Ordering::Release);

@@ -8,8 +8,12 @@ use crate::admission::redis::RedisAdmission;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How often the backlog gauge is re-counted (one grouped index scan).
+const BACKLOG_EVERY: Duration = Duration::from_secs(5);
+
 pub async fn run(engine: Arc<Engine>) {
     let interval = Duration::from_millis(engine.options.sweep_interval_ms.max(50));
+    let mut backlog_read = None;
     loop {
         let now = now_ms();
         if let Err(e) = engine.store.upsert_coordinator(&engine.options.id, &engine.options.advertise_url, now).await {
@@ -21,6 +25,18 @@ pub async fn run(engine: Arc<Engine>) {
         }
         if report != Default::default() {
             tracing::info!(?report, "sweep");
+        }
+        engine.metrics.swept(report.lease_lapsed, report.owner_lost);
+        if backlog_read.is_none_or(|at: tokio::time::Instant| at.elapsed() >= BACKLOG_EVERY) {
+            backlog_read = Some(tokio::time::Instant::now());
+            match engine.store.pending_by_project().await {
+                Ok(counts) => engine.metrics.set_backlog(counts),
+                Err(e) => tracing::warn!(error = %e, "counting the backlog failed"),
+            }
+        }
+        let audit_cutoff = now.saturating_sub(crate::audit::RETENTION_MS);
+        if let Err(e) = engine.store.delete_audit_before(audit_cutoff, 500).await {
+            tracing::warn!(error = %e, "deleting audit rows past retention failed; retried next pass");
         }
         tokio::select! {
             _ = engine.shutdown.cancelled() => return,

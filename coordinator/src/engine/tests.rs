@@ -79,6 +79,7 @@ impl World {
             max_worker_capacity: 8,
             server_tls: None,
             client_tls: None,
+            webhooks: Default::default(),
         };
         let engine = Engine::new(Parts {
             store,
@@ -139,6 +140,9 @@ impl World {
             max_ttl_ms: None,
             remote: false,
             required_client_capabilities: Vec::new(),
+            cancel_unsupported: false,
+            disabled: false,
+            metadata: Default::default(),
         };
         let registration = Registration {
             worker_id: worker_id.into(),

@@ -23,6 +23,9 @@ pub enum FromWorker {
     Settlement(Settlement),
     Progress {
         attempt: AttemptRef,
+        /// `current` of `total` (0 = unknown).
+        current: f64,
+        total: f64,
         message: String,
     },
     RemoteTaskStarted(RemoteTaskStarted),
@@ -66,9 +69,36 @@ fn validated(mut t: ToolRecord) -> Result<ToolRecord> {
     if !serde_json::from_str::<serde_json::Value>(&t.input_schema).is_ok_and(|v| v.is_object()) {
         return Err(Error::Invalid(format!("tool {:?}: input schema must be a JSON object", t.name)));
     }
+    // Compiled (and cached) now: a schema callers' input could never be checked against is refused.
+    crate::schema::check(&t.input_schema).map_err(|e| Error::Invalid(format!("tool {:?}: {e}", t.name)))?;
+    metadata_checked(&t)?;
     t.max_attempts = t.max_attempts.clamp(1, 10);
     t.max_ttl_ms = t.max_ttl_ms.filter(|ms| *ms > 0);
     Ok(t)
+}
+
+/// MCP metadata is shown to clients as declared; it must at least be the
+/// JSON shape MCP gives it, and of a size a tool list can carry.
+fn metadata_checked(t: &ToolRecord) -> Result<()> {
+    let m = &t.metadata;
+    let bad = |what: &str| Err(Error::Invalid(format!("tool {:?}: {what}", t.name)));
+    if m.title.len() > 256 || m.title.chars().any(char::is_control) {
+        return bad("title must be at most 256 bytes without control characters");
+    }
+    let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+    if !m.annotations.is_empty() && !json(&m.annotations).is_some_and(|v| v.is_object()) {
+        return bad("annotations must be a JSON object");
+    }
+    if !m.output_schema.is_empty() && !json(&m.output_schema).is_some_and(|v| v.is_object()) {
+        return bad("output schema must be a JSON object");
+    }
+    if !m.icons.is_empty() && !json(&m.icons).is_some_and(|v| v.is_array()) {
+        return bad("icons must be a JSON array");
+    }
+    if m.annotations.len() + m.output_schema.len() + m.icons.len() > 256 << 10 {
+        return bad("metadata must be at most 256 KiB");
+    }
+    Ok(())
 }
 
 impl Engine {
@@ -90,7 +120,20 @@ impl Engine {
         if reg.worker_id.is_empty() || reg.worker_id.len() > 128 || reg.worker_id.chars().any(char::is_control) {
             return Err(Error::Invalid("worker_id must be 1 to 128 printable characters".into()));
         }
-        let tools = std::mem::take(&mut reg.tools).into_iter().map(validated).collect::<Result<Vec<_>>>()?;
+        // A remote server's tool whose schema cannot be compiled (say, a `$ref`
+        // to a URL) is left out rather than refusing the worker: the author of
+        // that server is not this worker's author, and the other tools still work.
+        let tools = std::mem::take(&mut reg.tools)
+            .into_iter()
+            .filter(|t| {
+                let unusable = t.remote && crate::schema::check(&t.input_schema).is_err();
+                if unusable {
+                    tracing::warn!(tool = %t.name, worker_id = %reg.worker_id, "remote tool left out: its input schema does not compile");
+                }
+                !unusable
+            })
+            .map(validated)
+            .collect::<Result<Vec<_>>>()?;
         let now = now_ms();
         if !self.store.bind_worker(&reg.worker_id, &credential_id, &project_id, now).await? {
             tracing::warn!(
@@ -277,6 +320,20 @@ impl Engine {
         Ok(())
     }
 
+    /// Keeps a tool's latest progress on its execution, where every reader
+    /// sees it. Only the lease holder's report counts; one for an attempt
+    /// this session does not hold changes nothing.
+    async fn progress(&self, session: &Session, attempt: AttemptRef, report: (f64, f64, &str)) -> Result<()> {
+        let recorded = self
+            .store
+            .record_progress(&attempt.execution_id, attempt.attempt, &session.worker_id, report, now_ms())
+            .await?;
+        if !recorded {
+            tracing::debug!(execution_id = %attempt.execution_id, worker_id = %session.worker_id, "progress for an attempt not held; dropped");
+        }
+        Ok(())
+    }
+
     /// The event and sealed data a settlement stands for.
     fn settlement_event(&self, worker_id: &str, s: Settlement) -> Result<(String, Event, EventData)> {
         let id = s.attempt.execution_id;
@@ -316,9 +373,8 @@ impl Engine {
                     Ok(())
                 }
                 FromWorker::Heartbeat(hb) => self.heartbeat(session, hb).await,
-                FromWorker::Progress { attempt, .. } => {
-                    tracing::debug!(execution_id = %attempt.execution_id, "progress");
-                    Ok(())
+                FromWorker::Progress { attempt, current, total, message } => {
+                    self.progress(session, attempt, (current, total, &message)).await
                 }
                 FromWorker::RemoteTaskStarted(m) => self.remote_task_started(session, m).await,
                 FromWorker::InputRequested(m) => self.input_requested(session, m).await,

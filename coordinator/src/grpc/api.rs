@@ -2,14 +2,13 @@
 
 use super::convert::{self, view};
 use super::status::to_status;
-use super::{authorization, span};
+use super::{authorization, span, traced};
 use crate::engine::lifecycle::StartRequest;
 use crate::engine::messages::OwnerAnswer;
 use crate::engine::{Engine, Scope};
 use baton_proto::coordinator::v1::{self as pb, coordinator_server::Coordinator};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
-use tracing::Instrument;
 
 pub struct Api {
     pub engine: Arc<Engine>,
@@ -48,7 +47,7 @@ fn scope<'a>(org_id: &'a str, project_id: &'a str) -> Scope<'a> {
 impl Coordinator for Api {
     async fn start_execution(&self, req: Request<pb::StartExecutionRequest>) -> Reply<pb::StartExecutionResponse> {
         let span = span("StartExecution", &req);
-        async move {
+        traced(span, async move {
             let authorization = authorization(&req).map(str::to_owned);
             let r = req.into_inner();
             let surface = convert::surface_name(r.surface());
@@ -70,8 +69,7 @@ impl Coordinator for Api {
                 execution: Some(view(&created.record)),
                 replayed: created.replayed,
             }))
-        }
-        .instrument(span)
+        })
         .await
     }
 
@@ -149,7 +147,7 @@ impl Coordinator for Api {
 
     async fn cancel_execution(&self, req: Request<pb::CancelExecutionRequest>) -> Reply<pb::CancelExecutionResponse> {
         let span = span("CancelExecution", &req);
-        async move {
+        traced(span, async move {
             let r = req.get_ref();
             let (outcome, record) = self
                 .engine
@@ -160,8 +158,7 @@ impl Coordinator for Api {
                 outcome: convert::cancel_outcome(outcome) as i32,
                 execution: Some(view(&record)),
             }))
-        }
-        .instrument(span)
+        })
         .await
     }
 
@@ -188,7 +185,10 @@ impl Coordinator for Api {
                 out.gateway_id = gateway_id;
                 out.user_id = user_id;
             }
-            Principal::ApiKey { role, .. } => out.role = role.as_str().into(),
+            Principal::ApiKey { role, permissions, .. } => {
+                out.role = role.as_str().into();
+                out.permissions = permissions;
+            }
             Principal::Worker { .. } => {}
         }
         Ok(Response::new(out))
@@ -198,5 +198,12 @@ impl Coordinator for Api {
         let session = &req.get_ref().mcp_session_id;
         self.engine.end_mcp_session(authorization(&req), session).await.map_err(to_status)?;
         Ok(Response::new(pb::EndMcpSessionResponse {}))
+    }
+
+    async fn use_watch_token(&self, req: Request<pb::UseWatchTokenRequest>) -> Reply<pb::UseWatchTokenResponse> {
+        let r = req.get_ref();
+        let first_use =
+            self.engine.use_watch_token(authorization(&req), &r.token_id, r.expires_at_ms).await.map_err(to_status)?;
+        Ok(Response::new(pb::UseWatchTokenResponse { first_use }))
     }
 }

@@ -111,7 +111,18 @@ pub fn view(r: &ExecutionRecord) -> pb::ExecutionView {
         summary: r.summary.clone().unwrap_or_default(),
         input_requests: Vec::new(),
         cancel_state: cancel_state as i32,
+        progress: progress(r),
     }
+}
+
+/// The tool's latest progress report, if any.
+pub fn progress(r: &ExecutionRecord) -> Option<pb::ExecutionProgress> {
+    r.progress.as_ref().map(|p| pb::ExecutionProgress {
+        current: p.current,
+        total: p.total,
+        message: p.message.clone(),
+        updated_at_ms: p.at,
+    })
 }
 
 pub fn tool(t: &ToolRecord) -> pb::ToolDefinition {
@@ -124,6 +135,10 @@ pub fn tool(t: &ToolRecord) -> pb::ToolDefinition {
         background: wpb::BackgroundPolicy::from_name(&t.background).unwrap_or_default() as i32,
         task_time_input: t.task_time_input,
         required_client_capabilities: t.required_client_capabilities.clone(),
+        title: t.metadata.title.clone(),
+        annotations_json: t.metadata.annotations.clone(),
+        output_schema_json: t.metadata.output_schema.clone(),
+        icons_json: t.metadata.icons.clone(),
     }
 }
 
@@ -150,6 +165,15 @@ mod tests {
             assert_eq!(stop_reason_from_wire(stop_reason(r)), Some(r));
         }
         assert_eq!(stop_reason_from_wire(wpb::StopReason::Unspecified), None);
+    }
+
+    /// The audit log records cancel outcomes in the words every surface answers.
+    #[test]
+    fn cancel_outcomes_are_spelled_as_on_the_wire() {
+        use CancelOutcome::*;
+        for o in [Accepted, Unsupported, AlreadyTerminal, StopDeliveryUnknown, StopAlreadyRequested] {
+            assert_eq!(cancel_outcome(o).name(), o.as_str());
+        }
     }
 
     /// Credentials are stored by kind; `WhoAmI` answers the same words.

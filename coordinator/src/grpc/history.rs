@@ -118,6 +118,7 @@ fn detail(d: HistoryDetail) -> pb::HistoryDetail {
         attempts: d.attempts.iter().map(attempt).collect(),
         input_json: d.input,
         output_json: d.output,
+        progress: super::convert::progress(r),
     }
 }
 

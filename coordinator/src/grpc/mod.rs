@@ -1,12 +1,15 @@
 //! Thin tonic adapters over the engine: decode, authorize via the engine, encode.
 
+pub mod admin;
 pub mod api;
 pub mod convert;
 pub mod history;
+pub mod measure;
 pub mod operator;
 pub mod peer;
 pub mod peer_auth;
 pub mod status;
+pub mod webhooks;
 pub mod worker;
 
 /// The `authorization` metadata value, if present.
@@ -14,9 +17,51 @@ pub fn authorization<T>(req: &tonic::Request<T>) -> Option<&str> {
     req.metadata().get("authorization").and_then(|v| v.to_str().ok())
 }
 
-/// A span that continues the caller's trace.
-pub fn span<T>(name: &'static str, req: &tonic::Request<T>) -> tracing::Span {
-    let span = tracing::info_span!("rpc", rpc = name);
+/// A server span of `baton.coordinator.v1.Coordinator/{method}` that
+/// continues the caller's trace, named and attributed as the OpenTelemetry
+/// RPC conventions say.
+pub fn span<T>(method: &'static str, req: &tonic::Request<T>) -> tracing::Span {
+    const SERVICE: &str = "baton.coordinator.v1.Coordinator";
+    let span = tracing::info_span!(
+        "rpc",
+        otel.name = %format!("{SERVICE}/{method}"),
+        otel.kind = "server",
+        rpc.system = "grpc",
+        rpc.service = SERVICE,
+        rpc.method = method,
+        rpc.grpc.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+    );
     baton_proto::trace::adopt(req.metadata(), &span);
+    baton_proto::trace::record_trace_id(&span);
     span
+}
+
+/// Runs `call` in `span` and records its gRPC status there; the codes that mean
+/// the server failed (not the caller) mark the span as an error, as the
+/// OpenTelemetry RPC conventions say.
+pub async fn traced<T>(
+    span: tracing::Span,
+    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+) -> Result<T, tonic::Status> {
+    use tracing::Instrument as _;
+    let answer = call.instrument(span.clone()).await;
+    let code = match &answer {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    };
+    span.record("rpc.grpc.status_code", code as i32);
+    if matches!(
+        code,
+        tonic::Code::Unknown
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Unimplemented
+            | tonic::Code::Internal
+            | tonic::Code::Unavailable
+            | tonic::Code::DataLoss
+    ) {
+        span.record("otel.status_code", "ERROR");
+    }
+    answer
 }

@@ -19,6 +19,7 @@ pub fn wire(e: Error) -> WireError {
         Error::Auth(authz::Error::Forbidden(why)) => WireError::new(ErrorCode::PermissionDenied, why),
         Error::Auth(authz::Error::NotFound) => WireError::new(ErrorCode::NotFound, "execution not found"),
         Error::Invalid(m) => WireError::new(ErrorCode::InvalidRequest, m),
+        Error::Missing(what) => WireError::new(ErrorCode::NotFound, format!("{what} not found")),
         Error::InvalidInput(m) => WireError::new(ErrorCode::InvalidInput, m),
         Error::UnknownTool(name) => WireError::new(ErrorCode::UnknownTool, format!("unknown tool {name:?}")),
         Error::PolicyRefused(m) => WireError::new(ErrorCode::PolicyRefused, m),

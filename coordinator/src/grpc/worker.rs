@@ -10,7 +10,7 @@ use crate::engine::messages::{
     RemoteTaskStarted, Reported, Settlement,
 };
 use crate::engine::{CloseReason, Engine, FromWorker, Session, now_ms, outbox};
-use crate::store::ToolRecord;
+use crate::store::{ToolMetadata, ToolRecord};
 use baton_proto::worker::v1::{
     self as wpb, CoordinatorMessage, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
     worker_session_server::WorkerSession,
@@ -164,6 +164,15 @@ fn registration(r: wpb::Register) -> Registration {
             max_ttl_ms: Some(t.max_ttl_ms),
             remote: t.remote,
             required_client_capabilities: t.required_client_capabilities,
+            cancel_unsupported: t.cancel_unsupported,
+            // Only an administrator disables a tool; a registration never does.
+            disabled: false,
+            metadata: ToolMetadata {
+                title: t.title,
+                annotations: t.annotations_json,
+                output_schema: t.output_schema_json,
+                icons: t.icons_json,
+            },
         })
         .collect();
     Registration {
@@ -196,7 +205,12 @@ fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
                 settlement::Outcome::UnsupportedInteraction(what) => Reported::UnsupportedInteraction(what),
             }),
         }),
-        W::Progress(p) => FromWorker::Progress { attempt: attempt(p.execution_id, p.attempt), message: p.message },
+        W::Progress(p) => FromWorker::Progress {
+            attempt: attempt(p.execution_id, p.attempt),
+            current: p.current,
+            total: p.total,
+            message: p.message,
+        },
         W::RemoteTaskStarted(m) => FromWorker::RemoteTaskStarted(RemoteTaskStarted {
             attempt: attempt(m.execution_id, m.attempt),
             remote_task_id: m.remote_task_id,

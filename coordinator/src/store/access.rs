@@ -5,6 +5,7 @@
 
 use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, tool_from_row};
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
+use super::retention::RetentionSettings;
 use super::{Credential, Result, Store, ToolRecord};
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
@@ -25,7 +26,10 @@ static WITH_EXECUTION: LazyLock<String> = LazyLock::new(|| {
 
 static WITH_TOOL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT {CREDENTIAL_COLUMNS}, {} FROM credentials c LEFT JOIN tools t ON t.project_id = $2 AND t.name = $3 \
+        "SELECT {CREDENTIAL_COLUMNS}, {}, p.retention_ms AS project_retention_ms, \
+         o.retention_ms AS org_retention_ms, o.execution_logging AS org_execution_logging \
+         FROM credentials c LEFT JOIN tools t ON t.project_id = $2 AND t.name = $3 \
+         LEFT JOIN projects p ON p.id = c.project_id LEFT JOIN organizations o ON o.id = p.org_id \
          WHERE c.token_hash = $1",
         qualified("t", TOOL_COLUMNS)
     )
@@ -51,13 +55,14 @@ impl Store {
         Ok(Some((credential_from_row(&row)?, record)))
     }
 
-    /// The credential with `token_hash` (None when unknown) and tool `name` of `project_id`, if registered.
+    /// The credential with `token_hash` (None when unknown), tool `name` of
+    /// `project_id` if registered, and the retention of the credential's project.
     pub async fn credential_with_tool(
         &self,
         token_hash: &[u8],
         project_id: &str,
         name: &str,
-    ) -> Result<Option<(Credential, Option<ToolRecord>)>> {
+    ) -> Result<Option<(Credential, Option<ToolRecord>, RetentionSettings)>> {
         let row = sqlx::query(AssertSqlSafe(WITH_TOOL.as_str()))
             .bind(token_hash)
             .bind(project_id)
@@ -69,7 +74,12 @@ impl Store {
             Some(_) => Some(tool_from_row(&row)?),
             None => None,
         };
-        Ok(Some((credential_from_row(&row)?, tool)))
+        let retention = RetentionSettings {
+            project_ms: row.try_get("project_retention_ms")?,
+            organization_ms: row.try_get("org_retention_ms")?,
+            execution_logging: row.try_get::<Option<i64>, _>("org_execution_logging")?.is_none_or(|on| on != 0),
+        };
+        Ok(Some((credential_from_row(&row)?, tool, retention)))
     }
 }
 

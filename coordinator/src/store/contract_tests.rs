@@ -391,7 +391,8 @@ async fn credentials_resolve_by_hash_and_revoke() {
         let (_, missing) = b.store.credential_with_execution(&[7; 32], "te_nope").await.expect("join").expect("cred");
         assert!(missing.is_none(), "{}", b.name);
         assert!(b.store.credential_with_execution(&[8; 32], &exec.id).await.expect("join").is_none(), "{}", b.name);
-        let (_, tool) = b.store.credential_with_tool(&[7; 32], "prj_1", "Demo.Echo").await.expect("tool").expect("c");
+        let (_, tool, _) =
+            b.store.credential_with_tool(&[7; 32], "prj_1", "Demo.Echo").await.expect("tool").expect("c");
         assert!(tool.is_none(), "{}: nothing registered yet", b.name);
         let many = b.store.credentials_by_hashes(&[&[7; 32], &[8; 32]]).await.expect("many credentials");
         assert_eq!(many.keys().collect::<Vec<_>>(), [&vec![7u8; 32]], "{}: unknown hashes are absent", b.name);

@@ -242,6 +242,7 @@ fn inserted_record(new: &NewExecution) -> ExecutionRecord {
         traceparent: new.traceparent.clone(),
         remote_task_id: None,
         version: 1,
+        progress: None,
     }
 }
 

@@ -90,6 +90,25 @@ pub struct ToolRecord {
     /// Served through a remote MCP server (the only kind that may ask for input).
     pub remote: bool,
     pub required_client_capabilities: Vec<String>,
+    /// The tool declared it cannot be stopped once started: a cancel answers `unsupported`.
+    pub cancel_unsupported: bool,
+    /// An administrator disabled it: it starts nothing and takes no input or
+    /// cancellation. Registrations never change this.
+    pub disabled: bool,
+    pub metadata: ToolMetadata,
+}
+
+/// MCP metadata a tool declared, shown to clients as given: JSON text each,
+/// empty when the tool declared none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolMetadata {
+    pub title: String,
+    /// A JSON object of behaviour hints (`destructiveHint`, `readOnlyHint`…).
+    pub annotations: String,
+    /// A JSON Schema object describing `structuredContent`.
+    pub output_schema: String,
+    /// A JSON array of MCP icons.
+    pub icons: String,
 }
 
 pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
@@ -97,6 +116,8 @@ pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
     let max_attempts: i64 = row.try_get("max_attempts")?;
     let remote: i64 = row.try_get("remote")?;
     let capabilities: String = row.try_get("required_client_capabilities")?;
+    let cancel_unsupported: i64 = row.try_get("cancel_unsupported")?;
+    let disabled_at: Option<i64> = row.try_get("disabled_at")?;
     Ok(ToolRecord {
         name: row.try_get("name")?,
         toolkit_name: row.try_get("toolkit_name")?,
@@ -109,11 +130,20 @@ pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
         max_ttl_ms: row.try_get("max_ttl_ms")?,
         remote: remote != 0,
         required_client_capabilities: capabilities.split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect(),
+        cancel_unsupported: cancel_unsupported != 0,
+        disabled: disabled_at.is_some(),
+        metadata: ToolMetadata {
+            title: row.try_get("title")?,
+            annotations: row.try_get("annotations")?,
+            output_schema: row.try_get("output_schema")?,
+            icons: row.try_get("icons")?,
+        },
     })
 }
 
 pub(super) const TOOL_COLUMNS: &str = "name, toolkit_name, toolkit_version, description, input_schema, background, \
-    task_time_input, max_attempts, max_ttl_ms, remote, required_client_capabilities";
+    task_time_input, max_attempts, max_ttl_ms, remote, required_client_capabilities, cancel_unsupported, disabled_at, \
+    title, annotations, output_schema, icons";
 
 impl Store {
     pub async fn create_org(&self, id: &str, name: &str, now: Millis) -> Result<()> {
@@ -187,6 +217,15 @@ impl Store {
     }
 
     /// Revokes a credential; returns false when no live credential has that id.
+    /// The organization and project of credential `id`, if it exists.
+    pub async fn credential_scope(&self, id: &str) -> Result<Option<(String, String)>> {
+        let row = sqlx::query("SELECT org_id, project_id FROM credentials WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((r.try_get("org_id")?, r.try_get("project_id")?))).transpose()
+    }
+
     pub async fn revoke_credential(&self, id: &str, now: Millis) -> Result<bool> {
         let done = sqlx::query("UPDATE credentials SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
             .bind(now)
@@ -202,14 +241,16 @@ impl Store {
             sqlx::query(
                 "INSERT INTO tools (project_id, name, toolkit_name, toolkit_version, description, input_schema, \
                  background, task_time_input, max_attempts, max_ttl_ms, updated_at, position, remote, \
-                 required_client_capabilities) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                 required_client_capabilities, cancel_unsupported, title, annotations, output_schema, icons) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
                  ON CONFLICT (project_id, name) DO UPDATE SET toolkit_name = excluded.toolkit_name, \
                  toolkit_version = excluded.toolkit_version, description = excluded.description, \
                  input_schema = excluded.input_schema, background = excluded.background, \
                  task_time_input = excluded.task_time_input, max_attempts = excluded.max_attempts, \
                  max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at, position = excluded.position, remote = excluded.remote, \
-                 required_client_capabilities = excluded.required_client_capabilities",
+                 required_client_capabilities = excluded.required_client_capabilities, \
+                 cancel_unsupported = excluded.cancel_unsupported, title = excluded.title, \
+                 annotations = excluded.annotations, output_schema = excluded.output_schema, icons = excluded.icons",
             )
             .bind(project_id)
             .bind(&t.name)
@@ -225,6 +266,11 @@ impl Store {
             .bind(position as i64)
             .bind(i64::from(t.remote))
             .bind(t.required_client_capabilities.join(","))
+            .bind(i64::from(t.cancel_unsupported))
+            .bind(&t.metadata.title)
+            .bind(&t.metadata.annotations)
+            .bind(&t.metadata.output_schema)
+            .bind(&t.metadata.icons)
             .execute(&mut *tx)
             .await?;
         }
@@ -232,10 +278,31 @@ impl Store {
         Ok(())
     }
 
+    /// The project's tools callers may use (a disabled tool is not offered).
     pub async fn list_tools(&self, project_id: &str) -> Result<Vec<ToolRecord>> {
-        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 ORDER BY position, name");
+        let sql = format!(
+            "SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 AND disabled_at IS NULL ORDER BY position, name"
+        );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).fetch_all(&self.pool).await?;
         rows.iter().map(tool_from_row).collect()
+    }
+
+    /// Disables (`Some(now)`) or re-enables (`None`) a tool; false when the project has no such tool.
+    pub async fn set_tool_disabled(&self, project_id: &str, name: &str, disabled_at: Option<Millis>) -> Result<bool> {
+        let done = sqlx::query("UPDATE tools SET disabled_at = $1 WHERE project_id = $2 AND name = $3")
+            .bind(disabled_at)
+            .bind(project_id)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// One tool of a project, enabled or not.
+    pub async fn tool(&self, project_id: &str, name: &str) -> Result<Option<ToolRecord>> {
+        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 AND name = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).bind(name).fetch_optional(&self.pool).await?;
+        row.as_ref().map(tool_from_row).transpose()
     }
 
     /// Records that `worker_id` is connected to `coordinator_id` (replacing an older session).

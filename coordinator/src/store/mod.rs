@@ -8,28 +8,44 @@
 //! transition (those are `domain::apply`, called inside the transaction here).
 
 mod access;
+mod audit;
+mod bulk;
 mod create;
 mod executions;
 mod history;
 mod identity;
 mod input;
+mod listing;
 mod operator;
+mod progress;
 mod records;
+mod retention;
 mod sweep;
+mod watch;
+mod webhooks;
 mod write;
 
 #[cfg(test)]
 mod contract_tests;
 #[cfg(test)]
 mod history_tests;
+#[cfg(test)]
+mod settings_tests;
+#[cfg(test)]
+mod webhooks_tests;
 
+pub use audit::{AuditEntry, AuditFilter};
+pub use bulk::{SeedRun, Seeded, Step};
 pub use create::Created;
 pub use executions::{Applied, Claimed, EventRecord, ListFilter};
-pub use history::{HistoryFilter, HistoryRow};
-pub use identity::{Credential, CredentialKind, NewCredential, ToolRecord};
+pub use history::{HistoryFilter, HistoryRead, HistoryRow};
+pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
 pub use input::{Answered, InputRequestRow};
-pub use records::{AttemptRecord, ExecutionRecord, NewExecution};
+pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
+pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
+pub use retention::RetentionSettings;
 pub use sweep::{OpenExecution, SweepReport};
+pub use webhooks::{AttemptOutcome, ClaimedDelivery, DeliveryRecord, EndpointRecord};
 pub use write::{EventData, PublishedRequest};
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -159,6 +175,11 @@ impl Store {
                 ),
                 (3, "worker_bindings", include_str!("../../../migrations/postgres/0003_worker_bindings.sql")),
                 (4, "history", include_str!("../../../migrations/postgres/0004_history.sql")),
+                (5, "audit_retention", include_str!("../../../migrations/postgres/0005_audit_retention.sql")),
+                (6, "webhooks", include_str!("../../../migrations/postgres/0006_webhooks.sql")),
+                (7, "watch_tokens", include_str!("../../../migrations/postgres/0007_watch_tokens.sql")),
+                (8, "history_indexes", include_str!("../../../migrations/postgres/0008_history_indexes.sql")),
+                (9, "tool_metadata", include_str!("../../../migrations/postgres/0009_tool_metadata.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -169,6 +190,11 @@ impl Store {
                 ),
                 (3, "worker_bindings", include_str!("../../../migrations/sqlite/0003_worker_bindings.sql")),
                 (4, "history", include_str!("../../../migrations/sqlite/0004_history.sql")),
+                (5, "audit_retention", include_str!("../../../migrations/sqlite/0005_audit_retention.sql")),
+                (6, "webhooks", include_str!("../../../migrations/sqlite/0006_webhooks.sql")),
+                (7, "watch_tokens", include_str!("../../../migrations/sqlite/0007_watch_tokens.sql")),
+                (8, "history_indexes", include_str!("../../../migrations/sqlite/0008_history_indexes.sql")),
+                (9, "tool_metadata", include_str!("../../../migrations/sqlite/0009_tool_metadata.sql")),
             ],
         };
         let migrations = sources
@@ -179,6 +205,12 @@ impl Store {
             .collect();
         Migrator::with_migrations(migrations).run(&self.pool).await?;
         Ok(())
+    }
+
+    /// The pool's connections (in use, idle).
+    pub fn pool_stats(&self) -> (u64, u64) {
+        let idle = self.pool.num_idle() as u64;
+        (u64::from(self.pool.size()).saturating_sub(idle), idle)
     }
 
     pub async fn ping(&self) -> Result<()> {

@@ -65,7 +65,24 @@ pub struct ExecutionRecord {
     pub traceparent: Option<String>,
     pub remote_task_id: Option<String>,
     pub version: i64,
+    /// The latest progress the running tool reported (`Store::record_progress`).
+    pub progress: Option<ProgressRecord>,
 }
+
+/// A tool's latest account of how far it is, kept on the execution row and
+/// overwritten per report, never in the event log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgressRecord {
+    /// Finite and non-negative (`Store::record_progress` keeps it so).
+    pub current: f64,
+    /// 0 = unknown.
+    pub total: f64,
+    pub message: String,
+    pub at: Millis,
+}
+
+// Only finite numbers are stored, so equality is an equivalence.
+impl Eq for ProgressRecord {}
 
 impl ExecutionRecord {
     pub fn status(&self) -> Status {
@@ -84,7 +101,8 @@ pub const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_na
     user_id, started_by, surface, execution_type, status, failure_reason, error_message, summary, not_before, \
     worker_id, lease_attempt, lease_expires_at, attempts, max_attempts, cancel_requested, owner_loss_detection_at, \
     created_at, scheduled_at, started_at, finished_at, updated_at, execution_deadline, retention_expires_at, \
-    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, traceparent, remote_task_id, version";
+    poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, traceparent, remote_task_id, version, \
+    progress_current, progress_total, progress_message, progress_at";
 
 fn corrupt(what: &str, id: &str) -> Error {
     Error::Corrupt(format!("{what} of execution {id}"))
@@ -199,7 +217,20 @@ pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         traceparent: row.try_get("traceparent")?,
         remote_task_id: row.try_get("remote_task_id")?,
         version: row.try_get("version")?,
+        progress: progress_from_row(row),
         id,
+    })
+}
+
+/// The progress columns, when the statement read them and a report exists:
+/// a display-only value, so a statement without them reads as "none".
+fn progress_from_row(row: &AnyRow) -> Option<ProgressRecord> {
+    let at: i64 = row.try_get::<Option<i64>, _>("progress_at").ok().flatten()?;
+    Some(ProgressRecord {
+        current: row.try_get::<Option<f64>, _>("progress_current").ok().flatten().unwrap_or(0.0),
+        total: row.try_get::<Option<f64>, _>("progress_total").ok().flatten().unwrap_or(0.0),
+        message: row.try_get::<Option<String>, _>("progress_message").ok().flatten().unwrap_or_default(),
+        at,
     })
 }
 

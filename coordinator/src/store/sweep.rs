@@ -143,6 +143,16 @@ impl Store {
         applied
     }
 
+    /// How many executions wait for a worker, per project.
+    pub async fn pending_by_project(&self) -> Result<std::collections::HashMap<String, i64>> {
+        let rows = sqlx::query(
+            "SELECT project_id, COUNT(*) AS n FROM executions WHERE status = 'pending' GROUP BY project_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok((r.try_get("project_id")?, r.try_get("n")?))).collect()
+    }
+
     /// Deletes up to `limit` executions past retention, rows locked with `SKIP LOCKED`.
     async fn delete_expired(&self, now: Millis, limit: u32, report: &mut SweepReport) -> Result<()> {
         let sql = format!(

@@ -127,8 +127,11 @@ pub async fn persist_many(
     let mut finished = AnyArguments::default();
     let mut finished_rows = 0;
     let mut written = Vec::with_capacity(items.len());
+    // The outbox: signals are written with the transitions that cause them.
+    let mut signals = Vec::new();
     for p in items {
         let after = next_row(p, now);
+        signals.extend(crate::webhooks::signal::of_transition(p.before, &after));
         let cols = phase_columns(&after.state.phase);
         add(&mut rows, after.id.clone())?;
         add(&mut rows, p.before.version)?;
@@ -230,6 +233,7 @@ pub async fn persist_many(
         add(&mut finished, now)?;
         sqlx::query_with(AssertSqlSafe(sql), finished).persistent(false).execute(&mut **tx).await?;
     }
+    super::webhooks::enqueue(tx, &signals, now).await?;
     for p in items {
         extras(tx, p, now).await?;
     }

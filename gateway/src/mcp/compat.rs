@@ -5,8 +5,10 @@
 //! `_ProvideToolExecutionInput`, `_CancelToolExecution`. The handle names only
 //! the opaque execution id: never remote task ids, transports or URLs.
 //! `_GetToolExecution` with `wait_ms` holds a wait place (`crate::waits`; over
-//! a bound it is a protocol error, 429) and, when the gateway shuts down,
-//! answers at once with the execution as it stands.
+//! a bound it is a protocol error, -32025) and, when the gateway shuts down,
+//! answers at once with the execution as it stands. Its answer says why the
+//! wait ended (`timed_out`, `shutdown`), and a `wait_ms` over the configured
+//! limit (`gateway.max_wait_ms`) is refused naming it, never shortened.
 
 use super::context::Ctx;
 use super::error::RpcError;
@@ -19,9 +21,6 @@ use baton_proto::error::{ErrorCode, WireError};
 use baton_proto::worker::v1::{BackgroundPolicy, InputAction};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
-
-/// The longest wait `_GetToolExecution` accepts.
-pub const MAX_WAIT_MS: u64 = 45_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {
@@ -59,6 +58,7 @@ fn prefix(ctx: &Ctx) -> &str {
 
 pub fn definitions(ctx: &Ctx) -> Vec<Value> {
     let p = prefix(ctx);
+    let max_wait_ms = ctx.caller.state.options.wait_limits.max_wait_ms;
     let id = json!({"type": "string", "description": "The execution id from a handle or a listing."});
     let mut tools = vec![
         json!({
@@ -71,10 +71,10 @@ pub fn definitions(ctx: &Ctx) -> Vec<Value> {
         }),
         json!({
             "name": Tool::Get.name(p),
-            "description": "Get a background tool execution; waits up to wait_ms (at most 45000) for it to change, and returns the tool's result once it completed.",
+            "description": format!("Get a background tool execution; waits up to wait_ms (at most {max_wait_ms}) for it to change, and returns the tool's result once it completed. timed_out says a wait saw no change; shutdown says the server is restarting: call again at once."),
             "inputSchema": {"type": "object", "required": ["execution_id"], "properties": {
                 "execution_id": id,
-                "wait_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS}
+                "wait_ms": {"type": "integer", "minimum": 0, "maximum": max_wait_ms}
             }}
         }),
         json!({
@@ -106,7 +106,8 @@ pub fn definitions(ctx: &Ctx) -> Vec<Value> {
 /// The structured handle for an execution that is still running.
 fn handle(ctx: &Ctx, view: &ExecutionView) -> Value {
     let p = prefix(ctx);
-    let wait_ms = view.poll_interval_ms.clamp(1000, MAX_WAIT_MS as i64);
+    let max_wait_ms = i64::try_from(ctx.caller.state.options.wait_limits.max_wait_ms).unwrap_or(i64::MAX);
+    let wait_ms = view.poll_interval_ms.clamp(1000.min(max_wait_ms), max_wait_ms);
     let mut h = json!({
         "type": format!("{}.execution/v1", p.to_ascii_lowercase()),
         "execution_id": view.execution_id,
@@ -121,6 +122,10 @@ fn handle(ctx: &Ctx, view: &ExecutionView) -> Value {
         }),
         _ => json!({"tool": Tool::Get.name(p), "arguments": {"execution_id": view.execution_id, "wait_ms": wait_ms}}),
     };
+    if view.progress.is_some() {
+        // The tool's own account of how far it is, for the model to relay.
+        h["progress"] = crate::execution::progress(view.progress.as_ref());
+    }
     if !open.is_empty() {
         h["input_requests"] = open
             .iter()
@@ -226,7 +231,7 @@ async fn list(ctx: &Ctx, args: &Value) -> Outcome {
     Ok(Ok(tool_result(text.join("\n"), json!({"executions": items, "next_cursor": next}), false)))
 }
 
-/// Unlike the other tools, a wait over its bound is a protocol error (429),
+/// Unlike the other tools, a wait over its bound is a protocol error (-32025),
 /// not a tool error: the client should come back later, the model need not
 /// change anything.
 async fn get(ctx: &Ctx, args: &Value) -> Result<Value, RpcError> {
@@ -235,28 +240,43 @@ async fn get(ctx: &Ctx, args: &Value) -> Result<Value, RpcError> {
         Ok(id) => id,
         Err(refused) => return Ok(refused),
     };
-    let wait_ms = match bounded(args, "wait_ms", 0, MAX_WAIT_MS) {
+    let wait_ms = match bounded(args, "wait_ms", 0, u64::MAX) {
         Ok(w) => w.unwrap_or(0),
         Err(refused) => return Ok(refused),
     };
+    if let Err(over) = caller.state.options.wait_limits.wait_ms(wait_ms) {
+        return Ok(refusal(&over.to_string()));
+    }
     let mut view = match caller.coordinator().execution(&caller.bearer, &caller.scope, id).await {
         Ok(v) => v,
         Err(e) => return soft(e),
     };
+    let (mut timed_out, mut shutdown) = (false, false);
     if wait_ms > 0 && !is_terminal(&view) {
         let _place = caller.admit_wait()?;
-        let wait =
-            caller.coordinator().wait(&caller.bearer, &caller.scope, id, Duration::from_millis(wait_ms), view.status());
+        let wait = Duration::from_millis(wait_ms);
+        let began = tokio::time::Instant::now();
+        let waiting = caller.coordinator().wait(&caller.bearer, &caller.scope, id, wait, view.status());
         // Shutting down: the execution as it stands, with its next step.
-        if let Some(waited) = caller.state.unless_shutdown(wait).await {
-            view = match waited {
-                Ok(v) => v,
-                Err(e) => return soft(e),
-            };
+        match caller.state.unless_shutdown(waiting).await {
+            Some(waited) => {
+                view = match waited {
+                    Ok(v) => v,
+                    Err(e) => return soft(e),
+                };
+                // The coordinator answers early only for a change; a full wait found none.
+                timed_out = !is_terminal(&view) && began.elapsed() >= wait;
+            }
+            None => shutdown = true,
         }
     }
     match task_view::complete(caller, view).await {
-        Ok(snap) => Ok(describe(ctx, &snap)),
+        Ok(snap) => {
+            let mut answer = describe(ctx, &snap);
+            answer["structuredContent"]["timed_out"] = timed_out.into();
+            answer["structuredContent"]["shutdown"] = shutdown.into();
+            Ok(answer)
+        }
         Err(e) => soft(e),
     }
 }

@@ -87,7 +87,7 @@ impl Caller {
         &self.state.coordinator
     }
 
-    /// A place for one parked wait of this caller (429 over a bound).
+    /// A place for one parked wait of this caller (-32025 over a bound).
     pub fn admit_wait(&self) -> Result<WaitPermit, RpcError> {
         Ok(self.state.admit_wait(&self.bearer)?)
     }

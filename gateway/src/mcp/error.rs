@@ -22,6 +22,12 @@ pub const CANCEL_NOT_DELIVERED: i64 = -32023;
 /// `tasks/cancel` (2026-07-28): the cancel is recorded, but whether the stop
 /// reached the tool is unknown; get the task before starting new work.
 pub const CANCEL_DELIVERY_UNKNOWN: i64 = -32024;
+/// Capacity pressure (`capacity_exceeded`, `too_many_waits`): nothing was
+/// started or parked; retry after `data.retryAfterMs` (`data` also names the
+/// scope). Sent with HTTP 200 and `Retry-After`, not 429: python `mcp` 1.30's
+/// transport raises on any 4xx but 404 and ends the whole session, while
+/// every client tried surfaces a JSON-RPC error on 200 as a call error.
+pub const OVER_CAPACITY: i64 = -32025;
 
 /// A JSON-RPC error on its way to the client. Messages are client-safe: they
 /// never carry tokens, payloads or internal addresses.
@@ -171,7 +177,8 @@ impl From<WireError> for RpcError {
             ErrorCode::NotFound => (INVALID_PARAMS, None, "not found".to_owned()),
             ErrorCode::Unauthenticated => (INVALID_REQUEST, Some(StatusCode::UNAUTHORIZED), e.message.clone()),
             ErrorCode::PermissionDenied => (INVALID_REQUEST, Some(StatusCode::FORBIDDEN), e.message.clone()),
-            ErrorCode::CapacityExceeded | ErrorCode::Unavailable => (INTERNAL_ERROR, None, e.message.clone()),
+            ErrorCode::CapacityExceeded => (OVER_CAPACITY, None, e.message.clone()),
+            ErrorCode::Unavailable => (INTERNAL_ERROR, None, e.message.clone()),
             ErrorCode::Internal => (INTERNAL_ERROR, None, "internal error".to_owned()),
         };
         let mut data = Map::new();
@@ -187,16 +194,16 @@ impl From<WireError> for RpcError {
     }
 }
 
-/// Over a wait bound: HTTP 429 with `Retry-After`, shaped like the
+/// Over a wait bound: -32025 with `Retry-After`, shaped like the
 /// coordinator's `capacity_exceeded` (`data.code`, `scope`, `retryAfterMs`).
 impl From<TooManyWaits> for RpcError {
     fn from(e: TooManyWaits) -> Self {
         let ms = waits::RETRY_AFTER_MS;
         RpcError {
-            code: INTERNAL_ERROR,
+            code: OVER_CAPACITY,
             message: e.to_string(),
             data: Some(json!({"code": TooManyWaits::CODE, "scope": e.scope(), "retryAfterMs": ms})),
-            status: Some(StatusCode::TOO_MANY_REQUESTS),
+            status: None,
             retry_after_ms: Some(ms),
         }
     }
@@ -233,13 +240,17 @@ mod tests {
         assert_eq!(data["scope"], "principal");
         assert_eq!(data["retryAfterMs"], 2500);
         assert_eq!(e.retry_after_ms, Some(2500));
+        assert_eq!(e.code, OVER_CAPACITY);
+        assert_eq!(e.http_status(Era::Legacy), StatusCode::OK);
+        assert_eq!(e.http_status(Era::Modern), StatusCode::OK);
     }
 
     #[test]
-    fn too_many_waits_is_429_with_retry() {
+    fn too_many_waits_is_over_capacity_with_retry() {
         let e = RpcError::from(TooManyWaits::Principal);
-        assert_eq!(e.http_status(Era::Legacy), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(e.http_status(Era::Modern), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.code, OVER_CAPACITY);
+        assert_eq!(e.http_status(Era::Legacy), StatusCode::OK);
+        assert_eq!(e.http_status(Era::Modern), StatusCode::OK);
         let data = e.data.clone().expect("data");
         assert_eq!(data["code"], "too_many_waits");
         assert_eq!(data["scope"], "principal");

@@ -14,7 +14,22 @@ pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 const LOOPBACK: [&str; 4] = ["localhost", "127.0.0.1", "[::1]", "::1"];
 
 /// True when the `Host` (or URI authority) and any `Origin` are acceptable.
+/// A refusal is logged naming the setting: behind an Ingress the usual cause
+/// is a public host name missing from `gateway.allowed_hosts`.
 pub fn host_and_origin_allowed(headers: &HeaderMap, authority: Option<&str>, allowed: &[String]) -> bool {
+    let ok = host_and_origin_checked(headers, authority, allowed);
+    if !ok {
+        let (host, origin) = (headers.get(header::HOST), headers.get(header::ORIGIN));
+        tracing::warn!(
+            ?host,
+            ?origin,
+            "MCP request refused (403): Host or Origin is neither loopback nor in gateway.allowed_hosts (Helm value gateway.allowedHosts)"
+        );
+    }
+    ok
+}
+
+fn host_and_origin_checked(headers: &HeaderMap, authority: Option<&str>, allowed: &[String]) -> bool {
     let host = match headers.get(header::HOST) {
         Some(v) => match v.to_str() {
             Ok(h) => Some(h),

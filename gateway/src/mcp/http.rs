@@ -131,7 +131,7 @@ async fn modern_message(state: &AppState, gateway_id: &str, headers: &HeaderMap,
         Err(e) => return error_response(Era::Modern, Some(&id), e),
     };
     let ctx = Ctx { caller, era: Era::Modern, client_capabilities, legacy_version: String::new(), elicitation: false };
-    let outcome = modern::dispatch(&ctx, &method, &params).await;
+    let outcome = crate::telemetry::mcp_operation(&method, &params, modern::dispatch(&ctx, &method, &params)).await;
     reply(Era::Modern, &id, outcome)
 }
 
@@ -179,7 +179,8 @@ async fn legacy_message(
                 legacy_version: claims.version,
                 elicitation: claims.elicitation,
             };
-            let outcome = legacy::dispatch(&ctx, &method, &params).await;
+            let outcome =
+                crate::telemetry::mcp_operation(&method, &params, legacy::dispatch(&ctx, &method, &params)).await;
             reply(Era::Legacy, &id, outcome)
         }
     }
@@ -259,12 +260,19 @@ async fn delete_session(
 }
 
 /// Adds what every 2026-07-28 result carries: `resultType` and the server's
-/// identity in `_meta`.
+/// identity in `_meta`. An empty acknowledgement (`tasks/cancel`,
+/// `tasks/update`) stays `{"resultType": "complete"}` alone: the identity is
+/// only a SHOULD, and rmcp 3.3.0 decodes an ack carrying `_meta` as an empty
+/// tool result, which its `cancel_task` then refuses as an unexpected response.
 fn decorate(era: Era, mut result: Value) -> Value {
     if era == Era::Modern
         && let Some(obj) = result.as_object_mut()
     {
+        let ack = obj.is_empty();
         obj.entry("resultType").or_insert_with(|| "complete".into());
+        if ack {
+            return result;
+        }
         let meta = obj.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
             meta.insert("io.modelcontextprotocol/serverInfo".into(), server_info());

@@ -11,6 +11,7 @@
 //! `tools`, `task_view`, `tasks_v1`, `tasks_v2`, `compat`. Shared below them:
 //! `guard` (Host/Origin, Accept/Content-Type, header values), `jsonrpc`
 //! (framing), `error` (the one error table), `session` (sealed session ids),
+//! `request_state` (sealed MRTR request states),
 //! `context` (the caller: bearer, scope, dialect facts) and `protocol`
 //! (versions, eras, names). Coordinator calls go through the gateway's typed
 //! client (`crate::coordinator`); shared JSON helpers live in `crate::json`,
@@ -25,6 +26,7 @@ mod jsonrpc;
 mod legacy;
 mod modern;
 mod protocol;
+mod request_state;
 mod session;
 mod task_view;
 mod tasks_v1;

@@ -2,13 +2,15 @@
 //! `Mcp-Session-Id` is an AES-256-GCM sealed token carrying the principal hash,
 //! the negotiated version and a summary of the client's capabilities, so any
 //! replica holding `options.session_key` can open it. Also owns the set of
-//! terminated session ids. Does not authenticate: the caller compares the
-//! principal hash with the credential the coordinator resolved.
+//! terminated session ids, and the sealing both session ids and MRTR request
+//! states use (`seal_json`/`open_json`). Does not authenticate: the caller
+//! compares the principal hash with the credential the coordinator resolved.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
@@ -23,9 +25,9 @@ const MAX_TOKEN_LEN: usize = 4096;
 pub enum Error {
     #[error("the random number generator failed")]
     Random,
-    #[error("sealing the session failed")]
+    #[error("sealing the token failed")]
     Seal,
-    #[error("the session token is malformed or was not sealed with this key")]
+    #[error("the token is malformed or was not sealed with this key")]
     Invalid,
 }
 
@@ -59,23 +61,39 @@ pub fn random_sid() -> Result<String, Error> {
 }
 
 pub fn seal(key: &[u8; 32], claims: &Claims) -> Result<String, Error> {
-    let cipher = Aes256Gcm::new_from_slice(key).map_err(|_| Error::Seal)?;
-    let plaintext = serde_json::to_vec(claims).map_err(|_| Error::Seal)?;
-    let mut nonce = [0u8; NONCE_LEN];
-    getrandom::fill(&mut nonce).map_err(|_| Error::Random)?;
-    let nonce_arr = Nonce::try_from(&nonce[..]).map_err(|_| Error::Seal)?;
-    let ct = cipher.encrypt(&nonce_arr, Payload { msg: &plaintext, aad: AAD }).map_err(|_| Error::Seal)?;
-    let mut raw = Vec::with_capacity(NONCE_LEN + ct.len());
-    raw.extend_from_slice(&nonce);
-    raw.extend_from_slice(&ct);
-    Ok(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(raw)))
+    seal_json(key, PREFIX, AAD, claims)
 }
 
 pub fn open(key: &[u8; 32], token: &str) -> Result<Claims, Error> {
+    open_json(key, PREFIX, AAD, token)
+}
+
+/// Seals `value` as `{prefix}{base64url(nonce ‖ ciphertext)}`; `aad` binds the
+/// token to its purpose, so a token of one kind never opens as another.
+pub(super) fn seal_json<T: Serialize>(key: &[u8; 32], prefix: &str, aad: &[u8], value: &T) -> Result<String, Error> {
+    let cipher = Aes256Gcm::new_from_slice(key).map_err(|_| Error::Seal)?;
+    let plaintext = serde_json::to_vec(value).map_err(|_| Error::Seal)?;
+    let mut nonce = [0u8; NONCE_LEN];
+    getrandom::fill(&mut nonce).map_err(|_| Error::Random)?;
+    let nonce_arr = Nonce::try_from(&nonce[..]).map_err(|_| Error::Seal)?;
+    let ct = cipher.encrypt(&nonce_arr, Payload { msg: &plaintext, aad }).map_err(|_| Error::Seal)?;
+    let mut raw = Vec::with_capacity(NONCE_LEN + ct.len());
+    raw.extend_from_slice(&nonce);
+    raw.extend_from_slice(&ct);
+    Ok(format!("{prefix}{}", URL_SAFE_NO_PAD.encode(raw)))
+}
+
+/// Opens what `seal_json` sealed with the same key, prefix and `aad`.
+pub(super) fn open_json<T: DeserializeOwned>(
+    key: &[u8; 32],
+    prefix: &str,
+    aad: &[u8],
+    token: &str,
+) -> Result<T, Error> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(Error::Invalid);
     }
-    let body = token.strip_prefix(PREFIX).ok_or(Error::Invalid)?;
+    let body = token.strip_prefix(prefix).ok_or(Error::Invalid)?;
     let raw = URL_SAFE_NO_PAD.decode(body).map_err(|_| Error::Invalid)?;
     if raw.len() <= NONCE_LEN {
         return Err(Error::Invalid);
@@ -83,7 +101,7 @@ pub fn open(key: &[u8; 32], token: &str) -> Result<Claims, Error> {
     let (nonce, ct) = raw.split_at(NONCE_LEN);
     let cipher = Aes256Gcm::new_from_slice(key).map_err(|_| Error::Invalid)?;
     let nonce = Nonce::try_from(nonce).map_err(|_| Error::Invalid)?;
-    let plaintext = cipher.decrypt(&nonce, Payload { msg: ct, aad: AAD }).map_err(|_| Error::Invalid)?;
+    let plaintext = cipher.decrypt(&nonce, Payload { msg: ct, aad }).map_err(|_| Error::Invalid)?;
     serde_json::from_slice(&plaintext).map_err(|_| Error::Invalid)
 }
 

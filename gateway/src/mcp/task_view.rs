@@ -119,7 +119,7 @@ fn status_message(s: &Snapshot, status: &str) -> Option<String> {
         "failed" => Some("the execution failed".to_owned()),
         "cancelled" => Some("the task was cancelled".to_owned()),
         _ if !v.summary.is_empty() => Some(v.summary.clone()),
-        _ => None,
+        _ => crate::execution::progress_line(v),
     }
 }
 
@@ -166,6 +166,8 @@ pub fn v2_task(view: &ExecutionView) -> Map<String, Value> {
     task.insert("retentionExpiresAt".into(), rfc3339(view.retention_expires_at_ms));
     if !view.summary.is_empty() {
         task.insert("statusMessage".into(), view.summary.clone().into());
+    } else if let Some(line) = crate::execution::progress_line(view) {
+        task.insert("statusMessage".into(), line.into());
     }
     task
 }

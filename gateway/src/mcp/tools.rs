@@ -5,14 +5,20 @@
 //! or no other way out). A call that will wait holds a wait place
 //! (`crate::waits`), taken before anything starts; when the gateway shuts
 //! down, a foreground wait hands over at once and a stream ends saying so.
-//! Does not shape tasks (see `task_view`) nor serve the compatibility tools
+//! At 2026-07-28 input asked while a call without a task waits travels as an
+//! MRTR round, and a task-required tool that may ask for input is held for a
+//! short first-input window: input asked there is an MRTR round too, and the
+//! retry carrying the answers gets the task (the same execution). Does not shape tasks (see `task_view`) nor serve the compatibility tools
 //! (see `compat`).
+
+mod progress;
 
 use super::compat;
 use super::context::{Ctx, Outgoing, Reply};
 use super::error::{METHOD_NOT_FOUND, RpcError};
 use super::jsonrpc::str_param;
 use super::protocol::{Era, TASKS_LEGACY_VERSION};
+use super::request_state::{self, RequestState};
 use super::task_view::{self, Snapshot};
 use crate::coordinator::NewExecution;
 use crate::execution::is_terminal;
@@ -27,6 +33,13 @@ use tokio::time::Instant;
 
 /// One long poll never asks the coordinator for more than this.
 const WAIT_SLICE: Duration = Duration::from_secs(25);
+
+/// How long a task-required call is held before its task is handed over, when
+/// the tool may ask for input and the client can answer an MRTR round: input
+/// asked in this window is gathered first (MRTR, then the task), so a client
+/// need not choose between the two surfaces up front. A tool that neither asks
+/// nor ends in the window costs its caller this much latency, no more.
+const FIRST_INPUT_WINDOW: Duration = Duration::from_secs(1);
 
 /// The tool's background policy; one this gateway does not know is forbidden.
 fn policy(def: &pb::ToolDefinition) -> Policy {
@@ -62,11 +75,27 @@ fn tool(ctx: &Ctx, def: &pb::ToolDefinition) -> Value {
     if !def.description.is_empty() {
         tool["description"] = def.description.clone().into();
     }
+    metadata(&mut tool, def);
     if ctx.legacy_tasks() {
         // MCP's `taskSupport` words are the policy's names.
         tool["execution"] = json!({"taskSupport": policy(def).name()});
     }
     tool
+}
+
+/// The MCP metadata the tool declared (`title`, `annotations`, `outputSchema`,
+/// `icons`), shown as given; the coordinator checked each is JSON of its shape.
+fn metadata(tool: &mut Value, def: &pb::ToolDefinition) {
+    if !def.title.is_empty() {
+        tool["title"] = def.title.clone().into();
+    }
+    for (key, text) in
+        [("annotations", &def.annotations_json), ("outputSchema", &def.output_schema_json), ("icons", &def.icons_json)]
+    {
+        if let Ok(v) = serde_json::from_str::<Value>(text) {
+            tool[key] = v;
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,8 +179,16 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
     }
     let plan = plan(ctx, name, policy(def), params.get("task"))?;
     let budget = ctx.caller.state.options.foreground_budget;
-    // Refused over a bound before anything starts, so a 429 changes nothing.
-    let waits = !plan.immediate && (!budget.is_zero() || plan.handoff == Handoff::Wait);
+    // 2026-07-28, a task-required tool that may ask for input, and a client
+    // that can answer: the first round may be MRTR, the last is the task.
+    let compose = ctx.era == Era::Modern
+        && plan.handoff == Handoff::Task
+        && plan.immediate
+        && def.task_time_input
+        && ctx.declares("elicitation");
+    let retry = params.get("requestState").is_some();
+    // Refused over a bound before anything starts, so a refusal changes nothing.
+    let waits = (compose && !retry) || (!plan.immediate && (!budget.is_zero() || plan.handoff == Handoff::Wait));
     let place = if waits { Some(ctx.caller.admit_wait()?) } else { None };
     // 2026-07-28 without a task: input the tool asks for while the caller waits
     // travels as an MRTR round (InputRequiredResult, then a retry carrying the
@@ -161,7 +198,7 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         && match plan.handoff {
             Handoff::Wait => true,
             Handoff::Handle => ctx.declares("elicitation"),
-            Handoff::Task => false,
+            Handoff::Task => compose,
         };
     let view = match params.get("requestState") {
         Some(state) if mrtr => resume(ctx, name, state, params.get("inputResponses")).await?,
@@ -178,23 +215,57 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
             }
         }
     };
+    if compose {
+        // The retry answered the round: the task now, whatever the tool does
+        // next (later questions arrive through `tasks/get`).
+        if retry {
+            return hand_over(ctx, Handoff::Task, view, false, place, None).await;
+        }
+        let held = hold_for_first_input(ctx, view).await?;
+        return hand_over(ctx, Handoff::Task, held, true, place, None).await;
+    }
+    // A legacy caller's `progressToken`: a call that waits on SSE relays the tool's progress.
+    let token = params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number());
+    let token = token.filter(|_| ctx.era == Era::Legacy).cloned();
     if plan.immediate {
-        return hand_over(ctx, plan.handoff, view, mrtr, place).await;
+        return hand_over(ctx, plan.handoff, view, mrtr, place, token).await;
     }
     let snap = wait_until(ctx, view, Instant::now() + budget, mrtr).await?;
     if let Some(outcome) = task_view::outcome(&snap) {
         return outcome.map(Reply::Json);
     }
-    hand_over(ctx, plan.handoff, snap.view, mrtr, place).await
+    hand_over(ctx, plan.handoff, snap.view, mrtr, place, token).await
 }
 
-/// The MRTR retry: `requestState` names the execution the first round
-/// started (owner-checked by the coordinator like any read), for this tool;
-/// the answers are relayed and the call goes on waiting for it.
+/// Holds a composed call until the tool asks for input, ends, or the first
+/// input window closes (or the gateway begins shutting down).
+async fn hold_for_first_input(ctx: &Ctx, mut view: ExecutionView) -> Result<ExecutionView, RpcError> {
+    let caller = &ctx.caller;
+    let deadline = Instant::now() + FIRST_INPUT_WINDOW;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if is_terminal(&view) || asks(&view) || left.is_zero() {
+            return Ok(view);
+        }
+        let wait = caller.coordinator().wait(&caller.bearer, &caller.scope, &view.execution_id, left, view.status());
+        match caller.state.unless_shutdown(wait).await {
+            Some(waited) => view = waited?,
+            None => return Ok(view),
+        }
+    }
+}
+
+/// The MRTR retry: `requestState` is the sealed state the first round handed
+/// this principal for this tool (see `request_state`); its execution is read
+/// with the caller's credential (owner-checked like any read), the answers are
+/// relayed and the call goes on with it.
 async fn resume(ctx: &Ctx, name: &str, state: &Value, responses: Option<&Value>) -> Result<ExecutionView, RpcError> {
     let caller = &ctx.caller;
     let stale = || RpcError::invalid_params("`requestState` does not name an open request of this tool");
-    let id = state.as_str().ok_or_else(stale)?;
+    let token = state.as_str().ok_or_else(stale)?;
+    let key = &caller.state.options.session_key;
+    let opened = request_state::open_for(key, token, &caller.principal, name).ok_or_else(stale)?;
+    let id = opened.execution_id.as_str();
     let view = match caller.coordinator().execution(&caller.bearer, &caller.scope, id).await {
         Ok(v) if v.tool_name == name => v,
         Ok(_) => return Err(stale()),
@@ -229,10 +300,19 @@ async fn input_required(ctx: &Ctx, view: &ExecutionView) -> Result<Value, RpcErr
         }
         return Err(RpcError::missing_capabilities(json!({"elicitation": {}})));
     }
+    let state = RequestState {
+        execution_id: view.execution_id.clone(),
+        tool: view.tool_name.clone(),
+        principal: caller.principal.clone(),
+    };
+    let sealed = request_state::seal(&caller.state.options.session_key, &state).map_err(|e| {
+        tracing::error!(error = %e, "sealing a request state failed");
+        RpcError::internal()
+    })?;
     Ok(json!({
         "resultType": "input_required",
         "inputRequests": task_view::input_requests(view),
-        "requestState": view.execution_id,
+        "requestState": sealed,
     }))
 }
 
@@ -268,6 +348,7 @@ async fn hand_over(
     view: ExecutionView,
     mrtr: bool,
     place: Option<WaitPermit>,
+    progress_token: Option<Value>,
 ) -> Result<Reply, RpcError> {
     if mrtr && asks(&view) {
         return input_required(ctx, &view).await.map(Reply::Json);
@@ -275,7 +356,10 @@ async fn hand_over(
     match handoff {
         Handoff::Task => create_task_result(ctx, view).await.map(Reply::Json),
         Handoff::Handle => Ok(Reply::Json(compat::handle_result(ctx, &view))),
-        Handoff::Wait => Ok(wait_on_stream(ctx, view, mrtr, place)),
+        Handoff::Wait => Ok(match progress_token {
+            Some(token) => progress::wait_on_stream(ctx, view, mrtr, place, token),
+            None => wait_on_stream(ctx, view, mrtr, place),
+        }),
     }
 }
 

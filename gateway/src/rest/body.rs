@@ -64,6 +64,36 @@ pub fn parse_bounded_int(s: &str, field: &str, min: i64, max: i64) -> Result<i64
     Ok(v)
 }
 
+/// The longest retention window a project may set: ten years, in seconds.
+pub const MAX_RETENTION_SECONDS: i64 = 10 * 366 * 86_400;
+
+/// `PUT …/retention`: `{"retention_seconds": N}` sets the project's window,
+/// `{"retention_seconds": null}` clears it. The field is required, so an empty
+/// body never clears a window by accident.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RetentionBody {
+    pub retention_ms: Option<i64>,
+}
+
+impl RetentionBody {
+    pub fn parse(raw: &[u8]) -> Result<Self, ApiError> {
+        let map = object(raw)?;
+        reject_unknown(&map, &["retention_seconds"])?;
+        let retention_ms = match map.get("retention_seconds") {
+            None => return Err(invalid("`retention_seconds` is required (null clears the project's window)")),
+            Some(Value::Null) => None,
+            Some(v) => {
+                let seconds = integer(v, "retention_seconds")?;
+                if !(0..=MAX_RETENTION_SECONDS).contains(&seconds) {
+                    return Err(invalid(format!("`retention_seconds` must be between 0 and {MAX_RETENTION_SECONDS}")));
+                }
+                Some(seconds * 1000)
+            }
+        };
+        Ok(RetentionBody { retention_ms })
+    }
+}
+
 #[derive(Debug)]
 pub struct StartBody {
     pub gateway_id: String,

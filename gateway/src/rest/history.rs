@@ -44,7 +44,7 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/{{execution_id}}"), get(detail))
 }
 
-fn invalid(message: impl Into<String>) -> ApiError {
+pub(super) fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
 }
 
@@ -70,7 +70,7 @@ impl Params {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
-    fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
+    pub(super) fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
         match self.get(name) {
             None => Ok(None),
             Some(v) if v.is_empty() || v.chars().count() > MAX_FILTER_CHARS || v.chars().any(char::is_control) => {
@@ -80,7 +80,7 @@ impl Params {
         }
     }
 
-    fn time(&self, name: &str) -> Result<Option<i64>, ApiError> {
+    pub(super) fn time(&self, name: &str) -> Result<Option<i64>, ApiError> {
         let Some(v) = self.get(name) else { return Ok(None) };
         let bad = || invalid(format!("`{name}` must be an RFC 3339 timestamp, e.g. 2026-08-08T00:00:00Z"));
         let t = OffsetDateTime::parse(v, &Rfc3339).map_err(|_| bad())?;
@@ -138,7 +138,7 @@ impl Params {
     }
 }
 
-fn ok(value: Value) -> Response {
+pub(super) fn ok(value: Value) -> Response {
     (StatusCode::OK, axum::Json(value)).into_response()
 }
 
@@ -217,6 +217,7 @@ pub fn detail_view(d: &pb::HistoryDetail, reveal: Reveal) -> Value {
         .map(|e| json!({"at": rfc3339(e.at_ms), "event": e.event().name(), "status": e.status().name()}))
         .collect();
     v["attempts"] = d.attempts.iter().map(|a| attempt(id, a, reveal)).collect();
+    v["progress"] = crate::execution::progress(d.progress.as_ref());
     if reveal.inputs {
         v["input"] = payload(&d.input_json);
     }
@@ -240,14 +241,18 @@ async fn list(
     let offset = params.uint("offset", 0, MAX_OFFSET, 0)?;
     let query = params.query()?;
     let page = state.coordinator.history_list(&bearer, &p.scope(None), &query, limit, offset).await?;
-    let items: Vec<Value> = page.items.iter().map(item).collect();
-    Ok(ok(json!({
+    Ok(offset_page(page.items.iter().map(item).collect(), limit, offset, page.total_count))
+}
+
+/// One page of an offset-paged listing: `{items, limit, offset, page_count, total_count}`.
+pub(super) fn offset_page(items: Vec<Value>, limit: u32, offset: u32, total_count: u64) -> Response {
+    ok(json!({
         "page_count": items.len(),
         "items": items,
         "limit": limit,
         "offset": offset,
-        "total_count": page.total_count,
-    })))
+        "total_count": total_count,
+    }))
 }
 
 async fn count(

@@ -3,13 +3,18 @@
 //! shapes the answer; authorization is the coordinator's. A request refused as
 //! malformed is answered 401 instead when its credential is bad (see
 //! `crate::credentials`). Long polls hold a wait place (`crate::waits`) and end
-//! at once, saying so, when the gateway shuts down.
+//! at once, saying so, when the gateway shuts down; their length is bounded by
+//! configuration (`gateway.max_wait_ms`), and a longer one is refused, not
+//! shortened. `?delivery=websocket|any` answers with a watch instead (`watch`).
 
+pub mod admin;
 pub mod body;
 pub mod history;
 pub mod openapi;
 pub mod operator;
 pub mod view;
+pub mod watch;
+pub mod webhooks;
 
 use crate::app::AppState;
 use crate::coordinator::{Bearer, InputAnswer, Scope};
@@ -21,16 +26,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use baton_proto::coordinator::v1::ExecutionStatus;
+use baton_proto::coordinator::v1::{ExecutionStatus, ExecutionView};
 use baton_proto::error::ErrorCode;
 use body::{CancelBody, InputBody, StartBody};
 use serde::Deserialize;
 use std::time::Duration;
 use tokio::time::Instant;
 use view::Ending;
-
-/// The longest long poll a caller may ask for.
-pub const MAX_WAIT_MS: u64 = 45_000;
 
 /// During shutdown, how long the last read of an interrupted long poll may take.
 const SHUTDOWN_READ: Duration = Duration::from_secs(2);
@@ -46,7 +48,10 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/{{execution_id}}/cancel"), post(cancel))
         .route("/v1/openapi.json", get(openapi::document))
         .merge(history::router())
+        .merge(admin::router())
         .merge(operator::router())
+        .merge(webhooks::router())
+        .merge(watch::router())
 }
 
 #[derive(Deserialize)]
@@ -131,9 +136,19 @@ async fn list(
 #[derive(Deserialize)]
 struct WaitQuery {
     wait_ms: Option<String>,
+    delivery: Option<String>,
+    timeout_seconds: Option<String>,
 }
 
-/// Reads one execution, long-polling up to `wait_ms` for a status change.
+/// `wait_ms` (0 when absent) within `gateway.max_wait_ms`.
+pub(crate) fn parse_wait_ms(state: &AppState, raw: Option<&str>) -> Result<u64, ApiError> {
+    let Some(s) = raw else { return Ok(0) };
+    let asked = body::parse_bounded_int(s, "wait_ms", 0, i64::MAX)?;
+    state.options.wait_limits.wait_ms(asked.unsigned_abs()).map_err(watch::over_limit)
+}
+
+/// Reads one execution, long-polling up to `wait_ms` for a status change; or,
+/// with `delivery=websocket|any`, offers a watch of it.
 async fn get_execution(
     State(state): State<AppState>,
     Path(p): Path<ExecutionPath>,
@@ -141,32 +156,59 @@ async fn get_execution(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
-    let wait_ms = match q.wait_ms.as_deref() {
-        None => 0,
-        Some(s) => body::parse_bounded_int(s, "wait_ms", 0, MAX_WAIT_MS as i64)? as u64,
-    };
+    let delivery = watch::Delivery::parse(q.delivery.as_deref())?;
     let (scope, id) = p.split();
-    if wait_ms == 0 {
-        let execution = state.coordinator.execution(&bearer, &scope, &id).await?;
-        return Ok(json(StatusCode::OK, view::read(&execution, Ending::Answered)));
+    if delivery != watch::Delivery::Poll {
+        if q.wait_ms.is_some() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "`wait_ms` is for delivery=poll; a watch takes `timeout_seconds`",
+            ));
+        }
+        let timeout = match q.timeout_seconds.as_deref() {
+            None => None,
+            Some(s) => Some(body::parse_bounded_int(s, "timeout_seconds", 1, i64::MAX)?.unsigned_abs()),
+        };
+        return watch::offer(&state, &headers, bearer, scope, id, delivery, timeout).await;
     }
-    let _place = state.admit_wait(&bearer)?;
+    if q.timeout_seconds.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`timeout_seconds` is for delivery=websocket or any; a long poll takes `wait_ms`",
+        ));
+    }
+    let wait_ms = parse_wait_ms(&state, q.wait_ms.as_deref())?;
+    let (execution, ending) = read_waiting(&state, &bearer, &scope, &id, wait_ms).await?;
+    Ok(json(StatusCode::OK, view::read(&execution, ending)))
+}
+
+/// One execution, after up to `wait_ms` for a status change (0: at once), and
+/// why the read ended.
+pub(crate) async fn read_waiting(
+    state: &AppState,
+    bearer: &Bearer,
+    scope: &Scope,
+    id: &str,
+    wait_ms: u64,
+) -> Result<(ExecutionView, Ending), ApiError> {
+    if wait_ms == 0 {
+        return Ok((state.coordinator.execution(bearer, scope, id).await?, Ending::Answered));
+    }
+    let _place = state.admit_wait(bearer)?;
     let wait = Duration::from_millis(wait_ms);
     let began = Instant::now();
     let any_change = ExecutionStatus::Unspecified;
-    let (execution, ending) =
-        match state.unless_shutdown(state.coordinator.wait(&bearer, &scope, &id, wait, any_change)).await {
-            Some(waited) => {
-                let execution = waited?;
-                // The coordinator answers early only for a change (or a
-                // terminal execution); a full wait found none.
-                let timed_out = !is_terminal(&execution) && began.elapsed() >= wait;
-                (execution, if timed_out { Ending::TimedOut } else { Ending::Answered })
-            }
-            // The caller reconnects at once, to another replica.
-            None => (state.coordinator.execution_within(&bearer, &scope, &id, SHUTDOWN_READ).await?, Ending::Shutdown),
-        };
-    Ok(json(StatusCode::OK, view::read(&execution, ending)))
+    Ok(match state.unless_shutdown(state.coordinator.wait(bearer, scope, id, wait, any_change)).await {
+        Some(waited) => {
+            let execution = waited?;
+            // The coordinator answers early only for a change (or a
+            // terminal execution); a full wait found none.
+            let timed_out = !is_terminal(&execution) && began.elapsed() >= wait;
+            (execution, if timed_out { Ending::TimedOut } else { Ending::Answered })
+        }
+        // The caller reconnects at once, to another replica.
+        None => (state.coordinator.execution_within(bearer, scope, id, SHUTDOWN_READ).await?, Ending::Shutdown),
+    })
 }
 
 /// The 401 for a request refused as malformed whose credential is missing or

@@ -234,7 +234,17 @@ pub fn spec() -> Value {
                         "failure_reason": {"type": ["string", "null"]},
                         "error_message": {"type": ["string", "null"]},
                         "cancel_state": one_of(CancelState::names()),
-                        "input_requests": {"type": "array", "items": {"$ref": "#/components/schemas/InputRequest"}}
+                        "input_requests": {"type": "array", "items": {"$ref": "#/components/schemas/InputRequest"}},
+                        "progress": {
+                            "description": "The running tool's latest progress report; null before the first",
+                            "type": ["object", "null"],
+                            "properties": {
+                                "current": {"type": "number"},
+                                "total": {"type": ["number", "null"]},
+                                "message": {"type": "string"},
+                                "updated_at": time
+                            }
+                        }
                     }
                 },
                 "ExecutionRead": {
@@ -271,7 +281,10 @@ pub fn spec() -> Value {
         }
     });
     super::history::openapi::extend(&mut doc);
+    super::admin::openapi::extend(&mut doc);
     super::operator::openapi::extend(&mut doc);
+    super::watch::openapi::extend(&mut doc);
+    super::webhooks::openapi::extend(&mut doc);
     doc
 }
 

@@ -49,6 +49,7 @@ pub fn owner(e: &ExecutionView) -> Value {
         "error_message": non_empty(&e.error_message),
         "cancel_state": e.cancel_state().name(),
         "input_requests": requests,
+        "progress": crate::execution::progress(e.progress.as_ref()),
     })
 }
 

@@ -8,7 +8,9 @@ Every tool requires a task.
   ask_sample {}            asks the client to sample an LLM although it declared no
                            sampling capability (Baton supports none)
 
-GET /stats answers {"tools_call": n}: how many tools/call requests reached the server.
+GET /stats answers {"tools_call": n, "traceparent_header": …, "traceparent_meta": …}: how
+many tools/call requests reached the server, and the W3C trace context the last one
+carried in its HTTP headers and in `params._meta`.
 
 usage: python v1_server.py   (prints "PORT <n>" once bound on 127.0.0.1; endpoint /mcp/)
 """
@@ -57,6 +59,10 @@ def text(t):
 async def call_tool(name, args):
     calls["tools_call"] += 1
     ctx = server.request_context
+    request = getattr(ctx, "request", None)
+    calls["traceparent_header"] = request.headers.get("traceparent") if request is not None else None
+    meta = ctx.meta.model_dump() if ctx.meta is not None else {}
+    calls["traceparent_meta"] = meta.get("traceparent")
 
     async def work(task: ServerTaskContext):
         if name == "ask_name":

@@ -37,6 +37,11 @@ pub struct ToolInfo {
     pub input_schema: Value,
     /// `execution.taskSupport` where the server states it.
     pub task_support: Option<String>,
+    /// MCP metadata the server declared, carried to Baton's own `tools/list`.
+    pub title: Option<String>,
+    pub annotations: Option<Value>,
+    pub output_schema: Option<Value>,
+    pub icons: Vec<Value>,
 }
 
 pub struct Client {
@@ -187,6 +192,8 @@ impl Client {
         {
             h.insert(SESSION_HEADER, v);
         }
+        // The execution's trace continues into the remote server.
+        baton_proto::trace::inject_headers(&mut h);
         if self.dialect == Dialect::V2026 {
             for (k, v) in [("mcp-method", method), ("mcp-name", name)] {
                 if let Some(v) = v
@@ -271,7 +278,16 @@ impl Client {
             m if m.starts_with("tasks/") => params["taskId"].as_str().map(str::to_owned),
             _ => None,
         };
-        let params = self.envelope(params);
+        let mut params = self.envelope(params);
+        // MCP carries trace context in `_meta` too, for servers behind proxies
+        // that drop unknown headers.
+        let traceparent = baton_proto::trace::current_traceparent();
+        if !traceparent.is_empty()
+            && let Some(p) = params.as_object_mut()
+            && let Some(meta) = p.entry("_meta").or_insert_with(|| json!({})).as_object_mut()
+        {
+            meta.insert("traceparent".into(), traceparent.into());
+        }
         let own = self.session();
         let session = session.map(str::to_owned).or(own);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -374,6 +390,10 @@ impl Client {
                         .cloned()
                         .unwrap_or(json!({"type": "object"})),
                     task_support: t["execution"]["taskSupport"].as_str().map(str::to_owned),
+                    title: t["title"].as_str().map(str::to_owned),
+                    annotations: t.get("annotations").filter(|a| a.is_object()).cloned(),
+                    output_schema: t.get("outputSchema").filter(|a| a.is_object()).cloned(),
+                    icons: t["icons"].as_array().cloned().unwrap_or_default(),
                 });
             }
             cursor = page["nextCursor"].as_str().filter(|c| !c.is_empty()).map(str::to_owned);

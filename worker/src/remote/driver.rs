@@ -132,8 +132,13 @@ impl<'a> Driver<'a> {
         self.deadline.duration_since(SystemTime::now()).unwrap_or_default()
     }
 
-    async fn progress(&self, message: String) {
-        let p = wpb::Progress { execution_id: self.a.execution_id.clone(), attempt: self.a.attempt, message };
+    /// Relays the remote server's progress (the coordinator throttles what it stores).
+    async fn progress(&self, current: f64, total: Option<f64>, message: String) {
+        let p = crate::runtime::progress_message(
+            &self.a.execution_id,
+            self.a.attempt,
+            crate::sdk::Progress { current, total, message },
+        );
         self.up.send(Msg::Progress(p)).await;
     }
 

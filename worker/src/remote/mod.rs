@@ -72,11 +72,16 @@ pub async fn discover(server: &RemoteServer) -> Result<Vec<RemoteTool>, transpor
         .filter(|t| server.tools.is_empty() || server.tools.contains(&t.name))
         .map(|t| {
             let (background, as_task) = policy(&client, &t);
-            let spec = ToolSpec::new(&t.name, &toolkit_name, &toolkit_version)
+            let mut spec = ToolSpec::new(&t.name, &toolkit_name, &toolkit_version)
                 .description(&t.description)
                 .input_schema(t.input_schema.clone())
                 .background(background)
                 .task_time_input(as_task);
+            // Shown to Baton's callers as the server declared them.
+            spec.title = t.title.clone();
+            spec.annotations = t.annotations.clone();
+            spec.output_schema = t.output_schema.clone();
+            spec.icons = t.icons.clone();
             RemoteTool { spec, remote_name: t.name, client: client.clone(), as_task }
         })
         .collect();

@@ -44,6 +44,9 @@ fn flaky() -> ToolRecord {
         max_ttl_ms: None,
         remote: false,
         required_client_capabilities: Vec::new(),
+        cancel_unsupported: false,
+        disabled: false,
+        metadata: Default::default(),
     }
 }
 

@@ -26,8 +26,83 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* A role's image: its own image fields over the shared `image`. Call with (list $ "gateway"). */}}
 {{- define "baton.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $ctx := index . 0 -}}
+{{- $img := mergeOverwrite (deepCopy $ctx.Values.image) (deepCopy ((index $ctx.Values (index . 1)).image | default dict)) -}}
+image: {{ printf "%s:%s" $img.repository ($img.tag | default $ctx.Chart.AppVersion) | quote }}
+imagePullPolicy: {{ $img.pullPolicy | default "IfNotPresent" }}
+{{- end -}}
+
+{{/* "true" when more than one gateway pod may run (fixed replicas or the autoscaler's ceiling). */}}
+{{- define "baton.manyGateways" -}}
+{{- $g := .Values.gateway -}}
+{{- if $g.autoscaling.enabled -}}{{ gt (int $g.autoscaling.maxReplicas) 1 }}{{- else -}}{{ gt (int $g.replicas) 1 }}{{- end -}}
+{{- end -}}
+
+{{- define "baton.manyCoordinators" -}}
+{{- gt (int .Values.coordinator.replicas) 1 -}}
+{{- end -}}
+
+{{/*
+The shared extraEnv, then the role's. Call with (list $ "gateway").
+*/}}
+{{- define "baton.extraEnv" -}}
+{{- $ctx := index . 0 -}}
+{{- $env := concat ($ctx.Values.extraEnv | default list) ((index $ctx.Values (index . 1)).extraEnv | default list) -}}
+{{- with $env }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{- define "baton.envFrom" -}}
+{{- $ctx := index . 0 -}}
+{{- $from := concat ($ctx.Values.envFrom | default list) ((index $ctx.Values (index . 1)).envFrom | default list) -}}
+{{- with $from }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Soft spread of one role's pods over the shared topology keys, unless the role
+lists its own constraints. Call with (list $ "gateway").
+*/}}
+{{- define "baton.topologySpread" -}}
+{{- $ctx := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $own := (index $ctx.Values $component).topologySpreadConstraints -}}
+{{- $t := $ctx.Values.topologySpread -}}
+{{- if $own }}
+topologySpreadConstraints:
+  {{- toYaml $own | nindent 2 }}
+{{- else if $t.enabled }}
+topologySpreadConstraints:
+{{- range $t.topologyKeys }}
+  - maxSkew: {{ $t.maxSkew }}
+    topologyKey: {{ . }}
+    whenUnsatisfiable: {{ $t.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "baton.selectorLabels" (dict "ctx" $ctx "component" $component) | nindent 8 }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The metrics listener's container port, when metrics are on. */}}
+{{- define "baton.metricsPort" -}}
+{{- if .Values.metrics.enabled }}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+{{- end }}
+{{- end -}}
+
+{{/* Hosts MCP may be reached by: gateway.allowedHosts, Ingress hosts, HTTPRoute hostnames. */}}
+{{- define "baton.allowedHosts" -}}
+{{- $g := .Values.gateway -}}
+{{- $hosts := list -}}
+{{- range $g.allowedHosts }}{{ $hosts = append $hosts . }}{{ end -}}
+{{- if $g.ingress.enabled }}{{ range $g.ingress.hosts }}{{ $hosts = append $hosts .host }}{{ end }}{{ end -}}
+{{- if $g.httpRoute.enabled }}{{ range $g.httpRoute.hostnames }}{{ $hosts = append $hosts . }}{{ end }}{{ end -}}
+{{- toJson (uniq $hosts) -}}
 {{- end -}}
 
 {{- define "baton.secretName" -}}
@@ -139,13 +214,20 @@ print 1048576 as 1.048576e+06.
   "database" (dict "max_connections" (int64 .Values.database.maxConnections))
   "redis" (dict "key_prefix" .Values.redis.keyPrefix)
   "coordinator" (dict "listen" (printf "0.0.0.0:%d" (int .Values.coordinator.port)))
-  "gateway" (dict "listen" (printf "0.0.0.0:%d" (int .Values.gateway.port)) "coordinator_url" (include "baton.coordinatorUrl" .) "header_read_timeout_ms" (int64 .Values.gateway.headerReadTimeoutMs) "idle_timeout_ms" (int64 .Values.gateway.idleTimeoutMs) "drain_timeout_ms" (int64 .Values.gateway.drainTimeoutMs) "max_waits_per_principal" (int64 .Values.gateway.maxWaitsPerPrincipal) "max_waits" (int64 .Values.gateway.maxWaits))
+  "gateway" (dict "listen" (printf "0.0.0.0:%d" (int .Values.gateway.port)) "coordinator_url" (include "baton.coordinatorUrl" .) "header_read_timeout_ms" (int64 .Values.gateway.headerReadTimeoutMs) "idle_timeout_ms" (int64 .Values.gateway.idleTimeoutMs) "drain_timeout_ms" (int64 .Values.gateway.drainTimeoutMs) "max_waits_per_principal" (int64 .Values.gateway.maxWaitsPerPrincipal) "max_waits" (int64 .Values.gateway.maxWaits) "allowed_hosts" (include "baton.allowedHosts" . | fromJsonArray))
   "worker" (dict "coordinator_url" (include "baton.coordinatorUrl" .) "capacity" (int64 .Values.worker.capacity) "drain_timeout_ms" (int64 .Values.worker.drainTimeoutMs) "metrics_listen" (printf "0.0.0.0:%d" (int .Values.worker.metricsPort)))
 -}}
+{{- with .Values.worker.remoteServers -}}
+{{- $_ := set $config.worker "remote_servers" . -}}
+{{- end -}}
+{{- if .Values.metrics.enabled -}}
+{{- $_ := set $config "telemetry" (dict "metrics_addr" (printf "0.0.0.0:%d" (int .Values.metrics.port))) -}}
+{{- end -}}
 {{- toYaml (mergeOverwrite $config (deepCopy .Values.config)) -}}
 {{- end -}}
 
-{{/* One env var from the Secret; call with (list $ "BATON_X__Y" "key" optional). */}}
+{{/* One env var from the Secret; call with (list $ "BATON_X__Y" "key" optional). A needed
+key (not optional) that an existing Secret lacks keeps the pod from starting. */}}
 {{- define "baton.secretEnv" -}}
 {{- $ctx := index . 0 -}}
 - name: {{ index . 1 }}

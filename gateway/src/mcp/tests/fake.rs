@@ -54,6 +54,7 @@ fn tool(name: &str, background: &str) -> ToolDefinition {
         background: BackgroundPolicy::from_name(background).unwrap_or_default() as i32,
         task_time_input: false,
         required_client_capabilities: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -91,6 +92,8 @@ impl Fake {
                 required_client_capabilities: vec!["sampling".into()],
                 ..tool("asks_sampling", "forbidden")
             },
+            // Task-required and may ask for input: the MRTR → task composition.
+            ToolDefinition { task_time_input: true, ..tool("asks_first", "required") },
         ];
         Fake(Arc::new(Inner {
             state: Mutex::new(State::default()),
@@ -380,6 +383,7 @@ impl Coordinator for Fake {
             gateway_id: gateway.into(),
             user_id: user.into(),
             role: "member".into(),
+            permissions: Vec::new(),
         }))
     }
 
@@ -392,5 +396,13 @@ impl Coordinator for Fake {
             s.ended_sessions.insert(request.into_inner().mcp_session_id);
         }
         Ok(Response::new(EndMcpSessionResponse {}))
+    }
+
+    /// Watches are not part of the MCP surface.
+    async fn use_watch_token(
+        &self,
+        _request: Request<UseWatchTokenRequest>,
+    ) -> Result<Response<UseWatchTokenResponse>, Status> {
+        Err(Status::unimplemented("watches are not faked"))
     }
 }

@@ -3,6 +3,7 @@
 //! build well-formed requests of each era; tests alter one thing at a time.
 
 mod compat;
+mod composition;
 mod fake;
 mod legacy;
 mod modern;
@@ -65,6 +66,7 @@ pub async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harness {
         drain_timeout: Duration::from_secs(10),
         max_waits_per_principal: 100,
         max_waits: 10_000,
+        wait_limits: crate::waits::Limits::default(),
     };
     configure(&mut options);
     let shutdown = CancellationToken::new();

@@ -1,5 +1,5 @@
 //! Load shedding and graceful shutdown as MCP clients see them: parked waits
-//! are bounded per credential (429 with `Retry-After`, nothing started), and a
+//! are bounded per credential (-32025 with `Retry-After`, nothing started), and a
 //! shutdown ends every parked wait at once with an answer that says so.
 
 use super::fake::text_result;
@@ -31,7 +31,7 @@ async fn parked_result(h: &Harness, token: &str, session: &str, id: &str) -> Box
 }
 
 #[tokio::test]
-async fn a_credential_over_its_wait_bound_gets_429_and_others_are_served() {
+async fn a_credential_over_its_wait_bound_is_over_capacity_and_others_are_served() {
     let h = harness_with(|o| o.max_waits_per_principal = 1).await;
     let (_, alice) = h.initialize("alice", V1, json!({})).await;
     let (_, bob) = h.initialize("bob", V1, json!({})).await;
@@ -40,7 +40,8 @@ async fn a_credential_over_its_wait_bound_gets_429_and_others_are_served() {
     let _parked = parked_result(&h, "alice", &alice, &first).await;
 
     let refused = h.legacy("alice", &alice, "tasks/result", json!({"taskId": second})).await;
-    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.status, StatusCode::OK);
+    assert_eq!(refused.error_code(), -32025);
     assert_eq!(refused.headers["retry-after"], "1");
     assert_eq!(refused.body()["id"], 7);
     assert_eq!(refused.body()["error"]["data"]["code"], "too_many_waits");
@@ -50,11 +51,11 @@ async fn a_credential_over_its_wait_bound_gets_429_and_others_are_served() {
     // A foreground call that would wait is refused before anything starts.
     let started = h.fake.count();
     let call = h.modern("alice", "tools/call", json!({"name": "slow_fg"}), false).await;
-    assert_eq!(call.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!((call.status, call.error_code()), (StatusCode::OK, -32025));
     assert_eq!(h.fake.count(), started, "nothing was started");
     let get = json!({"name": "Baton_GetToolExecution", "arguments": {"execution_id": second, "wait_ms": 1000}});
     let get = h.modern("alice", "tools/call", get, false).await;
-    assert_eq!(get.status, StatusCode::TOO_MANY_REQUESTS, "a compatibility wait is bounded too");
+    assert_eq!(get.error_code(), -32025, "a compatibility wait is bounded too");
     // Reads that do not wait are not.
     let read = h.legacy("alice", &alice, "tasks/get", json!({"taskId": second})).await;
     assert_eq!(read.status, StatusCode::OK);

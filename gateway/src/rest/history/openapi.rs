@@ -8,17 +8,17 @@ use baton_proto::coordinator::v1::{
 use serde_json::{Map, Value, json};
 
 /// Filter values may hold no control character (Unicode category Cc).
-const NO_CONTROL_CHARACTERS: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+pub(in crate::rest) const NO_CONTROL_CHARACTERS: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
 
 fn one_of(names: impl Iterator<Item = &'static str>) -> Value {
     json!({"enum": names.collect::<Vec<_>>()})
 }
 
-fn schema_ref(name: &str) -> Value {
+pub(in crate::rest) fn schema_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
-fn responses(ok: (&str, &str), errors: &[(u16, &str)]) -> Value {
+pub(in crate::rest) fn responses(ok: (&str, &str), errors: &[(u16, &str)]) -> Value {
     let mut out = Map::new();
     out.insert(
         "200".into(),
@@ -103,6 +103,8 @@ fn schemas() -> Value {
         "error_message": nullable_text,
         "timeline": {"type": "array", "items": schema_ref("TimelineEntry")},
         "attempts": {"type": "array", "items": schema_ref("HistoryAttempt")},
+        "progress": {"description": "The tool's latest progress report (current, total, message, updated_at); \
+            null if it never reported any", "type": ["object", "null"]},
         "input": {"description": "With include_inputs=true (admin keys): the input the tool received"},
         "output": {"description": "With include_outputs=true (admin keys): the final tool result, null unless completed"},
     });

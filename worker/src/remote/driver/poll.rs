@@ -75,7 +75,7 @@ impl Driver<'_> {
     pub(super) async fn on_state(&mut self, t: TaskState) -> Result<(), Flow> {
         if t.message.is_some() && t.message != self.last_message {
             self.last_message = t.message.clone();
-            self.progress(t.message.clone().unwrap_or_default()).await;
+            self.progress(0.0, None, t.message.clone().unwrap_or_default()).await;
         }
         let v1 = self.client.dialect == Dialect::V2025;
         match t.status {
@@ -249,13 +249,16 @@ impl Driver<'_> {
                 }
             }
             Incoming::Notification { method, params } => {
-                let text = match method.as_str() {
-                    "notifications/progress" => params["message"].as_str(),
-                    _ => None,
-                };
-                if let Some(t) = text.filter(|t| Some(*t) != self.last_message.as_deref()).map(str::to_owned) {
-                    self.last_message = Some(t.clone());
-                    self.progress(t).await;
+                if method == "notifications/progress" {
+                    // MCP progress: `progress` of `total` (optional), `message` (optional).
+                    let current = params["progress"].as_f64().unwrap_or(0.0);
+                    let total = params["total"].as_f64();
+                    let message = params["message"].as_str().unwrap_or_default().to_owned();
+                    let seen = format!("{current}/{total:?}/{message}");
+                    if Some(&seen) != self.last_message.as_ref() {
+                        self.last_message = Some(seen);
+                        self.progress(current, total, message).await;
+                    }
                 }
             }
             Incoming::Response { outcome: Ok(r), .. } => {

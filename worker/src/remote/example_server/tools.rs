@@ -1,6 +1,7 @@
 //! The example server's tools. `confirm_delete` and `multi_input` are the
 //! fixtures the MCP conformance suite (`tasks-mrtr-input`) expects, and
-//! `test_streaming_elicitation` the one of its `server-stateless` scenario;
+//! `test_streaming_elicitation` the one of its `server-stateless` scenario,
+//! `test_tool_with_task` the one of `tasks-mrtr-composition`;
 //! `review_then_approve` is a longer job that asks for approval half-way;
 //! `shout` answers at once, never as a task.
 
@@ -14,6 +15,8 @@ pub fn list() -> Vec<Value> {
             "name": "confirm_delete",
             "description": "Asks the user to confirm, then deletes the file (pretend). Runs as a task.",
             "inputSchema": {"type": "object", "properties": {"filename": {"type": "string"}}, "required": ["filename"]},
+            "title": "Delete a file",
+            "annotations": {"destructiveHint": true, "readOnlyHint": false},
         }),
         json!({
             "name": "multi_input",
@@ -24,6 +27,14 @@ pub fn list() -> Vec<Value> {
             "name": "test_streaming_elicitation",
             "description": "Asks one question at once, then answers with what it was told. Runs as a task.",
             "inputSchema": {"type": "object", "properties": {}},
+        }),
+        // The suite's `tasks-mrtr-composition` fixture: task-required, so a
+        // caller that can answer gets the question as an MRTR round first.
+        json!({
+            "name": "test_tool_with_task",
+            "description": "Asks for a user name at once, then greets that user. Runs only as a task.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "execution": {"taskSupport": "required"},
         }),
         json!({
             "name": "review_then_approve",
@@ -87,6 +98,12 @@ pub async fn run(name: String, args: Value, asker: Asker) -> Outcome {
                 json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]});
             let answer = asker.ask("What should I say?", schema).await;
             Ok(text(accepted(&answer).and_then(|c| c["answer"].as_str()).unwrap_or("nothing").to_owned()))
+        }
+        "test_tool_with_task" => {
+            let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+            let answer = asker.ask("What is your user_name?", schema).await;
+            let who = accepted(&answer).and_then(|c| c["name"].as_str()).unwrap_or("stranger").to_owned();
+            Ok(text(format!("Hello, {who}!")))
         }
         "review_then_approve" => {
             let seconds = args["seconds"].as_f64().unwrap_or(2.0).clamp(0.0, 3600.0);

@@ -1,0 +1,131 @@
+//! The audit log: one row per operator operation and administrative change,
+//! allowed or refused. Rows are only ever inserted, read, and deleted once past
+//! the audit retention; no statement here updates one.
+
+use super::history::{Where, add};
+use super::{Result, Store};
+use crate::domain::Millis;
+use sqlx::{Arguments, AssertSqlSafe, Row};
+
+/// One audit row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub id: String,
+    pub org_id: String,
+    /// `None` for an organization-wide change.
+    pub project_id: Option<String>,
+    pub at: Millis,
+    /// The credential that acted, or `cli` for `baton admin`.
+    pub actor_id: String,
+    pub actor_kind: String,
+    pub action: String,
+    pub target: Option<String>,
+    pub outcome: String,
+    pub detail: Option<String>,
+}
+
+/// What an audit read narrows to: a project's rows and its organization's
+/// organization-wide rows; `None` narrows nothing more.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    pub org_id: String,
+    pub project_id: String,
+    pub action: Option<String>,
+    pub actor_id: Option<String>,
+    pub outcome: Option<String>,
+    pub from: Option<Millis>,
+    pub before: Option<Millis>,
+}
+
+const COLUMNS: &str = "id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail";
+
+fn condition(f: &AuditFilter) -> Result<(String, sqlx::any::AnyArguments)> {
+    let mut w = Where::default();
+    w.and("org_id =", f.org_id.clone())?;
+    // The project's own rows, and the organization's rows that apply to it.
+    add(&mut w.args, f.project_id.clone())?;
+    w.clauses.push(format!("(project_id = ${} OR project_id IS NULL)", w.args.len()));
+    for (column_op, value) in [("action =", &f.action), ("actor_id =", &f.actor_id), ("outcome =", &f.outcome)] {
+        if let Some(v) = value {
+            w.and(column_op, v.clone())?;
+        }
+    }
+    if let Some(t) = f.from {
+        w.and("at >=", t)?;
+    }
+    if let Some(t) = f.before {
+        w.and("at <", t)?;
+    }
+    Ok((w.clauses.join(" AND "), w.args))
+}
+
+fn entry_from(r: &sqlx::any::AnyRow) -> Result<AuditEntry> {
+    Ok(AuditEntry {
+        id: r.try_get("id")?,
+        org_id: r.try_get("org_id")?,
+        project_id: r.try_get("project_id")?,
+        at: r.try_get("at")?,
+        actor_id: r.try_get("actor_id")?,
+        actor_kind: r.try_get("actor_kind")?,
+        action: r.try_get("action")?,
+        target: r.try_get("target")?,
+        outcome: r.try_get("outcome")?,
+        detail: r.try_get("detail")?,
+    })
+}
+
+impl Store {
+    pub async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO audit_logs (id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&e.id)
+        .bind(&e.org_id)
+        .bind(&e.project_id)
+        .bind(e.at)
+        .bind(&e.actor_id)
+        .bind(&e.actor_kind)
+        .bind(&e.action)
+        .bind(&e.target)
+        .bind(&e.outcome)
+        .bind(&e.detail)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Up to `limit` rows matching `f`, newest first, after skipping `offset`.
+    pub async fn audit_page(&self, f: &AuditFilter, limit: u32, offset: u32) -> Result<Vec<AuditEntry>> {
+        let (condition, mut args) = condition(f)?;
+        let n = args.len();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_logs WHERE {condition} ORDER BY at DESC, id DESC LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        add(&mut args, i64::from(limit))?;
+        add(&mut args, i64::from(offset))?;
+        let rows = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_all(&self.pool).await?;
+        rows.iter().map(entry_from).collect()
+    }
+
+    pub async fn audit_count(&self, f: &AuditFilter) -> Result<u64> {
+        let (condition, args) = condition(f)?;
+        let sql = format!("SELECT COUNT(*) AS n FROM audit_logs WHERE {condition}");
+        let row = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&self.pool).await?;
+        Ok(u64::try_from(row.try_get::<i64, _>("n")?).unwrap_or(0))
+    }
+
+    /// Deletes up to `limit` audit rows older than `before`; how many went.
+    pub async fn delete_audit_before(&self, before: Millis, limit: u32) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM audit_logs WHERE id IN (SELECT id FROM audit_logs WHERE at < $1 ORDER BY at LIMIT $2)",
+        )
+        .bind(before)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,267 @@
+//! Seeding a large history at once, for `baton bench history`: each run is
+//! played through the state machine in memory (`domain::apply`, then
+//! `write::next_row` and `records::phase_columns`, the functions the real
+//! create and transition paths use), and only its final row, its event log
+//! and its attempts are written, thousands of runs per statement. So the
+//! measured reads see the rows real traffic leaves, at a fraction of the cost
+//! of one transaction per transition.
+//!
+//! Postgres only: the rows travel as one JSON parameter per table and batch
+//! (`json_populate_recordset`), which keeps a batch to a single bind.
+
+use super::records::{ExecutionRecord, NewExecution, phase_columns};
+use super::write::{EventData, Pending, default_message, next_row};
+use super::{Dialect, Error, Result, Store};
+use crate::domain::{self, Effect, Event, FailureReason, Millis, Phase, State};
+use serde_json::{Value, json};
+use sqlx::AssertSqlSafe;
+
+/// An event of a seeded run: when it was applied, and the data it carried.
+pub type Step = (Millis, Event, EventData);
+
+/// One run to seed: how it was created, and what happened to it, in order.
+#[derive(Clone, Debug)]
+pub struct SeedRun {
+    pub new: NewExecution,
+    pub events: Vec<Step>,
+}
+
+/// How many rows a seeding wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seeded {
+    pub executions: u64,
+    pub events: u64,
+    pub attempts: u64,
+}
+
+impl std::ops::AddAssign for Seeded {
+    fn add_assign(&mut self, o: Seeded) {
+        self.executions += o.executions;
+        self.events += o.events;
+        self.attempts += o.attempts;
+    }
+}
+
+/// An attempt row as the transition path leaves it.
+struct AttemptRow {
+    attempt: u32,
+    worker_id: String,
+    started_at: Millis,
+    finished_at: Option<Millis>,
+    success: Option<bool>,
+    error_message: Option<String>,
+    output_ct: Option<Vec<u8>>,
+    error_detail_ct: Option<Vec<u8>>,
+}
+
+/// The rows one run leaves behind.
+struct Played {
+    record: ExecutionRecord,
+    /// (seq, at, kind, status, detail)
+    events: Vec<(i64, Millis, &'static str, &'static str, Option<String>)>,
+    attempts: Vec<AttemptRow>,
+}
+
+/// The record `create` writes for `new` (see `create::inserted_record`).
+fn created_record(new: &NewExecution) -> ExecutionRecord {
+    let (execution_type, not_before, scheduled_at) = match new.run_at {
+        Some(at) if at > new.created_at => ("scheduled", at, Some(at)),
+        _ => ("immediate", new.created_at, None),
+    };
+    ExecutionRecord {
+        id: new.id.clone(),
+        org_id: new.org_id.clone(),
+        project_id: new.project_id.clone(),
+        gateway_id: new.gateway_id.clone(),
+        tool_name: new.tool_name.clone(),
+        toolkit_name: new.toolkit_name.clone(),
+        toolkit_version: new.toolkit_version.clone(),
+        user_id: new.user_id.clone(),
+        started_by: new.started_by.clone(),
+        surface: new.surface.clone(),
+        execution_type: execution_type.to_owned(),
+        state: State::new(not_before, new.execution_deadline, new.max_attempts),
+        error_message: None,
+        summary: None,
+        created_at: new.created_at,
+        scheduled_at,
+        started_at: None,
+        finished_at: None,
+        updated_at: new.created_at,
+        execution_deadline: new.execution_deadline,
+        retention_expires_at: new.retention_expires_at,
+        poll_interval_ms: new.poll_interval_ms,
+        idempotency_key: new.idempotency_key.clone(),
+        request_fingerprint: new.request_fingerprint.clone(),
+        input_ct: Some(new.input_ct.clone()),
+        output_ct: None,
+        error_detail_ct: None,
+        payload_bytes: new.payload_bytes,
+        traceparent: new.traceparent.clone(),
+        remote_task_id: None,
+        version: 1,
+        progress: None,
+    }
+}
+
+/// The error an attempt ending in `p` records (as `write::reported_error`).
+fn reported_error(p: &Pending<'_>) -> Option<String> {
+    p.data.error_message.clone().or_else(|| match p.transition.next.phase {
+        Phase::Failed { reason } if reason != FailureReason::ToolError => Some(default_message(reason).to_owned()),
+        _ => None,
+    })
+}
+
+/// Plays `run` through the state machine; an event the machine ignores is a
+/// mistake in the script, reported rather than silently dropped.
+fn play(run: &SeedRun) -> Result<Played> {
+    let mut record = created_record(&run.new);
+    let mut events = vec![(1, run.new.created_at, "created", "pending", Some(record.execution_type.clone()))];
+    let mut attempts: Vec<AttemptRow> = Vec::new();
+    for (now, event, data) in &run.events {
+        let transition = domain::apply(&record.state, event, *now).map_err(|ignored| {
+            Error::Corrupt(format!("seed script of {}: {} ignored ({ignored})", run.new.id, event.name()))
+        })?;
+        let p = Pending { before: &record, event, transition: &transition, data };
+        let after = next_row(&p, *now);
+        if !matches!(event, Event::Heartbeat { .. }) {
+            events.push((after.version, *now, event.name(), phase_columns(&after.state.phase).status, None));
+        }
+        for effect in &transition.effects {
+            match effect {
+                Effect::Invoke { worker_id, attempt } => attempts.push(AttemptRow {
+                    attempt: *attempt,
+                    worker_id: worker_id.clone(),
+                    started_at: *now,
+                    finished_at: None,
+                    success: None,
+                    error_message: None,
+                    output_ct: None,
+                    error_detail_ct: None,
+                }),
+                Effect::AttemptFinished { attempt, success } => {
+                    if let Some(a) = attempts.iter_mut().find(|a| a.attempt == *attempt && a.finished_at.is_none()) {
+                        a.finished_at = Some(*now);
+                        a.success = Some(*success);
+                        a.error_message = reported_error(&p);
+                        a.output_ct.clone_from(&data.output_ct);
+                        a.error_detail_ct.clone_from(&data.error_detail_ct);
+                    }
+                }
+                Effect::AttemptVoided { attempt } => attempts.retain(|a| a.attempt != *attempt),
+                _ => {}
+            }
+        }
+        record = after;
+    }
+    Ok(Played { record, events, attempts })
+}
+
+/// Postgres' text form of bytes, which its bytea input reads.
+fn hex(bytes: &Option<Vec<u8>>) -> Value {
+    match bytes {
+        Some(b) => {
+            const DIGITS: &[u8; 16] = b"0123456789abcdef";
+            let mut s = String::with_capacity(2 + b.len() * 2);
+            s.push_str("\\x");
+            for byte in b {
+                s.push(char::from(DIGITS[usize::from(byte >> 4)]));
+                s.push(char::from(DIGITS[usize::from(byte & 15)]));
+            }
+            Value::String(s)
+        }
+        None => Value::Null,
+    }
+}
+
+fn execution_json(r: &ExecutionRecord) -> Value {
+    let cols = phase_columns(&r.state.phase);
+    json!({
+        "id": r.id, "org_id": r.org_id, "project_id": r.project_id, "gateway_id": r.gateway_id,
+        "tool_name": r.tool_name, "toolkit_name": r.toolkit_name, "toolkit_version": r.toolkit_version,
+        "user_id": r.user_id, "started_by": r.started_by, "surface": r.surface,
+        "execution_type": r.execution_type, "status": cols.status, "failure_reason": cols.failure_reason,
+        "error_message": r.error_message, "summary": r.summary, "not_before": cols.not_before,
+        "worker_id": cols.worker_id, "lease_attempt": cols.lease_attempt, "lease_expires_at": cols.lease_expires_at,
+        "attempts": r.state.attempts, "max_attempts": r.state.max_attempts,
+        "cancel_requested": i64::from(r.state.cancel_requested),
+        "owner_loss_detection_at": r.state.owner_loss_detection_at, "created_at": r.created_at,
+        "scheduled_at": r.scheduled_at, "started_at": r.started_at, "finished_at": r.finished_at,
+        "updated_at": r.updated_at, "execution_deadline": r.execution_deadline,
+        "retention_expires_at": r.retention_expires_at, "poll_interval_ms": r.poll_interval_ms,
+        "idempotency_key": r.idempotency_key, "request_fingerprint": r.request_fingerprint,
+        "input_ct": hex(&r.input_ct), "output_ct": hex(&r.output_ct), "error_detail_ct": hex(&r.error_detail_ct),
+        "payload_bytes": r.payload_bytes, "traceparent": r.traceparent, "remote_task_id": r.remote_task_id,
+        "version": r.version,
+    })
+}
+
+/// Inserts `rows` (JSON objects named like `table`'s columns) in one statement.
+async fn insert_json(store: &Store, table: &str, columns: &str, rows: Vec<Value>) -> Result<u64> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let sql = format!(
+        "INSERT INTO {table} ({columns}) SELECT {columns} FROM json_populate_recordset(NULL::{table}, $1::json)"
+    );
+    let body = Value::Array(rows).to_string();
+    let done = sqlx::query(AssertSqlSafe(sql)).bind(body).persistent(false).execute(&store.pool).await?;
+    Ok(done.rows_affected())
+}
+
+const EXECUTION_INSERT: &str = super::records::EXECUTION_COLUMNS;
+const EVENT_COLUMNS: &str = "execution_id, seq, at, kind, status, detail";
+const ATTEMPT_COLUMNS: &str =
+    "execution_id, attempt, worker_id, started_at, finished_at, success, error_message, output_ct, error_detail_ct";
+
+impl Store {
+    /// Writes `runs` as if each had been created and then taken through its
+    /// events one transaction at a time: the same executions row, event log
+    /// and attempts. Not atomic across tables (a seeding is thrown away whole
+    /// if it fails). Postgres only.
+    pub async fn seed_runs(&self, runs: &[SeedRun]) -> Result<Seeded> {
+        if self.dialect != Dialect::Postgres {
+            return Err(Error::Database(sqlx::Error::Configuration("seeding runs needs Postgres".into())));
+        }
+        let mut executions = Vec::with_capacity(runs.len());
+        let mut events = Vec::with_capacity(runs.len() * 3);
+        let mut attempts = Vec::with_capacity(runs.len());
+        for run in runs {
+            let played = play(run)?;
+            let id = &played.record.id;
+            for (seq, at, kind, status, detail) in &played.events {
+                events.push(json!({
+                    "execution_id": id, "seq": seq, "at": at, "kind": kind, "status": status, "detail": detail,
+                }));
+            }
+            for a in &played.attempts {
+                attempts.push(json!({
+                    "execution_id": id, "attempt": a.attempt, "worker_id": a.worker_id,
+                    "started_at": a.started_at, "finished_at": a.finished_at,
+                    "success": a.success.map(i64::from), "error_message": a.error_message,
+                    "output_ct": hex(&a.output_ct), "error_detail_ct": hex(&a.error_detail_ct),
+                }));
+            }
+            executions.push(execution_json(&played.record));
+        }
+        Ok(Seeded {
+            executions: insert_json(self, "executions", EXECUTION_INSERT, executions).await?,
+            events: insert_json(self, "execution_events", EVENT_COLUMNS, events).await?,
+            attempts: insert_json(self, "attempts", ATTEMPT_COLUMNS, attempts).await?,
+        })
+    }
+
+    /// After a seeding: what autovacuum would do on its own in time (the
+    /// visibility map that index-only scans need, and planner statistics),
+    /// done now so the first measurements do not depend on when it runs.
+    pub async fn seed_settle(&self) -> Result<()> {
+        for table in ["executions", "execution_events", "attempts"] {
+            sqlx::query(AssertSqlSafe(format!("VACUUM (ANALYZE) {table}"))).execute(&self.pool).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "bulk_tests.rs"]
+mod tests;

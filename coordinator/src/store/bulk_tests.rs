@@ -1,0 +1,119 @@
+//! A seeded run is the row, event log and attempts the real create and
+//! transition path writes for the same events at the same times.
+
+use super::super::contract_tests::{backends, new_execution};
+use super::*;
+use crate::domain::{Event, Outcome};
+
+fn claim(at: Millis) -> Step {
+    (at, Event::Claim { worker_id: "w1".into(), lease_until: at + 30_000 }, EventData::default())
+}
+
+fn settle(at: Millis, attempt: u32, outcome: Outcome, data: EventData) -> Step {
+    (at, Event::Settle { worker_id: "w1".into(), attempt, outcome }, data)
+}
+
+/// Scripts covering every path the bench seeds: retry then success, a final
+/// tool error, a lost owner, a deadline, a refusal, a cancellation, a
+/// scheduled run still pending and one still working.
+fn scripts(now: Millis) -> Vec<(NewExecution, Vec<Step>)> {
+    let output = EventData { output_ct: Some(vec![9; 40]), payload_bytes: 40, ..Default::default() };
+    let tool_error = EventData {
+        error_message: Some("upstream said no".into()),
+        error_detail_ct: Some(vec![7; 20]),
+        payload_bytes: 20,
+        ..Default::default()
+    };
+    let mut scheduled = new_execution("p1", "u1", None, "f", now);
+    scheduled.run_at = Some(now + 60_000);
+    let mut refused = new_execution("p1", "u2", None, "f", now);
+    refused.run_at = Some(now + 1_000);
+    vec![
+        (
+            new_execution("p1", "u1", Some("k1"), "f", now),
+            vec![
+                claim(now + 10),
+                settle(now + 50, 1, Outcome::ToolError { retryable: true }, tool_error.clone()),
+                claim(now + 5_000),
+                settle(now + 5_100, 2, Outcome::Success, output),
+            ],
+        ),
+        (
+            new_execution("p1", "u1", None, "f", now),
+            vec![claim(now + 10), settle(now + 90, 1, Outcome::ToolError { retryable: false }, tool_error)],
+        ),
+        (
+            new_execution("p1", "u1", None, "f", now),
+            vec![
+                claim(now + 10),
+                (now + 40_000, Event::LeaseLapsed { detect_at: now + 70_000 }, EventData::default()),
+                (now + 70_000, Event::OwnerLossDue, EventData::default()),
+            ],
+        ),
+        (
+            new_execution("p1", "u1", None, "f", now),
+            vec![claim(now + 10), { (now + 60_000, Event::DeadlinePassed, EventData::default()) }],
+        ),
+        (refused, vec![(now + 1_000, Event::Refuse, EventData::default())]),
+        (
+            new_execution("p1", "u1", None, "f", now),
+            vec![
+                claim(now + 10),
+                (now + 20, Event::RequestCancel, EventData::default()),
+                settle(now + 30, 1, Outcome::Cancelled, EventData::default()),
+            ],
+        ),
+        (scheduled, vec![]),
+        (new_execution("p1", "u3", None, "f", now), vec![claim(now + 10)]),
+    ]
+}
+
+#[tokio::test]
+async fn a_seeded_run_is_what_the_transition_path_writes() {
+    let Some(b) = backends().await.into_iter().find(|b| b.name == "postgres") else { panic!("no postgres") };
+    let s = &b.store;
+    let mut seeds = Vec::new();
+    let mut real_ids = Vec::new();
+    for (new, events) in scripts(1_000) {
+        s.create_execution(&new).await.expect("create");
+        for (at, event, data) in &events {
+            match s.apply(&new.id, event, data, *at).await.expect("apply") {
+                Some(Ok(_)) => {}
+                other => panic!("{} not applied: {other:?}", event.name()),
+            }
+        }
+        real_ids.push(new.id.clone());
+        let mut twin = new.clone();
+        twin.id = crate::domain::ExecutionId::generate().to_string();
+        twin.idempotency_key = new.idempotency_key.as_ref().map(|k| format!("{k}-twin"));
+        seeds.push(SeedRun { new: twin, events });
+    }
+    let seeded = s.seed_runs(&seeds).await.expect("seed");
+    assert_eq!(seeded.executions, seeds.len() as u64);
+    for (real_id, seed) in real_ids.iter().zip(&seeds) {
+        let real = s.get_execution(real_id).await.expect("get").expect("real row");
+        let mut twin = s.get_execution(&seed.new.id).await.expect("get").expect("seeded row");
+        twin.id.clone_from(&real.id);
+        twin.idempotency_key.clone_from(&real.idempotency_key);
+        assert_eq!(twin, real, "row after {:?}", seed.events.iter().map(|e| e.1.name()).collect::<Vec<_>>());
+        assert_eq!(s.list_events(&seed.new.id).await.expect("events"), s.list_events(real_id).await.expect("events"));
+        assert_eq!(
+            s.list_attempts(&seed.new.id).await.expect("attempts"),
+            s.list_attempts(real_id).await.expect("attempts")
+        );
+    }
+    // The event details too (the `created` event carries the execution type).
+    for (real_id, seed) in real_ids.iter().zip(&seeds) {
+        let details = |id: String| async move {
+            sqlx::query_scalar::<_, Option<String>>(
+                "SELECT detail FROM execution_events WHERE execution_id = $1 ORDER BY seq",
+            )
+            .bind(id)
+            .fetch_all(&s.pool)
+            .await
+            .expect("details")
+        };
+        assert_eq!(details(seed.new.id.clone()).await, details(real_id.clone()).await);
+    }
+    s.seed_settle().await.expect("vacuum");
+}

@@ -1,0 +1,343 @@
+//! Who may see the dashboard, decided on every request: the session cookie
+//! opens to a project API key, and that key is checked with the coordinator
+//! (`WhoAmI`) each time, so revocation takes effect on the next request. Only
+//! `admin` and `member` keys of the project in the URL are admitted; read-only
+//! keys, end-user tokens, worker tokens and other projects' keys are refused
+//! with a page that says why. State-changing requests also need the session's
+//! CSRF token and must not come from another site.
+
+use super::ProjectPath;
+use super::html::{self, Header, esc, url_part};
+use super::session::{self, Claims};
+use crate::app::AppState;
+use crate::coordinator::{Bearer, Scope};
+use axum::response::{IntoResponse, Response};
+use baton_proto::coordinator::v1::PrincipalKind;
+use baton_proto::error::{ErrorCode, WireError};
+use http::{HeaderMap, StatusCode, header};
+
+/// A signed-in person, as checked on this request.
+#[derive(Debug)]
+pub struct Viewer {
+    pub bearer: Bearer,
+    pub scope: Scope,
+    /// `/dashboard/orgs/{org}/projects/{project}`
+    pub base: String,
+    pub admin: bool,
+    /// The key holds the operator `cancel` permission (and may act).
+    pub can_cancel: bool,
+    /// The key holds the operator `status` permission: deadlines are shown.
+    pub can_status: bool,
+    pub csrf: String,
+}
+
+impl Viewer {
+    pub fn header(&self) -> Header<'_> {
+        Header {
+            project_base: &self.base,
+            project_id: &self.scope.project_id,
+            role: Some(if self.admin { "admin" } else { "member" }),
+            csrf: Some(&self.csrf),
+        }
+    }
+}
+
+/// Why a key cannot open this project's dashboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Unknown, mistyped, revoked or expired.
+    Unknown,
+    EndUser,
+    Worker,
+    ReadOnly,
+    OtherProject,
+}
+
+impl Refusal {
+    pub fn status(self) -> StatusCode {
+        match self {
+            Refusal::Unknown => StatusCode::UNAUTHORIZED,
+            _ => StatusCode::FORBIDDEN,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Refusal::Unknown => "Baton does not recognise this key",
+            Refusal::EndUser => "End-user tokens cannot open the dashboard",
+            Refusal::Worker => "Worker tokens cannot open the dashboard",
+            Refusal::ReadOnly => "Read-only keys cannot open the dashboard",
+            Refusal::OtherProject => "This key belongs to another project",
+        }
+    }
+
+    pub fn explanation(self) -> &'static str {
+        match self {
+            Refusal::Unknown => "It may be mistyped, revoked or expired. Paste a current project API key.",
+            Refusal::EndUser => {
+                "This is an end user's token, the kind MCP clients hold. The dashboard shows every run of the \
+                 project, whoever started it, so it takes a project API key with the admin or member role."
+            }
+            Refusal::Worker => {
+                "Workers run tools; they cannot read the project's history. Sign in with a project API key with \
+                 the admin or member role."
+            }
+            Refusal::ReadOnly => {
+                "The execution history takes a project API key with the admin or member role. Ask a project admin \
+                 for a member key."
+            }
+            Refusal::OtherProject => {
+                "It cannot open this project's dashboard. Paste a key of this project, or open the dashboard of \
+                 the project the key belongs to."
+            }
+        }
+    }
+}
+
+/// What the coordinator says about a key, for this project.
+pub struct Access {
+    pub admin: bool,
+    pub permissions: Vec<String>,
+}
+
+/// Checks `key` for the project of `path`: who it is, and whether it may look.
+pub async fn check_key(state: &AppState, key: &str, path: &ProjectPath) -> Result<Result<Access, Refusal>, WireError> {
+    let who = match state.coordinator.who_am_i(&Bearer(key.to_owned()), None).await {
+        Ok(who) => who,
+        Err(e) if e.code == ErrorCode::Unauthenticated => return Ok(Err(Refusal::Unknown)),
+        Err(e) => return Err(e),
+    };
+    let refusal = match who.kind() {
+        PrincipalKind::EndUser => Some(Refusal::EndUser),
+        PrincipalKind::Worker => Some(Refusal::Worker),
+        PrincipalKind::ApiKey if who.org_id != path.org_id || who.project_id != path.project_id => {
+            Some(Refusal::OtherProject)
+        }
+        PrincipalKind::ApiKey if who.role == "admin" || who.role == "member" => None,
+        PrincipalKind::ApiKey => Some(Refusal::ReadOnly),
+        PrincipalKind::Unspecified => Some(Refusal::Unknown),
+    };
+    Ok(match refusal {
+        Some(r) => Err(r),
+        None => Ok(Access { admin: who.role == "admin", permissions: who.permissions }),
+    })
+}
+
+/// Why a request gets no [`Viewer`].
+#[derive(Debug)]
+pub enum Denied {
+    /// No session for this project (none, expired, tampered, or its key was
+    /// revoked): sign in again. `ended` says a session existed and ended.
+    SignIn { ended: bool },
+    /// The key is known but may not look.
+    Refused(Refusal),
+    /// A state-changing request without the session's CSRF token, or from another site.
+    Forged,
+    /// The coordinator could not answer.
+    Failed(WireError),
+}
+
+impl Denied {
+    /// The answer for a page: a redirect to sign-in (coming back to `next`), or a page saying why.
+    pub fn page(self, path: &ProjectPath, next: &str, secure: bool) -> Response {
+        let base = path.base();
+        match self {
+            Denied::SignIn { ended } => {
+                let mut target = format!("{base}/sign-in?next={}", url_part(next));
+                if ended {
+                    target.push_str("&ended=1");
+                }
+                let mut r = super::see_other(&target);
+                if ended {
+                    set(&mut r, &session::clear_cookie(session::COOKIE, secure));
+                }
+                r
+            }
+            Denied::Refused(refusal) => refusal_page(path, refusal, None),
+            Denied::Forged => message_page(
+                path,
+                StatusCode::FORBIDDEN,
+                "This request was not sent from the dashboard",
+                "It lacked the page's security token or came from another site, so nothing was changed. Go back, \
+                 reload the page and try again.",
+            ),
+            Denied::Failed(e) => failure_page(path, &e),
+        }
+    }
+
+    /// The answer for the script's requests: JSON with a status the script understands.
+    pub fn json(self) -> Response {
+        let (status, code, message) = match self {
+            Denied::SignIn { .. } => (StatusCode::UNAUTHORIZED, "signed_out", "Your session ended. Sign in again."),
+            Denied::Refused(r) => (r.status(), "refused", r.title()),
+            Denied::Forged => (StatusCode::FORBIDDEN, "forged", "The request lacked the page's security token."),
+            Denied::Failed(e) => return failure_json(&e),
+        };
+        let body = serde_json::json!({"error": {"code": code, "message": message}});
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+pub fn set(r: &mut Response, cookie: &str) {
+    if let Ok(v) = http::HeaderValue::from_str(cookie) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
+/// Whether the page reached the gateway over TLS (directly or through a proxy
+/// that says so): cookies are then `Secure`. A forged header only makes the
+/// cookie stricter.
+pub fn is_tls(headers: &HeaderMap, uri: &http::Uri) -> bool {
+    uri.scheme_str() == Some("https")
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("https"))
+}
+
+/// False for a request a browser marks as sent by another site, or whose
+/// `Origin` is not this host. Browsers that send `Sec-Fetch-Site` are judged by
+/// it; others by `Origin`. (The CSRF token is checked as well, always.)
+pub fn same_site(headers: &HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        return site == "same-origin" || site == "none";
+    }
+    match (text("origin"), text("host")) {
+        (Some(origin), Some(host)) => origin.split_once("://").is_some_and(|(_, rest)| rest == host),
+        (Some(_), None) => false,
+        (None, _) => true,
+    }
+}
+
+/// The signed-in viewer of the project in `path`. `csrf` is the token a
+/// state-changing request carried (`None` for reads).
+pub async fn viewer(
+    state: &AppState,
+    headers: &HeaderMap,
+    path: &ProjectPath,
+    csrf: Option<&str>,
+) -> Result<Viewer, Denied> {
+    let claims = session_of(state, headers, path).ok_or(Denied::SignIn { ended: false })?;
+    if let Some(sent) = csrf
+        && (!same_site(headers) || !session::same_secret(sent, &claims.csrf))
+    {
+        return Err(Denied::Forged);
+    }
+    let access = match check_key(state, &claims.key, path).await {
+        Ok(Ok(access)) => access,
+        Ok(Err(Refusal::Unknown)) => return Err(Denied::SignIn { ended: true }),
+        Ok(Err(refusal)) => return Err(Denied::Refused(refusal)),
+        Err(e) => return Err(Denied::Failed(e)),
+    };
+    let held = |p: &str| access.permissions.iter().any(|h| h == p);
+    Ok(Viewer {
+        bearer: Bearer(claims.key),
+        scope: Scope { org_id: path.org_id.clone(), project_id: path.project_id.clone(), gateway_id: None },
+        base: path.base(),
+        admin: access.admin,
+        can_cancel: held("cancel"),
+        can_status: held("status"),
+        csrf: claims.csrf,
+    })
+}
+
+/// The session for this project, if the request carries one that opens.
+pub fn session_of(state: &AppState, headers: &HeaderMap, path: &ProjectPath) -> Option<Claims> {
+    let token = session::cookie(headers, session::COOKIE)?;
+    let claims = session::open(&state.options.session_key, token, html::now_ms()).ok()?;
+    (claims.org_id == path.org_id && claims.project_id == path.project_id).then_some(claims)
+}
+
+/// A page explaining a refused key, with a way to sign in with another.
+pub fn refusal_page(path: &ProjectPath, refusal: Refusal, set_cookie: Option<&str>) -> Response {
+    let mut r = message_page(path, refusal.status(), refusal.title(), refusal.explanation());
+    if let Some(c) = set_cookie {
+        set(&mut r, c);
+    }
+    r
+}
+
+/// A page with a heading, a sentence and a way on.
+pub fn message_page(path: &ProjectPath, status: StatusCode, title: &str, text: &str) -> Response {
+    let base = path.base();
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let body = format!(
+        r#"<section class="message" aria-labelledby="message-title">
+<h1 id="message-title">{}</h1>
+<p>{}</p>
+<p><a class="button" href="{}/sign-in">Sign in with another key</a></p>
+</section>"#,
+        esc(title),
+        esc(text),
+        esc(&base)
+    );
+    super::html_response(status, html::page(title, &header, &body))
+}
+
+fn failure_text(e: &WireError) -> (StatusCode, &'static str, &'static str) {
+    match e.code {
+        ErrorCode::Unavailable | ErrorCode::CapacityExceeded => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Baton is busy or restarting",
+            "The coordinator did not answer in time. Wait a moment and reload the page.",
+        ),
+        ErrorCode::NotFound => (
+            StatusCode::NOT_FOUND,
+            "Execution not found",
+            "No execution with this id exists in this project, or it is past the project's retention window.",
+        ),
+        ErrorCode::PermissionDenied => {
+            (StatusCode::FORBIDDEN, "Your key may not do this", "The coordinator refused this request for your key.")
+        }
+        ErrorCode::InvalidRequest | ErrorCode::InvalidInput => {
+            (StatusCode::BAD_REQUEST, "This request is not valid", "Check the address and the filters, then try again.")
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "Baton could not answer. Try again shortly."),
+    }
+}
+
+/// A page for a coordinator error.
+pub fn failure_page(path: &ProjectPath, e: &WireError) -> Response {
+    let (status, title, text) = failure_text(e);
+    message_page(path, status, title, text)
+}
+
+/// JSON for a coordinator error, for the script.
+pub fn failure_json(e: &WireError) -> Response {
+    let (status, title, text) = failure_text(e);
+    let body = serde_json::json!({"error": {"code": e.code.as_str(), "message": format!("{title}. {text}")}});
+    (status, axum::Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(http::HeaderName::from_bytes(k.as_bytes()).expect("name"), v.parse().expect("value"));
+        }
+        h
+    }
+
+    #[test]
+    fn requests_from_other_sites_are_told_apart() {
+        assert!(same_site(&headers(&[("host", "a:1")])));
+        assert!(same_site(&headers(&[("host", "a:1"), ("origin", "http://a:1"), ("sec-fetch-site", "same-origin")])));
+        assert!(!same_site(&headers(&[("host", "a:1"), ("origin", "http://evil:1")])));
+        assert!(!same_site(&headers(&[("host", "a:1"), ("sec-fetch-site", "cross-site")])));
+        assert!(!same_site(&headers(&[("host", "a:1"), ("sec-fetch-site", "same-site")])));
+        assert!(!same_site(&headers(&[("origin", "null")])));
+        assert!(same_site(&headers(&[("host", "a:1"), ("origin", "null"), ("sec-fetch-site", "same-origin")])));
+    }
+
+    #[test]
+    fn tls_is_seen_directly_or_through_a_proxy() {
+        let plain: http::Uri = "/dashboard/".parse().expect("uri");
+        assert!(!is_tls(&HeaderMap::new(), &plain));
+        assert!(is_tls(&headers(&[("x-forwarded-proto", "HTTPS")]), &plain));
+        assert!(is_tls(&HeaderMap::new(), &"https://h/dashboard/".parse().expect("uri")));
+    }
+}

@@ -1,0 +1,217 @@
+//! Signing in and out. A person pastes a project API key into a form (never a
+//! URL); the gateway asks the coordinator who the key is and, for an `admin`
+//! or `member` key of this project, answers with the sealed session cookie.
+//! The form itself is protected by a double-submit token (a cookie and a
+//! hidden field that must match), so another site cannot sign a browser in
+//! with the attacker's key. Signing out clears the cookie.
+
+use super::access::{self, Refusal};
+use super::html::{self, Header, esc};
+use super::session::{self, Claims};
+use super::{ProjectPath, html_response, see_other};
+use crate::app::AppState;
+use axum::Form;
+use axum::extract::{OriginalUri, Path, Query, State};
+use axum::response::Response;
+use http::{HeaderMap, StatusCode};
+use serde::Deserialize;
+
+#[derive(Deserialize, Default)]
+pub struct FormQuery {
+    next: Option<String>,
+    ended: Option<String>,
+    signed_out: Option<String>,
+}
+
+/// Where to go after signing in: a dashboard page of this project, else the list.
+fn safe_next(path: &ProjectPath, next: Option<&str>) -> String {
+    let base = path.base();
+    match next {
+        Some(n)
+            if n.starts_with(&format!("{base}/"))
+                && !n.contains("//")
+                && !n.contains('\\')
+                && !n.contains("/sign-")
+                && n.chars().all(|c| c.is_ascii_graphic()) =>
+        {
+            n.to_owned()
+        }
+        _ => format!("{base}/tool-executions"),
+    }
+}
+
+fn form_page(path: &ProjectPath, next: &str, token: &str, notice: Option<(&str, &str)>) -> String {
+    let base = path.base();
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let notice = notice
+        .map(|(kind, text)| {
+            let role = if kind == "error" { "alert" } else { "status" };
+            format!(r#"<p class="notice notice-{kind}" role="{role}">{}</p>"#, esc(text))
+        })
+        .unwrap_or_default();
+    let body = format!(
+        r#"<section class="sign-in" aria-labelledby="sign-in-title">
+<h1 id="sign-in-title">Sign in to Tool Executions</h1>
+{notice}
+<p>Paste a project API key with the <strong>admin</strong> or <strong>member</strong> role. The key stays in an
+encrypted, HttpOnly cookie for this browser session and is checked again on every request.</p>
+<form method="post" action="{action}" class="stack" autocomplete="off">
+<input type="hidden" name="csrf" value="{token}">
+<input type="hidden" name="next" value="{next}">
+<label for="key">Project API key</label>
+<input id="key" name="key" type="password" required autofocus spellcheck="false" autocomplete="off"
+ aria-describedby="key-help">
+<p id="key-help" class="help">Admins can reveal recorded inputs and outputs; members see everything else.</p>
+<button type="submit">Sign in</button>
+</form>
+</section>"#,
+        action = esc(&format!("{base}/sign-in")),
+        token = esc(token),
+        next = esc(next),
+    );
+    html::page("Sign in", &header, &body)
+}
+
+/// A fresh form with its double-submit cookie.
+fn fresh_form(
+    path: &ProjectPath,
+    next: &str,
+    status: StatusCode,
+    notice: Option<(&str, &str)>,
+    secure: bool,
+) -> Response {
+    let Ok(token) = session::random_token() else {
+        return access::message_page(path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "Try again.");
+    };
+    let mut r = html_response(status, form_page(path, next, &token, notice));
+    access::set(&mut r, &session::set_cookie(session::SIGN_IN_COOKIE, &token, session::SIGN_IN_LIFETIME, secure));
+    r
+}
+
+pub async fn form(
+    Path(path): Path<ProjectPath>,
+    Query(q): Query<FormQuery>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+) -> Response {
+    let next = safe_next(&path, q.next.as_deref());
+    let notice = if q.ended.is_some() {
+        Some(("error", "Your session ended: the key is no longer valid. Sign in again."))
+    } else if q.signed_out.is_some() {
+        Some(("info", "You are signed out."))
+    } else {
+        None
+    };
+    fresh_form(&path, &next, StatusCode::OK, notice, access::is_tls(&headers, &uri))
+}
+
+#[derive(Deserialize)]
+pub struct SignInForm {
+    key: String,
+    csrf: String,
+    #[serde(default)]
+    next: String,
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    Path(path): Path<ProjectPath>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    let secure = access::is_tls(&headers, &uri);
+    let next = safe_next(&path, Some(&form.next));
+    let cookie = session::cookie(&headers, session::SIGN_IN_COOKIE).unwrap_or_default();
+    if !access::same_site(&headers) || !session::same_secret(cookie, &form.csrf) {
+        let text = "The sign-in form expired or came from another site. Paste your key again.";
+        return fresh_form(&path, &next, StatusCode::FORBIDDEN, Some(("error", text)), secure);
+    }
+    let key = form.key.trim();
+    if key.is_empty() || key.len() > 512 || !key.chars().all(|c| c.is_ascii_graphic()) {
+        let text = "Paste a project API key: it has no spaces and is at most 512 characters.";
+        return fresh_form(&path, &next, StatusCode::BAD_REQUEST, Some(("error", text)), secure);
+    }
+    match access::check_key(&state, key, &path).await {
+        Err(e) => access::failure_page(&path, &e),
+        Ok(Err(Refusal::Unknown)) => {
+            let r = Refusal::Unknown;
+            let text = format!("{}. {}", r.title(), r.explanation());
+            fresh_form(&path, &next, r.status(), Some(("error", &text)), secure)
+        }
+        Ok(Err(refusal)) => access::refusal_page(&path, refusal, Some(&session::clear_cookie(session::COOKIE, secure))),
+        Ok(Ok(_)) => {
+            let sealed = session::random_token().map_err(|_| ()).and_then(|csrf| {
+                let expires_ms =
+                    html::now_ms().saturating_add(i64::try_from(session::LIFETIME.as_millis()).unwrap_or(i64::MAX));
+                let claims = Claims {
+                    key: key.to_owned(),
+                    org_id: path.org_id.clone(),
+                    project_id: path.project_id.clone(),
+                    csrf,
+                    expires_ms,
+                };
+                session::seal(&state.options.session_key, &claims).map_err(|_| ())
+            });
+            let Ok(sealed) = sealed else {
+                return access::message_page(&path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "");
+            };
+            let mut r = see_other(&next);
+            access::set(&mut r, &session::set_cookie(session::COOKIE, &sealed, session::LIFETIME, secure));
+            access::set(&mut r, &session::clear_cookie(session::SIGN_IN_COOKIE, secure));
+            r
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SignOutForm {
+    csrf: String,
+}
+
+/// Clears the session cookie. Needs the session's token, so another site
+/// cannot sign a person out either.
+pub async fn sign_out(
+    State(state): State<AppState>,
+    Path(path): Path<ProjectPath>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    Form(form): Form<SignOutForm>,
+) -> Response {
+    let secure = access::is_tls(&headers, &uri);
+    let Some(claims) = access::session_of(&state, &headers, &path) else {
+        return see_other(&format!("{}/sign-in?signed_out=1", path.base()));
+    };
+    if !access::same_site(&headers) || !session::same_secret(&form.csrf, &claims.csrf) {
+        return access::Denied::Forged.page(&path, "", secure);
+    }
+    let mut r = see_other(&format!("{}/sign-in?signed_out=1", path.base()));
+    access::set(&mut r, &session::clear_cookie(session::COOKIE, secure));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_pages_of_this_project_are_returned_to() {
+        let p = ProjectPath { org_id: "o".into(), project_id: "p".into() };
+        let list = "/dashboard/orgs/o/projects/p/tool-executions";
+        assert_eq!(
+            safe_next(&p, Some("/dashboard/orgs/o/projects/p/tool-executions?tool_name=x")),
+            format!("{list}?tool_name=x")
+        );
+        for bad in [
+            "https://evil.example/",
+            "//evil.example/dashboard/orgs/o/projects/p/",
+            "/dashboard/orgs/o/projects/q/tool-executions",
+            "/dashboard/orgs/o/projects/p//evil",
+            "/dashboard/orgs/o/projects/p/sign-out",
+            "/dashboard/orgs/o/projects/p/\\evil",
+        ] {
+            assert_eq!(safe_next(&p, Some(bad)), list, "{bad}");
+        }
+        assert_eq!(safe_next(&p, None), list);
+    }
+}

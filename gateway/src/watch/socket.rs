@@ -1,0 +1,215 @@
+//! One watch socket: sends the execution's owner view when the socket opens
+//! and on every status change, each input request once as it appears, and
+//! ends with a last message saying why: the execution is terminal, the
+//! watch's `timeout_seconds` passed, or the gateway is shutting down
+//! (reconnect at once). Every view sent was read by the coordinator with the
+//! caller's credential just before (a wait re-authenticates when it answers),
+//! so a revoked credential or a lost access ends the socket with an error
+//! instead of a view. What the client sends is read only to notice it left.
+
+use crate::app::AppState;
+use crate::coordinator::{Bearer, Scope};
+use crate::execution::is_terminal;
+use crate::rest::view;
+use crate::waits::WaitPermit;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
+use baton_proto::coordinator::v1::{ExecutionView, InputRequestState};
+use baton_proto::error::{ErrorCode, WireError};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The longest single coordinator wait of a watch: input requests that appear
+/// without a status change are seen within it.
+const WAIT_CHUNK: Duration = Duration::from_secs(10);
+
+/// An admitted watch: whose, of what, until when, and the first view.
+pub struct Watch {
+    pub state: AppState,
+    pub bearer: Bearer,
+    pub scope: Scope,
+    pub execution_id: String,
+    pub until: Instant,
+    pub first: ExecutionView,
+    /// The wait place this socket holds while it is open.
+    pub place: WaitPermit,
+}
+
+/// Why a watch ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Terminal,
+    TimedOut,
+    Shutdown,
+}
+
+impl End {
+    fn message(self, execution_id: &str) -> Value {
+        let reason = match self {
+            End::Terminal => "terminal",
+            End::TimedOut => "timed_out",
+            End::Shutdown => "shutdown",
+        };
+        json!({"type": "end", "execution_id": execution_id, "reason": reason,
+               "timed_out": self == End::TimedOut, "shutdown": self == End::Shutdown})
+    }
+
+    fn close_code(self) -> u16 {
+        match self {
+            End::Terminal | End::TimedOut => close_code::NORMAL,
+            End::Shutdown => close_code::AWAY,
+        }
+    }
+}
+
+/// What has been sent on this socket so far.
+#[derive(Default)]
+struct Sent {
+    status: Option<i32>,
+    requests: HashSet<String>,
+}
+
+impl Sent {
+    /// The messages `view` calls for that were not sent yet.
+    fn news(&mut self, view: &ExecutionView) -> Vec<Value> {
+        let mut out = Vec::new();
+        if self.status != Some(view.status) {
+            self.status = Some(view.status);
+            out.push(json!({"type": "execution", "execution": view::owner(view)}));
+        }
+        for r in view.input_requests.iter().filter(|r| r.state() == InputRequestState::Open) {
+            if self.requests.insert(r.request_key.clone()) {
+                out.push(json!({"type": "input_request", "execution_id": view.execution_id, "input_request": {
+                    "request_key": r.request_key,
+                    "message": r.message,
+                    "requested_schema": serde_json::from_str::<Value>(&r.requested_schema_json).unwrap_or(Value::Null),
+                }}));
+            }
+        }
+        out
+    }
+}
+
+async fn send(socket: &mut WebSocket, message: &Value) -> bool {
+    socket.send(Message::Text(message.to_string().into())).await.is_ok()
+}
+
+async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
+    // The client may be gone already; nothing is left to tell it then.
+    let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+}
+
+fn error_message(e: &WireError) -> Value {
+    // Every not-found about an execution reads the same.
+    let message = if e.code == ErrorCode::NotFound { "execution not found" } else { e.message.as_str() };
+    json!({"type": "error", "error": {"code": e.code.as_str(), "message": message}})
+}
+
+/// Runs the watch until it ends or the client leaves.
+pub async fn run(mut socket: WebSocket, watch: Watch) {
+    let Watch { state, bearer, scope, execution_id, until, first, place } = watch;
+    let _place = place;
+    let mut sent = Sent::default();
+    let mut view = first;
+    loop {
+        for message in sent.news(&view) {
+            if !send(&mut socket, &message).await {
+                return;
+            }
+        }
+        let end = if is_terminal(&view) {
+            Some(End::Terminal)
+        } else if Instant::now() >= until {
+            Some(End::TimedOut)
+        } else if state.shutdown.is_cancelled() {
+            Some(End::Shutdown)
+        } else {
+            None
+        };
+        if let Some(end) = end {
+            if send(&mut socket, &end.message(&execution_id)).await {
+                close(&mut socket, end.close_code(), "watch ended").await;
+            }
+            return;
+        }
+        let chunk = until.saturating_duration_since(Instant::now()).min(WAIT_CHUNK);
+        let wait = state.coordinator.wait(&bearer, &scope, &execution_id, chunk, view.status());
+        tokio::pin!(wait);
+        // Frames from the client are read only to notice that it left.
+        let waited = loop {
+            tokio::select! {
+                biased;
+                () = state.shutdown.cancelled() => break None,
+                incoming = socket.next() => match incoming {
+                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                    Some(Ok(_)) => continue,
+                },
+                waited = &mut wait => break Some(waited),
+            }
+        };
+        match waited {
+            // The loop's head answers the shutdown.
+            None => continue,
+            Some(Ok(next)) => view = next,
+            Some(Err(e)) => {
+                let code = match e.code {
+                    ErrorCode::Unauthenticated | ErrorCode::PermissionDenied | ErrorCode::NotFound => {
+                        close_code::POLICY
+                    }
+                    _ => close_code::ERROR,
+                };
+                if send(&mut socket, &error_message(&e)).await {
+                    close(&mut socket, code, "watch refused").await;
+                }
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_proto::coordinator::v1::{ExecutionStatus, InputRequest};
+
+    fn view(status: ExecutionStatus, open: &[&str]) -> ExecutionView {
+        ExecutionView {
+            execution_id: "te_x".into(),
+            status: status as i32,
+            input_requests: open
+                .iter()
+                .map(|k| InputRequest {
+                    request_key: (*k).into(),
+                    state: InputRequestState::Open as i32,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_status_and_each_input_request_is_sent_once() {
+        let mut sent = Sent::default();
+        assert_eq!(sent.news(&view(ExecutionStatus::Working, &[])).len(), 1);
+        assert!(sent.news(&view(ExecutionStatus::Working, &[])).is_empty(), "no change, nothing sent");
+        let news = sent.news(&view(ExecutionStatus::InputRequired, &["k1"]));
+        assert_eq!(
+            news.iter().map(|m| m["type"].as_str().unwrap_or_default()).collect::<Vec<_>>(),
+            ["execution", "input_request"]
+        );
+        let news = sent.news(&view(ExecutionStatus::InputRequired, &["k1", "k2"]));
+        assert_eq!(news.len(), 1, "only the new request");
+        assert_eq!(news[0]["input_request"]["request_key"], "k2");
+    }
+
+    #[test]
+    fn end_messages_say_why() {
+        let m = End::Shutdown.message("te_x");
+        assert_eq!((m["shutdown"].as_bool(), m["timed_out"].as_bool()), (Some(true), Some(false)));
+        assert_eq!(End::TimedOut.message("te_x")["timed_out"], true);
+        assert_eq!(End::Shutdown.close_code(), close_code::AWAY);
+    }
+}
