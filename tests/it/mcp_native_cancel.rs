@@ -7,9 +7,9 @@
 //! operator cancel test), so the test decides what each worker does.
 
 use crate::harness::{Cluster, Settings, eventually};
-use crate::worker_trust::{Hostile, channel, lease, tool};
-use anyhow::{Result, anyhow};
-use baton_proto::worker::v1::ToolRegistration;
+use crate::operator_outcomes::register;
+use crate::worker_trust::tool;
+use anyhow::Result;
 use baton_proto::worker::v1::coordinator_message::Msg;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -74,16 +74,7 @@ async fn rest_outcome(c: &Cluster, id: &str) -> Value {
 
 /// Starts `tool` as the end user and waits until a worker holds it.
 async fn running(c: &Cluster, tool: &str) -> Result<String> {
-    let r = c.rest(0, &c.id.user_token).start(tool, json!({}), None).await?;
-    let id = r.json()["execution_id"].as_str().ok_or_else(|| anyhow!("start: {}", r.json()))?.to_owned();
-    lease(c, &id).await?;
-    Ok(id)
-}
-
-async fn register(c: &Cluster, id: &str, t: ToolRegistration) -> Result<Hostile> {
-    Hostile::register(channel(c, 0, None).await?, &c.id.worker_token, id, vec![t], 4)
-        .await?
-        .map_err(|s| anyhow!("registration: {s}"))
+    crate::operator_outcomes::running(c, &c.rest(0, &c.id.user_token), tool).await
 }
 
 #[tokio::test]

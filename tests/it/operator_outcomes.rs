@@ -17,7 +17,7 @@ async fn key(c: &Cluster, role: &str, permissions: &str) -> Result<String> {
 }
 
 /// Starts `tool` and waits until a worker holds it.
-async fn running(c: &Cluster, owner: &Rest, tool: &str) -> Result<String> {
+pub(crate) async fn running(c: &Cluster, owner: &Rest, tool: &str) -> Result<String> {
     let r = owner.start(tool, json!({}), None).await?;
     let id = r.json()["execution_id"].as_str().ok_or_else(|| anyhow!("start: {}", r.json()))?.to_owned();
     lease(c, &id).await?;
@@ -25,7 +25,7 @@ async fn running(c: &Cluster, owner: &Rest, tool: &str) -> Result<String> {
 }
 
 /// A worker session of the cluster's project serving `t`, driven by the test.
-async fn register(c: &Cluster, id: &str, t: ToolRegistration) -> Result<Hostile> {
+pub(crate) async fn register(c: &Cluster, id: &str, t: ToolRegistration) -> Result<Hostile> {
     Hostile::register(channel(c, 0, None).await?, &c.id.worker_token, id, vec![t], 4)
         .await?
         .map_err(|s| anyhow!("registration: {s}"))

@@ -66,11 +66,7 @@ async fn audit_logs(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
-    let mut known = FILTERS.to_vec();
-    known.extend(["limit", "offset"]);
-    let params = Params::new(pairs, &known)?;
-    let limit = params.uint("limit", 1, MAX_LIMIT, DEFAULT_LIMIT)?;
-    let offset = params.uint("offset", 0, super::history::MAX_OFFSET, 0)?;
+    let (params, limit, offset) = Params::paged(pairs, &FILTERS, MAX_LIMIT, DEFAULT_LIMIT)?;
     let query = AuditQuery {
         action: params.text("action")?,
         actor_id: params.text("actor_id")?,

@@ -66,6 +66,22 @@ impl Params {
         Ok(Params(pairs))
     }
 
+    /// The parameters of an offset-paged listing: `filters`, `limit` (1 to
+    /// `max_limit`, default `default_limit`) and `offset`; the limit and offset read.
+    pub(super) fn paged(
+        pairs: Vec<(String, String)>,
+        filters: &[&str],
+        max_limit: u32,
+        default_limit: u32,
+    ) -> Result<(Params, u32, u32), ApiError> {
+        let mut known = filters.to_vec();
+        known.extend(["limit", "offset"]);
+        let params = Params::new(pairs, &known)?;
+        let limit = params.uint("limit", 1, max_limit, default_limit)?;
+        let offset = params.uint("offset", 0, MAX_OFFSET, 0)?;
+        Ok((params, limit, offset))
+    }
+
     pub(super) fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
@@ -234,11 +250,7 @@ async fn list(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
-    let mut known = FILTERS.to_vec();
-    known.extend(["limit", "offset"]);
-    let params = Params::new(pairs, &known)?;
-    let limit = params.uint("limit", 1, MAX_LIMIT, DEFAULT_LIMIT)?;
-    let offset = params.uint("offset", 0, MAX_OFFSET, 0)?;
+    let (params, limit, offset) = Params::paged(pairs, &FILTERS, MAX_LIMIT, DEFAULT_LIMIT)?;
     let query = params.query()?;
     let page = state.coordinator.history_list(&bearer, &p.scope(None), &query, limit, offset).await?;
     Ok(offset_page(page.items.iter().map(item).collect(), limit, offset, page.total_count))

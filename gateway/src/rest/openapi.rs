@@ -13,8 +13,21 @@ pub async fn document() -> Json<Value> {
     Json(spec())
 }
 
-fn error_response(description: &str) -> Value {
-    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+/// A reference to a schema of the document's components.
+pub(in crate::rest) fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+/// An error answer: the one JSON error shape.
+pub(in crate::rest) fn error_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}})
+}
+
+/// An error answer that says when to retry (`Retry-After`, seconds).
+pub(in crate::rest) fn retry_later(description: &str) -> Value {
+    let mut r = error_response(description);
+    r["headers"] = json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
+    r
 }
 
 fn errors(codes: &[u16]) -> serde_json::Map<String, Value> {
@@ -31,11 +44,7 @@ fn errors(codes: &[u16]) -> serde_json::Map<String, Value> {
                 429 => "An admission bound is reached; retry after Retry-After seconds with the same Idempotency-Key",
                 _ => "The coordinator or its database is unavailable; retry after Retry-After seconds",
             };
-            let mut r = error_response(description);
-            if matches!(c, 429 | 503) {
-                r["headers"] =
-                    json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
-            }
+            let r = if matches!(c, 429 | 503) { retry_later(description) } else { error_response(description) };
             (c.to_string(), r)
         })
         .collect()
@@ -90,13 +99,11 @@ fn execution_response(description: &str) -> Value {
 
 /// The 429 of a long poll over the gateway's wait bounds.
 fn too_many_waits() -> Value {
-    let mut r = error_response(&format!(
+    retry_later(&format!(
         "`{}`: this credential (scope `principal`) or this gateway (scope `gateway`) holds as many long polls as \
          it may; retry after Retry-After seconds",
         TooManyWaits::CODE
-    ));
-    r["headers"] = json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
-    r
+    ))
 }
 
 pub fn spec() -> Value {

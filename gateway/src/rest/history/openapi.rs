@@ -1,6 +1,7 @@
 //! The history routes' part of the OpenAPI document, added to it by
 //! `rest::openapi::spec`.
 
+use super::super::openapi::{error_response, retry_later, schema_ref};
 use super::{BASE, DEFAULT_LIMIT, MAX_FILTER_CHARS, MAX_LIMIT, MAX_OFFSET};
 use baton_proto::coordinator::v1::{
     ExecutionOutcome, ExecutionStatus, ExecutionType, FailureReason, Surface, TimelineEvent,
@@ -14,10 +15,7 @@ fn one_of(names: impl Iterator<Item = &'static str>) -> Value {
     json!({"enum": names.collect::<Vec<_>>()})
 }
 
-pub(in crate::rest) fn schema_ref(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
-
+/// A 200 with `ok.1`'s schema, and each error with its description.
 pub(in crate::rest) fn responses(ok: (&str, &str), errors: &[(u16, &str)]) -> Value {
     let mut out = Map::new();
     out.insert(
@@ -25,12 +23,7 @@ pub(in crate::rest) fn responses(ok: (&str, &str), errors: &[(u16, &str)]) -> Va
         json!({"description": ok.0, "content": {"application/json": {"schema": schema_ref(ok.1)}}}),
     );
     for (code, description) in errors {
-        let mut r =
-            json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}});
-        if *code == 503 {
-            r["headers"] =
-                json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
-        }
+        let r = if *code == 503 { retry_later(description) } else { error_response(description) };
         out.insert(code.to_string(), r);
     }
     Value::Object(out)

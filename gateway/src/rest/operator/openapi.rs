@@ -1,12 +1,9 @@
 //! The operator routes' part of the OpenAPI document, added by `rest::openapi::spec`.
 
+use super::super::openapi::{error_response, retry_later, schema_ref};
 use super::{BASE, DEFAULT_LIMIT, MAX_LIMIT};
 use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::{Map, Value, json};
-
-fn schema_ref(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
 
 fn responses(ok: (&str, &str), codes: &[u16]) -> Value {
     let mut out = Map::new();
@@ -23,12 +20,7 @@ fn responses(ok: (&str, &str), codes: &[u16]) -> Value {
             413 => "Request body too large",
             _ => "The coordinator or its database is unavailable; retry after Retry-After seconds",
         };
-        let mut r =
-            json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}});
-        if *code == 503 {
-            r["headers"] =
-                json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
-        }
+        let r = if *code == 503 { retry_later(description) } else { error_response(description) };
         out.insert(code.to_string(), r);
     }
     Value::Object(out)

@@ -2,23 +2,10 @@
 //! the `delivery` and `timeout_seconds` parameters of a read by id (whose 200
 //! is then a `WatchOffer`), the socket route and the `wait_id` fallback.
 
+use super::super::openapi::{error_response as error, retry_later, schema_ref};
 use super::{BASE, WATCH_PATH};
 use crate::waits::{DEFAULT_WATCH_SECONDS, Limits};
 use serde_json::{Value, json};
-
-fn schema_ref(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
-
-fn error(description: &str) -> Value {
-    json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}})
-}
-
-fn retry_later(description: &str) -> Value {
-    let mut r = error(description);
-    r["headers"] = json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
-    r
-}
 
 /// Adds the watch's paths, parameters and schemas to `doc`.
 pub fn extend(doc: &mut Value) {

@@ -1,12 +1,9 @@
 //! The webhook routes' part of the OpenAPI document, added by `rest::openapi::spec`.
 
+use super::super::openapi::{error_response, retry_later, schema_ref};
 use super::{BASE, DEFAULT_LIMIT, MAX_LIMIT, MAX_URL};
 use baton_proto::coordinator::v1::{ExecutionStatus, WebhookDeliveryStatus};
 use serde_json::{Map, Value, json};
-
-fn schema_ref(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
 
 fn responses(ok: (u16, &str, Option<&str>), codes: &[u16]) -> Value {
     let mut out = Map::new();
@@ -26,12 +23,7 @@ fn responses(ok: (u16, &str, Option<&str>), codes: &[u16]) -> Value {
             413 => "Request body too large",
             _ => "The coordinator or its database is unavailable; retry after Retry-After seconds",
         };
-        let mut r =
-            json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}});
-        if *code == 503 {
-            r["headers"] =
-                json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
-        }
+        let r = if *code == 503 { retry_later(description) } else { error_response(description) };
         out.insert(code.to_string(), r);
     }
     Value::Object(out)
