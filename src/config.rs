@@ -285,28 +285,6 @@ pub struct Config {
     pub webhooks: WebhooksSection,
 }
 
-/// Applies `BATON_A__B=v` as `a.b: v` onto the YAML tree.
-fn apply_env(root: &mut Value, vars: impl Iterator<Item = (String, String)>) {
-    for (name, raw) in vars {
-        let Some(path) = name.strip_prefix("BATON_") else { continue };
-        let keys: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
-        let value: Value = serde_yaml::from_str(&raw).unwrap_or(Value::String(raw.clone()));
-        let mut node = &mut *root;
-        for (i, key) in keys.iter().enumerate() {
-            if !node.is_mapping() {
-                *node = Value::Mapping(Default::default());
-            }
-            let Value::Mapping(map) = node else { break };
-            let k = Value::String(key.clone());
-            if i == keys.len() - 1 {
-                map.insert(k, value.clone());
-                break;
-            }
-            node = map.entry(k).or_insert(Value::Mapping(Default::default()));
-        }
-    }
-}
-
 impl Config {
     /// Reads the file (if any), applies the process environment, validates.
     pub fn load(path: Option<&Path>) -> Result<Config, Error> {
@@ -326,7 +304,7 @@ impl Config {
         if tree.is_null() {
             tree = Value::Mapping(Default::default());
         }
-        apply_env(&mut tree, vars);
+        baton_worker::serve::apply_env(&mut tree, vars);
         // The path names the field even when the message cannot show the value.
         let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| {
             let path = e.path().to_string();

@@ -406,6 +406,8 @@ impl Cluster {
 
     /// Restarts coordinator `i` on its previous address.
     pub async fn restart_coordinator(&mut self, i: usize) -> Result<()> {
+        // A killed process frees its port only once it has exited.
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.coordinators[i].child.wait()).await;
         let addr = self.coordinators[i].addr.clone();
         let p = self.spawn("coordinator", &["--listen", &addr], &[], "coordinator listening").await?;
         self.coordinators[i] = p;
@@ -428,6 +430,7 @@ impl Cluster {
 
     /// Restarts gateway `i` on its previous address, talking to `coordinator`.
     pub async fn restart_gateway(&mut self, i: usize, coordinator: usize) -> Result<()> {
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.gateways[i].child.wait()).await;
         let addr = self.gateways[i].addr.clone();
         let mut env = vec![("BATON_GATEWAY__COORDINATOR_URL", self.coordinator_url(coordinator))];
         env.extend(self.client_identity_env());

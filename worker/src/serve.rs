@@ -17,7 +17,7 @@ pub mod config;
 
 use crate::sdk::Tool;
 use crate::supervise;
-pub use config::{ConfigError, WorkerConfig, WorkerSection};
+pub use config::{ConfigError, WorkerConfig, WorkerSection, apply_env};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -12,7 +12,7 @@
 use super::records::{ExecutionRecord, NewExecution, phase_columns};
 use super::write::{EventData, Pending, default_message, next_row};
 use super::{Dialect, Error, Result, Store};
-use crate::domain::{self, Effect, Event, FailureReason, Millis, Phase, State};
+use crate::domain::{self, Effect, Event, FailureReason, Millis, Phase};
 use serde_json::{Value, json};
 use sqlx::AssertSqlSafe;
 
@@ -62,48 +62,6 @@ struct Played {
     attempts: Vec<AttemptRow>,
 }
 
-/// The record `create` writes for `new` (see `create::inserted_record`).
-fn created_record(new: &NewExecution) -> ExecutionRecord {
-    let (execution_type, not_before, scheduled_at) = match new.run_at {
-        Some(at) if at > new.created_at => ("scheduled", at, Some(at)),
-        _ => ("immediate", new.created_at, None),
-    };
-    ExecutionRecord {
-        id: new.id.clone(),
-        org_id: new.org_id.clone(),
-        project_id: new.project_id.clone(),
-        gateway_id: new.gateway_id.clone(),
-        tool_name: new.tool_name.clone(),
-        toolkit_name: new.toolkit_name.clone(),
-        toolkit_version: new.toolkit_version.clone(),
-        user_id: new.user_id.clone(),
-        started_by: new.started_by.clone(),
-        surface: new.surface.clone(),
-        execution_type: execution_type.to_owned(),
-        state: State::new(not_before, new.execution_deadline, new.max_attempts),
-        error_message: None,
-        summary: None,
-        created_at: new.created_at,
-        scheduled_at,
-        started_at: None,
-        finished_at: None,
-        updated_at: new.created_at,
-        execution_deadline: new.execution_deadline,
-        retention_expires_at: new.retention_expires_at,
-        poll_interval_ms: new.poll_interval_ms,
-        idempotency_key: new.idempotency_key.clone(),
-        request_fingerprint: new.request_fingerprint.clone(),
-        input_ct: Some(new.input_ct.clone()),
-        output_ct: None,
-        error_detail_ct: None,
-        payload_bytes: new.payload_bytes,
-        traceparent: new.traceparent.clone(),
-        remote_task_id: None,
-        version: 1,
-        progress: None,
-    }
-}
-
 /// The error an attempt ending in `p` records (as `write::reported_error`).
 fn reported_error(p: &Pending<'_>) -> Option<String> {
     p.data.error_message.clone().or_else(|| match p.transition.next.phase {
@@ -115,7 +73,7 @@ fn reported_error(p: &Pending<'_>) -> Option<String> {
 /// Plays `run` through the state machine; an event the machine ignores is a
 /// mistake in the script, reported rather than silently dropped.
 fn play(run: &SeedRun) -> Result<Played> {
-    let mut record = created_record(&run.new);
+    let mut record = super::create::inserted_record(&run.new);
     let mut events = vec![(1, run.new.created_at, "created", "pending", Some(record.execution_type.clone()))];
     let mut attempts: Vec<AttemptRow> = Vec::new();
     for (now, event, data) in &run.events {

@@ -207,8 +207,8 @@ static INSERT_ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!("INSERT INTO executions ({INSERT_COLUMNS}) VALUES {} {ON_KEY_CONFLICT}", values_row(1))
 });
 
-/// The row as just inserted, without reading it back.
-fn inserted_record(new: &NewExecution) -> ExecutionRecord {
+/// The row as just inserted, without reading it back (also what `bulk` seeds).
+pub(super) fn inserted_record(new: &NewExecution) -> ExecutionRecord {
     let due = Due::of(new);
     ExecutionRecord {
         id: new.id.clone(),
