@@ -96,6 +96,10 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
         .add_service(WebhooksServer::new(grpc::webhooks::WebhooksService { engine: engine.clone() }))
         .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))
         .add_service(PeerServer::new(grpc::peer::PeerService { engine: engine.clone() }))
+        // Waiting at scale (issue #21).
+        .add_service(baton_proto::coordinator::v1::waits_server::WaitsServer::new(grpc::watch::WaitsService {
+            engine: engine.clone(),
+        }))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())
         .await;
     engine.stopped().await;

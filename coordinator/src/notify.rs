@@ -2,14 +2,47 @@
 //! pending" (wakes the dispatcher). Local waiters are woken in-process; with
 //! Redis the same signals cross replicas over pub/sub. Signals are hints: every
 //! woken party re-reads the durable record.
+//!
+//! A change reaches two kinds of party: a unary long poll holds a [`Watch`]
+//! (one per waiter), and a gateway's watch stream holds one [`Listener`] for
+//! all the executions it follows (one registration per execution and stream,
+//! however many of the gateway's callers wait on it).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 
 #[derive(Default)]
 struct Registry {
     waiters: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    listeners: Mutex<HashMap<String, Vec<Arc<Listener>>>>,
+}
+
+/// One watch stream's interest in many executions: a change marks the
+/// execution and wakes the stream's task, which takes every marked id at once.
+/// Marks collapse, so a burst of changes to one execution costs one re-read.
+#[derive(Default)]
+pub struct Listener {
+    changed: Mutex<HashSet<String>>,
+    wake: Notify,
+}
+
+impl Listener {
+    fn mark(&self, id: &str) {
+        self.changed.lock().unwrap_or_else(PoisonError::into_inner).insert(id.to_owned());
+        // A stored permit: a mark made before the task waits is not lost.
+        self.wake.notify_one();
+    }
+
+    /// Resolves once something was marked since the last [`Listener::take`].
+    pub async fn marked(&self) {
+        self.wake.notified().await;
+    }
+
+    /// The executions marked since the last call.
+    pub fn take(&self) -> Vec<String> {
+        self.changed.lock().unwrap_or_else(PoisonError::into_inner).drain().collect()
+    }
 }
 
 /// Waiters for changes of individual executions on this replica.
@@ -52,13 +85,38 @@ impl Changes {
         Watch { registry: self.registry.clone(), id: id.to_owned(), notify }
     }
 
-    /// Wakes this replica's waiters on `id`.
+    /// Wakes this replica's waiters and listeners on `id`.
     pub fn changed_locally(&self, id: &str) {
         if let Ok(map) = self.registry.waiters.lock()
             && let Some((notify, _)) = map.get(id)
         {
             notify.notify_waiters();
         }
+        let listeners = self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner);
+        for listener in listeners.get(id).into_iter().flatten() {
+            listener.mark(id);
+        }
+    }
+
+    /// Marks `listener` whenever `id` changes, until [`Changes::unlisten`].
+    pub fn listen(&self, id: &str, listener: &Arc<Listener>) {
+        let mut map = self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner);
+        map.entry(id.to_owned()).or_default().push(Arc::clone(listener));
+    }
+
+    pub fn unlisten(&self, id: &str, listener: &Arc<Listener>) {
+        let mut map = self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(all) = map.get_mut(id) {
+            all.retain(|l| !Arc::ptr_eq(l, listener));
+            if all.is_empty() {
+                map.remove(id);
+            }
+        }
+    }
+
+    /// Stream registrations held now (one per execution and stream).
+    pub fn listener_count(&self) -> usize {
+        self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner).values().map(Vec::len).sum()
     }
 
     pub fn waiter_count(&self) -> usize {
@@ -87,5 +145,28 @@ mod tests {
         assert_eq!(changes.waiter_count(), 3);
         drop(extra);
         assert_eq!(changes.waiter_count(), 2, "a dropped watch unregisters");
+    }
+
+    #[tokio::test]
+    async fn a_listener_collects_its_executions_changes_once_each() {
+        let changes = Changes::default();
+        let (one, other) = (Arc::new(Listener::default()), Arc::new(Listener::default()));
+        changes.listen("a", &one);
+        changes.listen("b", &one);
+        changes.listen("a", &other);
+        for id in ["a", "a", "b", "c"] {
+            changes.changed_locally(id);
+        }
+        one.marked().await;
+        let mut taken = one.take();
+        taken.sort();
+        assert_eq!(taken, ["a", "b"], "marks collapse; unfollowed ids are not marked");
+        other.marked().await;
+        assert_eq!(other.take(), ["a"]);
+        assert_eq!(changes.listener_count(), 3);
+        changes.unlisten("a", &one);
+        changes.changed_locally("a");
+        assert!(one.take().is_empty(), "an unlistened id marks nothing");
+        assert_eq!(changes.listener_count(), 2);
     }
 }

@@ -57,6 +57,8 @@ pub struct AppState {
     /// Cancelled when the gateway begins a graceful shutdown: every parked
     /// wait answers at once.
     pub shutdown: CancellationToken,
+    /// Tool definitions `tools/call` plans with (see `mcp::tool_defs`).
+    pub tool_defs: Arc<crate::mcp::ToolDefs>,
 }
 
 impl AppState {

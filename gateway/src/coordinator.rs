@@ -3,6 +3,7 @@
 //! `Scope` it acts in and typed arguments. The bearer is forwarded verbatim,
 //! trace context injected, and nothing else in the gateway builds a request.
 
+use crate::hub::{Hub, Latest, Seen, WatchError};
 use crate::json::canonical;
 use baton_proto::coordinator::v1 as pb;
 use baton_proto::error::{ErrorCode, WireError};
@@ -10,12 +11,17 @@ use baton_proto::worker::v1::InputAction;
 use http::{HeaderMap, header};
 use pb::coordinator_client::CoordinatorClient;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
 pub mod admin;
+mod call;
+pub use call::{CallSettled, Calling};
 pub mod history;
 mod operator;
 mod webhooks;
@@ -123,11 +129,13 @@ pub enum ConnectError {
 pub struct Coordinator {
     client: CoordinatorClient<Channel>,
     channel: Channel,
+    /// Every parked wait of this process, on one stream (`crate::hub`).
+    hub: Hub,
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 /// A long poll may take this much longer than its wait before it times out.
-const WAIT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const WAIT_GRACE: Duration = Duration::from_secs(5);
 /// A ping goes out after this long without a frame from the coordinator, idle
 /// or not, and a connection whose answer takes longer than the timeout is
 /// dropped and redialled: a half-open connection fails fast instead of
@@ -153,7 +161,7 @@ impl Coordinator {
             endpoint
         };
         let channel = endpoint.connect_lazy();
-        Ok(Coordinator { client: CoordinatorClient::new(channel.clone()), channel })
+        Ok(Coordinator { client: CoordinatorClient::new(channel.clone()), hub: Hub::new(channel.clone()), channel })
     }
 
     /// Ready when the coordinator answers its gRPC health check.
@@ -227,20 +235,7 @@ impl Coordinator {
         scope: &Scope,
         new: &NewExecution<'_>,
     ) -> Result<pb::ExecutionView, WireError> {
-        let gateway_id = scope.gateway();
-        let request = pb::StartExecutionRequest {
-            org_id: scope.org_id.clone(),
-            project_id: scope.project_id.clone(),
-            request_fingerprint: fingerprint(&gateway_id, new),
-            gateway_id,
-            tool_name: new.tool_name.to_owned(),
-            input_json: new.input.to_string(),
-            user_id: new.user_id.unwrap_or_default().to_owned(),
-            run_at_ms: new.run_at_ms,
-            ttl_ms: new.ttl_ms,
-            idempotency_key: new.idempotency_key.unwrap_or_default().to_owned(),
-            surface: new.surface as i32,
-        };
+        let request = start_request(scope, new);
         let started = self.call(bearer, request, None, |mut c, r| async move { c.start_execution(r).await }).await?;
         started.execution.ok_or_else(|| WireError::new(ErrorCode::Internal, "internal error"))
     }
@@ -268,7 +263,108 @@ impl Coordinator {
 
     /// Long-polls until the status differs from `known_status` (unspecified:
     /// from the status when the call arrives) or `wait` passes.
+    ///
+    /// Parked on this process's wait hub: the waiter's own authenticated read
+    /// (answered at once when the status already differs), then a receiver on
+    /// the execution's entry, woken by the coordinator's push; the caller's
+    /// credential is checked again before a change is answered (already done
+    /// when the push was read with this very credential; otherwise `WhoAmI`,
+    /// shared by the waiters one change woke), and a time-out answers a fresh
+    /// read. While the hub's stream is down the wait is one unary call, as
+    /// before the hub, so nothing hangs on it.
     pub async fn wait(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        wait: Duration,
+        known_status: pb::ExecutionStatus,
+    ) -> Result<pb::ExecutionView, WireError> {
+        let until = Instant::now() + wait;
+        let mut baseline = (known_status != pb::ExecutionStatus::Unspecified).then_some(known_status);
+        loop {
+            match self.park(bearer, scope, id, until, &mut baseline).await {
+                Parked::Answered(answer) => return *answer,
+                Parked::Again if Instant::now() < until => continue,
+                // Rare paths, boxed: their call futures would otherwise sit
+                // inside every parked wait's future.
+                Parked::Again => return Box::pin(self.execution(bearer, scope, id)).await,
+                Parked::Down => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    let known = baseline.unwrap_or(pb::ExecutionStatus::Unspecified);
+                    return Box::pin(self.wait_unary(bearer, scope, id, left, known)).await;
+                }
+            }
+        }
+    }
+
+    /// One stay on the hub: joined, watched with the caller's credential,
+    /// parked until a later view differs from `baseline` (set from the first
+    /// read when the caller named none) or `until`.
+    async fn park(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        until: Instant,
+        baseline: &mut Option<pb::ExecutionStatus>,
+    ) -> Parked {
+        let Some(mut member) = self.hub.join(id).await else { return Parked::Down };
+        let authorization = format!("Bearer {}", bearer.0);
+        let read = match Box::pin(member.watch(authorization, &scope.org_id, &scope.project_id)).await {
+            Ok(seen) => seen,
+            Err(WatchError::Refused(e)) => return Parked::Answered(Box::new(Err(e))),
+            Err(WatchError::Down) => return Parked::Down,
+        };
+        let baseline = *baseline.get_or_insert(read.view.status());
+        let differs = |view: &pb::ExecutionView| view.status() != baseline || view.status().is_terminal();
+        if differs(&read.view) || Instant::now() >= until {
+            return Parked::Answered(Box::new(Ok(read.view.clone())));
+        }
+        loop {
+            let news = match &*member.latest.borrow_and_update() {
+                Latest::Lost => return Parked::Again,
+                Latest::Seen(seen) if seen.version > read.version && differs(&seen.view) => Some(Arc::clone(seen)),
+                _ => None,
+            };
+            if let Some(seen) = news {
+                return Parked::Answered(Box::new(Box::pin(self.answer_change(bearer, scope, id, &seen)).await));
+            }
+            tokio::select! {
+                changed = member.latest.changed() => if changed.is_err() { return Parked::Again },
+                () = tokio::time::sleep_until(until) => {
+                    // A time-out answers the row as it is now (progress included).
+                    return Parked::Answered(Box::new(Box::pin(self.execution(bearer, scope, id)).await));
+                }
+            }
+        }
+    }
+
+    /// `seen`, once the caller's credential is known to be good still: 401
+    /// when it was revoked while parked; a fresh read of its own when the
+    /// check could not be made.
+    async fn answer_change(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        seen: &Seen,
+    ) -> Result<pb::ExecutionView, WireError> {
+        // Read with this very credential after the change: authenticated already.
+        if !seen.reader.is_empty() && seen.reader == Sha256::digest(format!("Bearer {}", bearer.0)).as_slice() {
+            return Ok(seen.view.clone());
+        }
+        let checked =
+            self.hub.checks().verify(&bearer.0, seen.at, || async { self.who_am_i(bearer, None).await.map(drop) });
+        match checked.await {
+            Ok(()) => Ok(seen.view.clone()),
+            Err(e) if e.code == ErrorCode::Unauthenticated => Err(e),
+            Err(_) => self.execution(bearer, scope, id).await,
+        }
+    }
+
+    /// The wait as one unary `WaitExecution` call, held for its whole length.
+    async fn wait_unary(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -285,6 +381,11 @@ impl Coordinator {
         };
         let timeout = wait.saturating_add(WAIT_GRACE);
         self.call(bearer, request, Some(timeout), |mut c, r| async move { c.wait_execution(r).await }).await
+    }
+
+    /// Executions with an entry on this process's wait hub, and waiters on them.
+    pub fn parked(&self) -> (usize, usize) {
+        self.hub.counts()
     }
 
     /// The execution and, once it completed, its tool result.
@@ -358,6 +459,25 @@ impl Coordinator {
         F: FnOnce(CoordinatorClient<Channel>, Request<Req>) -> Fut,
         Fut: Future<Output = Result<Response<Resp>, Status>>,
     {
+        match self.raw_call(bearer, message, timeout, f).await? {
+            Ok(response) => Ok(response.into_inner()),
+            Err(status) => Err(WireError::from_status(&status)),
+        }
+    }
+
+    /// As `call`, with the coordinator's status as it came (the outer error
+    /// is a bearer that cannot be sent).
+    async fn raw_call<Req, Resp, F, Fut>(
+        &self,
+        bearer: &Bearer,
+        message: Req,
+        timeout: Option<Duration>,
+        f: F,
+    ) -> Result<Result<Response<Resp>, Status>, WireError>
+    where
+        F: FnOnce(CoordinatorClient<Channel>, Request<Req>) -> Fut,
+        Fut: Future<Output = Result<Response<Resp>, Status>>,
+    {
         let mut request = Request::new(message);
         request.set_timeout(timeout.unwrap_or(DEFAULT_TIMEOUT));
         let value = format!("Bearer {}", bearer.0);
@@ -368,8 +488,36 @@ impl Coordinator {
             Err(_) => return Err(WireError::new(ErrorCode::Unauthenticated, "invalid bearer credential")),
         }
         baton_proto::trace::inject(request.metadata_mut());
-        f(self.client.clone(), request).await.map(Response::into_inner).map_err(|s| WireError::from_status(&s))
+        Ok(f(self.client.clone(), request).await)
     }
+}
+
+/// The start of `new` through the scope's gateway, fingerprinted by [`fingerprint`].
+fn start_request(scope: &Scope, new: &NewExecution<'_>) -> pb::StartExecutionRequest {
+    let gateway_id = scope.gateway();
+    pb::StartExecutionRequest {
+        org_id: scope.org_id.clone(),
+        project_id: scope.project_id.clone(),
+        request_fingerprint: fingerprint(&gateway_id, new),
+        gateway_id,
+        tool_name: new.tool_name.to_owned(),
+        input_json: new.input.to_string(),
+        user_id: new.user_id.unwrap_or_default().to_owned(),
+        run_at_ms: new.run_at_ms,
+        ttl_ms: new.ttl_ms,
+        idempotency_key: new.idempotency_key.unwrap_or_default().to_owned(),
+        surface: new.surface as i32,
+    }
+}
+
+/// How one stay on the wait hub ended.
+enum Parked {
+    /// Boxed: the view is large and this is built once per wait.
+    Answered(Box<Result<pb::ExecutionView, WireError>>),
+    /// The entry was lost (stream broke, pushes lapsed): join and watch again.
+    Again,
+    /// No stream: wait with a unary call.
+    Down,
 }
 
 /// One page of a project's executions, of one gateway when `gateway_id` is set.
@@ -424,5 +572,24 @@ mod tests {
         assert_eq!(with("Basic abc"), Err(MissingBearer));
         assert_eq!(with("Bearer "), Err(MissingBearer));
         assert_eq!(Bearer::from_headers(&HeaderMap::new()).map(|b| b.0), Err(MissingBearer));
+    }
+}
+
+#[cfg(test)]
+mod sizes {
+    use super::*;
+
+    /// A parked wait's future lives as long as the wait: its size is paid
+    /// per waiter, so the rare paths (the credential re-check, the read at a
+    /// time-out, the unary fallback) are boxed out of it.
+    #[tokio::test]
+    async fn a_parked_wait_is_a_small_future() {
+        let coordinator = Coordinator::connect_lazy("http://127.0.0.1:9", None).expect("url");
+        let (bearer, scope) =
+            (Bearer("t".into()), Scope { org_id: "o".into(), project_id: "p".into(), gateway_id: None });
+        let wait = coordinator.wait(&bearer, &scope, "te_x", Duration::from_secs(1), pb::ExecutionStatus::Unspecified);
+        let size = std::mem::size_of_val(&wait);
+        println!("Coordinator::wait future: {size} bytes");
+        assert!(size <= 2048, "a parked wait's future is {size} bytes");
     }
 }

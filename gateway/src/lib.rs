@@ -12,6 +12,8 @@ mod dashboard;
 pub mod error;
 mod execution;
 mod health;
+// Waiting at scale (issue #21): every parked wait on one coordinator stream.
+mod hub;
 mod json;
 pub mod mcp;
 pub mod rest;
@@ -66,7 +68,7 @@ pub fn router(state: AppState) -> Router {
 pub fn state(options: Options, shutdown: CancellationToken) -> Result<AppState, Error> {
     let coordinator = Coordinator::connect_lazy(&options.coordinator_url, options.coordinator_tls.clone())?;
     let waits = Arc::new(waits::Waits::new(options.max_waits_per_principal, options.max_waits));
-    Ok(AppState { options: Arc::new(options), coordinator, waits, shutdown })
+    Ok(AppState { options: Arc::new(options), coordinator, waits, shutdown, tool_defs: Default::default() })
 }
 
 /// Serves until `shutdown` fires, then drains: the listener closes, parked

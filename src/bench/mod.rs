@@ -99,9 +99,9 @@ pub struct Args {
     /// Concurrent long polls in the waiters scenario.
     #[arg(long, default_value_t = 1000)]
     waiters: usize,
-    /// Seconds each Demo.Sleep of the waiters scenario sleeps.
-    #[arg(long, default_value_t = 5.0)]
-    sleep_seconds: f64,
+    /// Where the waiters scenario's long polls wait: one execution, or 1,000.
+    #[arg(long, value_enum, default_value = "one")]
+    spread: waiters::Spread,
     /// Interval between tasks/get polls in the mcp-task scenario.
     #[arg(long, default_value_t = 10)]
     poll_ms: u64,
@@ -141,9 +141,10 @@ pub struct Settings {
     pub executions: usize,
     pub concurrency: usize,
     pub waiters: usize,
-    pub sleep_seconds: f64,
     pub poll: Duration,
     pub max_time: Duration,
+    /// The waiters scenario's spread.
+    pub spread: waiters::Spread,
 }
 
 /// A scenario's table and the number of executions it completed, which the
@@ -166,9 +167,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         executions: args.executions.max(1),
         concurrency: args.concurrency.max(1),
         waiters: args.waiters.max(1),
-        sleep_seconds: args.sleep_seconds.clamp(0.0, 3600.0),
         poll: Duration::from_millis(args.poll_ms.max(1)),
         max_time: Duration::from_secs(args.max_seconds.max(1)),
+        spread: args.spread,
     };
     let base = http_url.trim_end_matches('/').to_owned();
     let http = reqwest::Client::builder()

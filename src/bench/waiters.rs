@@ -1,157 +1,242 @@
-//! Scenario `waiters`: W executions of `Demo.Sleep`, each followed by long
-//! polls (`GET …/{id}?wait_ms=`) through the one gateway until it is terminal,
-//! so that up to W polls are parked at once. Starts go through at most C at a
-//! time. Reports wake-up latency (the terminal answer's arrival on this
-//! machine's clock minus the execution's `finished_at`), the peak number of
-//! parked polls, and — with `--pids gateway=…` — the gateway's resident
-//! memory before, at that peak, at its highest, and after.
+//! Scenario `waiters` (issue #21, "Waiting at scale"): W long polls
+//! (`GET …/{id}?wait_ms=`) parked at once through one gateway, on one
+//! execution (`--spread one`) or spread over 1,000 (`--spread many`), then
+//! woken together. In phases, so each number is measured in a quiet system:
+//!
+//! 1. start the executions (scheduled an hour ahead, so they wait without a
+//!    worker); sample RSS (`--pids gateway=…,coordinator=…`);
+//! 2. open the W polls and, once they are all sent, sample RSS again and CPU
+//!    over a quiet window (CPU while parked: should be ~0);
+//! 3. cancel every execution; each poll's answer arrival on this machine's
+//!    clock minus its execution's `finished_at` is its wake-up latency.
+//!
+//! A poll that times out (`wait_ms` ends) polls again, so a slow start never
+//! loses a waiter. The process's file-descriptor limit is raised (soft to
+//! hard) by `scripts/bench-waiters.sh`, which runs this on the cluster topology.
 
-use super::probe::{Probe, rss_kib};
+use super::probe::{Probe, cpu_ticks, rss_kib};
 use super::report::Table;
 use super::stats::{Errors, Failure, Samples};
 use super::{Outcome, Settings, Target, drive, rest};
 use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::json;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-/// At most this many polls per execution.
-const MAX_POLLS: usize = 100;
-const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+/// Executions of `--spread many`.
+pub const MANY: usize = 1_000;
+/// Each poll's `wait_ms`: the gateway's default bound.
+const WAIT_MS: u64 = 45_000;
+/// Polls opened per batch, and the pause between batches (the listener's
+/// accept backlog is finite).
+const OPEN_BATCH: usize = 500;
+const OPEN_PAUSE: Duration = Duration::from_millis(20);
+/// After the last poll is sent, how long to let the gateway park it.
+const SETTLE: Duration = Duration::from_secs(3);
+/// The window CPU while parked is measured over.
+const QUIET: Duration = Duration::from_secs(5);
+/// Linux's USER_HZ: /proc/<pid>/stat counts CPU time in these.
+const TICKS_PER_SECOND: f64 = 100.0;
 
-struct Done {
-    wake_ms: f64,
-    polls: usize,
+/// Where the waiters wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Spread {
+    /// All W on one execution.
+    One,
+    /// W over 1,000 executions.
+    Many,
 }
 
-struct Shared {
-    target: Arc<Target>,
-    starts: Semaphore,
-    parked: AtomicUsize,
-    seconds: f64,
-    deadline: Instant,
+/// What one process looked like in each phase.
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    rss_kib: Option<u64>,
+    ticks: Option<u64>,
 }
 
-async fn one(sh: &Shared, i: usize) -> Result<Done, Failure> {
-    let t = &sh.target;
-    let view = {
-        let _permit = sh.starts.acquire().await.map_err(|_| Failure::GaveUp)?;
-        let key = format!("bench-wait-{}-{i}", t.run_id);
-        rest::start(t, "Demo.Sleep", json!({"seconds": sh.seconds}), &key).await?
-    };
-    let id = view.get("execution_id").and_then(|v| v.as_str()).ok_or(Failure::Shape("no execution_id"))?;
-    for polls in 1..=MAX_POLLS {
-        let left = sh.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
+fn sample(pid: Option<u32>) -> Sample {
+    Sample { rss_kib: pid.and_then(rss_kib), ticks: pid.and_then(cpu_ticks) }
+}
+
+/// One waiter: polls `id` until terminal; its wake-up latency in ms.
+async fn wait(t: &Target, id: &str, parked: &AtomicUsize, deadline: Instant) -> Result<f64, Failure> {
+    loop {
+        if Instant::now() >= deadline {
+            return Err(Failure::GaveUp);
         }
-        sh.parked.fetch_add(1, Ordering::Relaxed);
-        let answer = rest::wait_once(t, id, (left.as_millis() as u64).clamp(1, rest::WAIT_MS)).await;
-        sh.parked.fetch_sub(1, Ordering::Relaxed);
+        parked.fetch_add(1, Ordering::Relaxed);
+        let answer = rest::wait_once(t, id, WAIT_MS).await;
+        parked.fetch_sub(1, Ordering::Relaxed);
         let received_ms = rest::now_ms();
         let view = answer?;
         match rest::status(&view) {
-            ExecutionStatus::Completed => {
+            ExecutionStatus::Cancelled | ExecutionStatus::Completed => {
                 let finished = rest::time_ms(&view, "finished_at").ok_or(Failure::Shape("no finished_at"))?;
-                return Ok(Done { wake_ms: (received_ms - finished) as f64, polls });
+                return Ok((received_ms - finished) as f64);
             }
             s if s.is_terminal() => return Err(Failure::Ended(s.name().to_owned())),
             _ => {}
         }
     }
-    Err(Failure::GaveUp)
 }
 
-#[derive(Default)]
-struct Memory {
-    peak_parked: usize,
-    rss_at_peak_parked: Option<u64>,
-    rss_max: Option<u64>,
-}
-
-/// Samples parked polls and the gateway's RSS until `stop` or `deadline`.
-async fn sample(sh: Arc<Shared>, gateway: Option<u32>, stop: Arc<AtomicBool>) -> Memory {
-    let mut m = Memory::default();
-    while !stop.load(Ordering::Relaxed) && Instant::now() < sh.deadline {
-        let parked = sh.parked.load(Ordering::Relaxed);
-        let rss = gateway.and_then(rss_kib);
-        if parked > m.peak_parked {
-            m.peak_parked = parked;
-            m.rss_at_peak_parked = rss;
+/// Starts `n` executions scheduled an hour ahead, so they wait (pending)
+/// without a worker until the bench cancels them: the settlement that wakes
+/// the waiters is then the coordinator's own, and no tool load disturbs the
+/// figures. Their ids.
+async fn start(t: &Arc<Target>, n: usize, c: usize, deadline: Instant) -> Result<Vec<String>, Failure> {
+    let run_at = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let run_at = run_at.format(&time::format_description::well_known::Rfc3339).map_err(|_| Failure::Shape("run_at"))?;
+    let t2 = t.clone();
+    let started = drive(n, c, deadline, move |i| {
+        let (t, run_at) = (t2.clone(), run_at.clone());
+        async move {
+            let key = format!("bench-waiters-{}-{i}", t.run_id);
+            let body =
+                json!({"gateway_id": t.gateway_id, "tool_name": "Demo.Echo", "input": {"text": "w"}, "run_at": run_at});
+            let req = t.http.post(&t.executions_url).header("Idempotency-Key", key).bearer_auth(&t.token).json(&body);
+            let resp = req.send().await.map_err(|e| Failure::transport(&e))?;
+            let status = resp.status().as_u16();
+            let view: serde_json::Value = resp.json().await.map_err(|e| Failure::transport(&e))?;
+            if status != 202 {
+                return Err(Failure::Http { status, code: None });
+            }
+            let id = view.get("execution_id").and_then(|v| v.as_str()).ok_or(Failure::Shape("no execution_id"))?;
+            Ok::<_, Failure>(id.to_owned())
         }
-        m.rss_max = m.rss_max.max(rss);
-        tokio::time::sleep(SAMPLE_EVERY).await;
-    }
-    m
+    })
+    .await;
+    started.into_iter().collect()
+}
+
+async fn cancel(t: &Arc<Target>, ids: Vec<String>, c: usize, deadline: Instant) -> Vec<Result<(), Failure>> {
+    let (t, ids) = (t.clone(), Arc::new(ids));
+    let n = ids.len();
+    drive(n, c, deadline, move |i| {
+        let (t, ids) = (t.clone(), ids.clone());
+        async move {
+            let req =
+                t.http.post(format!("{}/{}/cancel", t.executions_url, ids[i])).bearer_auth(&t.token).json(&json!({}));
+            let resp = req.send().await.map_err(|e| Failure::transport(&e))?;
+            match resp.status().as_u16() {
+                s if s < 300 => Ok(()),
+                status => Err(Failure::Http { status, code: None }),
+            }
+        }
+    })
+    .await
 }
 
 fn mib(kib: Option<u64>) -> String {
     kib.map_or("n/a".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
 }
 
-pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
-    let gateway = probe.pid("gateway");
-    let rss_before = gateway.and_then(rss_kib);
-    let sh = Arc::new(Shared {
-        target,
-        starts: Semaphore::new(s.concurrency),
-        parked: AtomicUsize::new(0),
-        seconds: s.sleep_seconds,
-        deadline: Instant::now() + s.max_time,
-    });
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler =
-        baton_worker::supervise::spawn_supervised("waiters sampler", sample(sh.clone(), gateway, stop.clone()));
-    let for_drive = sh.clone();
-    let answers = drive(s.waiters, s.waiters, sh.deadline, move |i| {
-        let sh = for_drive.clone();
-        async move { one(&sh, i).await }
-    })
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    let memory = sampler.await.unwrap_or_default();
-    let rss_after = gateway.and_then(rss_kib);
-
-    let mut wake = Samples::default();
-    let mut errors = Errors::default();
-    let (mut ok, mut polls) = (0usize, 0usize);
-    for answer in &answers {
-        match answer {
-            Ok(d) => {
-                ok += 1;
-                polls += d.polls;
-                wake.push(d.wake_ms);
-            }
-            Err(f) => errors.add(f),
+/// Bytes of RSS per parked wait between two samples.
+fn per_wait(before: Sample, parked: Sample, waits: usize) -> String {
+    match (before.rss_kib, parked.rss_kib) {
+        (Some(b), Some(p)) if waits > 0 => {
+            let bytes = (p as f64 - b as f64) * 1024.0 / waits as f64;
+            format!("{bytes:.0} B ({:.2} KiB)", bytes / 1024.0)
         }
+        _ => "n/a".into(),
     }
+}
+
+/// CPU while parked, as a share of one core.
+fn busy(from: Sample, to: Sample, over: Duration) -> String {
+    match (from.ticks, to.ticks) {
+        (Some(a), Some(b)) => {
+            let seconds = b.saturating_sub(a) as f64 / TICKS_PER_SECOND;
+            format!(
+                "{:.1} % of a core ({seconds:.2} s over {:.0} s)",
+                100.0 * seconds / over.as_secs_f64(),
+                over.as_secs_f64()
+            )
+        }
+        _ => "n/a".into(),
+    }
+}
+
+pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
+    let (gateway, coordinator) = (probe.pid("gateway"), probe.pid("coordinator"));
+    let deadline = Instant::now() + s.max_time;
+    let executions = match s.spread {
+        Spread::One => 1,
+        Spread::Many => MANY.min(s.waiters),
+    };
     let title = format!(
-        "waiters  (W={} long polls on Demo.Sleep {}s, wait_ms ≤ {}, starts C={})",
+        "waiters  (W={} long polls, wait_ms={WAIT_MS}, over {executions} execution{}, woken by cancel)",
         s.waiters,
-        s.sleep_seconds,
-        rest::WAIT_MS,
-        s.concurrency
+        if executions == 1 { "" } else { "s" }
     );
     let mut table = Table::new(title);
-    table.dist("finished_at → poll answered", &wake);
-    table.value("completed", format!("{ok} of {} attempted", answers.len()));
-    table.value("peak parked long polls", memory.peak_parked.to_string());
-    if ok > 0 {
-        table.value("long polls per execution", format!("{:.2}", polls as f64 / ok as f64));
+    let mut errors = Errors::default();
+    let ids = match start(&target, executions, s.concurrency, deadline).await {
+        Ok(ids) => ids,
+        Err(f) => {
+            errors.add(&f);
+            table.errors(&errors);
+            return Outcome { table, executions: 0 };
+        }
+    };
+    let before = (sample(gateway), sample(coordinator));
+
+    let parked = Arc::new(AtomicUsize::new(0));
+    let mut waiters = JoinSet::new();
+    for i in 0..s.waiters {
+        let (t, id, parked) = (target.clone(), ids[i % ids.len()].clone(), parked.clone());
+        waiters.spawn(async move { wait(&t, &id, &parked, deadline).await });
+        if (i + 1) % OPEN_BATCH == 0 {
+            tokio::time::sleep(OPEN_PAUSE).await;
+        }
     }
-    table.value("gateway RSS before", mib(rss_before));
-    table.value("gateway RSS at peak parked", mib(memory.rss_at_peak_parked));
-    table.value("gateway RSS max during", mib(memory.rss_max));
-    table.value("gateway RSS after", mib(rss_after));
-    if let (Some(b), Some(p)) = (rss_before, memory.rss_at_peak_parked)
-        && memory.peak_parked > 0
+    // Every poll sent (bounded, so a lost one cannot stall the run), then a
+    // moment for the gateway to park the last of them.
+    let all_sent = Instant::now() + s.max_time / 4;
+    while parked.load(Ordering::Relaxed) < s.waiters && Instant::now() < all_sent.min(deadline) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(SETTLE).await;
+    let parked_at = (sample(gateway), sample(coordinator));
+    let parked_count = parked.load(Ordering::Relaxed);
+    tokio::time::sleep(QUIET).await;
+    let quiet_end = (sample(gateway), sample(coordinator));
+
+    for cancelled in cancel(&target, ids, s.concurrency, deadline).await {
+        if let Err(f) = cancelled {
+            errors.add(&f);
+        }
+    }
+    let mut wake = Samples::default();
+    let mut ok = 0usize;
+    while let Some(joined) = waiters.join_next().await {
+        match joined {
+            Ok(Ok(ms)) => {
+                ok += 1;
+                wake.push(ms);
+            }
+            Ok(Err(f)) => errors.add(&f),
+            Err(_) => errors.add(&Failure::GaveUp),
+        }
+    }
+    let after = (sample(gateway), sample(coordinator));
+
+    table.dist("finished_at → poll answered (wake-up)", &wake);
+    table.value("answered", format!("{ok} of {}", s.waiters));
+    table.value("parked when measured", parked_count.to_string());
+    for (name, b, p, a) in
+        [("gateway", before.0, parked_at.0, after.0), ("coordinator", before.1, parked_at.1, after.1)]
     {
-        let per = (p.saturating_sub(b)) as f64 / memory.peak_parked as f64;
-        table.value("gateway RSS growth / parked poll", format!("{per:.1} KiB"));
+        table.value(format!("{name} RSS before parking"), mib(b.rss_kib));
+        table.value(format!("{name} RSS parked"), mib(p.rss_kib));
+        table.value(format!("{name} RSS after wake-up"), mib(a.rss_kib));
+        table.value(format!("{name} RSS per parked wait"), per_wait(b, p, parked_count));
     }
+    table.value("gateway CPU while parked", busy(parked_at.0, quiet_end.0, QUIET));
+    table.value("coordinator CPU while parked", busy(parked_at.1, quiet_end.1, QUIET));
     table.errors(&errors);
     Outcome { table, executions: ok }
 }

@@ -31,3 +31,5 @@ mod webhooks;
 mod execution_watch;
 mod worker_trust;
 mod writing_tools;
+// Waiting at scale (issue #21).
+mod waiters;

@@ -1,17 +1,27 @@
 //! Coalesced creates. Concurrent starts share one statement and one commit
-//! (Postgres: `Store::create_many`); a start whose Idempotency-Key is already
-//! held, and every start on SQLite, is created on its own by
-//! `Store::create_execution`, which answers replays and conflicts.
+//! (Postgres: `Store::create_many`, and `Store::create_claimed` for starts
+//! that already hold a worker's free slot); a start whose Idempotency-Key is
+//! already held, and every start on SQLite, is created on its own by
+//! `Store::create_execution`, which answers replays and conflicts (pending,
+//! for the dispatcher).
 
 use super::coalesce;
-use crate::store::{self, Created, NewExecution, Store};
+use crate::domain::Millis;
+use crate::store::{self, ClaimedNew, Created, NewExecution, Store};
 use tokio::sync::{mpsc, oneshot};
 
 /// 23 parameters a row: 64 rows stay far below Postgres' 65,535.
 const MAX_BATCH: usize = 64;
 
+/// The worker a start holds a free slot of, and its lease.
+pub struct Claim {
+    pub worker_id: String,
+    pub lease_until: Millis,
+}
+
 struct Job {
     new: NewExecution,
+    claim: Option<Claim>,
     reply: oneshot::Sender<store::Result<Created>>,
 }
 
@@ -37,14 +47,19 @@ impl Creates {
         Creates { jobs }
     }
 
-    pub async fn create(&self, new: NewExecution) -> store::Result<Created> {
+    /// Creates `new`, leased at once per `claim` when it can be (the answer's
+    /// record says whether it was).
+    pub async fn create(&self, new: NewExecution, claim: Option<Claim>) -> store::Result<Created> {
         let (reply, answer) = oneshot::channel();
-        coalesce::enqueue(&self.jobs, Job { new, reply })?;
+        coalesce::enqueue(&self.jobs, Job { new, claim, reply })?;
         answer.await.map_err(coalesce::gone)?
     }
 }
 
 async fn create_batch(store: &Store, jobs: Vec<Job>) {
+    let (claimed, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.claim.is_some());
+    let mut jobs = jobs;
+    jobs.extend(create_claimed(store, claimed).await);
     let mut alone = Vec::new();
     let mut contended = Vec::new();
     if jobs.len() > 1 {
@@ -77,4 +92,34 @@ async fn create_batch(store: &Store, jobs: Vec<Job>) {
         let created = store.create_contended(&job.new).await;
         let _ = job.reply.send(created);
     }
+}
+
+/// Creates the claimed starts in one statement; answers the jobs it could not
+/// create claimed (a taken key, a failed statement, SQLite), to be created
+/// the ordinary way.
+async fn create_claimed(store: &Store, jobs: Vec<Job>) -> Vec<Job> {
+    let batch: Vec<ClaimedNew<'_>> = jobs
+        .iter()
+        .filter_map(|j| {
+            j.claim.as_ref().map(|c| ClaimedNew { new: &j.new, worker_id: &c.worker_id, lease_until: c.lease_until })
+        })
+        .collect();
+    let created = match store.create_claimed(&batch).await {
+        Ok(created) => created,
+        Err(e) => {
+            tracing::warn!(error = %e, creates = jobs.len(), "claimed create failed; creating pending instead");
+            vec![None; jobs.len()]
+        }
+    };
+    drop(batch);
+    let mut rest = Vec::new();
+    for (job, record) in jobs.into_iter().zip(created) {
+        match record {
+            Some(record) => {
+                let _ = job.reply.send(Ok(Created { record, replayed: false }));
+            }
+            None => rest.push(Job { claim: None, ..job }),
+        }
+    }
+    rest
 }

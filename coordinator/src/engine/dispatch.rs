@@ -4,9 +4,12 @@
 //! signals.
 
 use super::messages::{Assignment, AttemptRef, Command};
+use super::sessions::Session;
 use super::{Engine, now_ms};
 use crate::crypto::Field;
+use crate::store::Claimed;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const BATCH: i64 = 128;
@@ -17,7 +20,14 @@ impl Engine {
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
+                // New work, here or on another replica.
                 _ = self.dispatch_wake.notified() => {}
+                // Slots came free: worth a round only if work may be waiting.
+                _ = self.slots_wake.notified() => {
+                    if !self.pending_seen.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                }
                 _ = tokio::time::sleep(TICK) => {}
             }
             while self.dispatch_round().await {
@@ -60,6 +70,9 @@ impl Engine {
                 }
             };
             session.return_slots(slots - claimed.len() as i64);
+            if (claimed.len() as i64) < slots {
+                self.pending_seen.store(false, Ordering::Relaxed);
+            }
             // Leaving the backlog and waking waiters are independent of the
             // assignments: do them for the whole batch at once.
             let bookkeeping = futures_util::future::join_all(claimed.iter().map(|c| async move {
@@ -71,54 +84,8 @@ impl Engine {
             let mut undelivered = Vec::new();
             for c in &claimed {
                 assigned = true;
-                let record = &c.record;
-                if c.attempt == 1 {
-                    self.metrics.first_attempt(record);
-                }
-                let input = match record.input_ct.as_deref().map(|ct| self.ring.open(&record.id, Field::Input, ct)) {
-                    Some(Ok(bytes)) => String::from_utf8(bytes).unwrap_or_default(),
-                    None => "{}".to_owned(),
-                    Some(Err(e)) => {
-                        // The lease lapses and the execution fails owner_lost: the tool never ran.
-                        tracing::error!(error = %e, execution_id = %record.id, "cannot open stored input");
-                        continue;
-                    }
-                };
-                let span = tracing::info_span!(
-                    "dispatch",
-                    otel.name = %format!("dispatch {}", record.tool_name),
-                    otel.kind = "producer",
-                    gen_ai.tool.name = %record.tool_name,
-                    execution_id = %record.id,
-                    attempt = c.attempt,
-                );
-                // One trace per execution: dispatch continues the start request's trace.
-                baton_proto::trace::adopt_traceparent(record.traceparent.as_deref().unwrap_or_default(), &span);
-                let traceparent = {
-                    let _enter = span.enter();
-                    baton_proto::trace::current_traceparent()
-                };
-                // A recorded remote task is resumed, never called again; answers the
-                // previous owner had not relayed travel with the assignment.
-                let (resume_remote_task_id, pending_input) = match &record.remote_task_id {
-                    Some(task) if record.state.remote_task => {
-                        (task.clone(), self.pending_answers(&record.id).await.unwrap_or_default())
-                    }
-                    _ => (String::new(), Vec::new()),
-                };
-                let sent = session.send(Command::Assign(Assignment {
-                    attempt: AttemptRef::new(&record.id, c.attempt),
-                    tool_name: record.tool_name.clone(),
-                    input_json: input,
-                    deadline_ms: record.execution_deadline,
-                    traceparent,
-                    resume_remote_task_id,
-                    pending_input,
-                }));
-                if !sent {
-                    // Never queued, so never delivered: claimable again now, not
-                    // owner_lost a lease later.
-                    undelivered.push((record.id.clone(), c.attempt));
+                if let Some(refused) = self.assign(&session, c).await {
+                    undelivered.push(refused);
                 }
             }
             bookkeeping.await;
@@ -130,5 +97,57 @@ impl Engine {
             }
         }
         assigned
+    }
+
+    /// Sends claimed attempt `c` to `session`, the worker its lease names
+    /// (without waiting); answers the attempt when it could not be queued,
+    /// which proves it never reached the worker.
+    pub(super) async fn assign(&self, session: &Session, c: &Claimed) -> Option<(String, u32)> {
+        let record = &c.record;
+        if c.attempt == 1 {
+            self.metrics.first_attempt(record);
+        }
+        let input = match record.input_ct.as_deref().map(|ct| self.ring.open(&record.id, Field::Input, ct)) {
+            Some(Ok(bytes)) => String::from_utf8(bytes).unwrap_or_default(),
+            None => "{}".to_owned(),
+            Some(Err(e)) => {
+                // The lease lapses and the execution fails owner_lost: the tool never ran.
+                tracing::error!(error = %e, execution_id = %record.id, "cannot open stored input");
+                return None;
+            }
+        };
+        let span = tracing::info_span!(
+            "dispatch",
+            otel.name = %format!("dispatch {}", record.tool_name),
+            otel.kind = "producer",
+            gen_ai.tool.name = %record.tool_name,
+            execution_id = %record.id,
+            attempt = c.attempt,
+        );
+        // One trace per execution: dispatch continues the start request's trace.
+        baton_proto::trace::adopt_traceparent(record.traceparent.as_deref().unwrap_or_default(), &span);
+        let traceparent = {
+            let _enter = span.enter();
+            baton_proto::trace::current_traceparent()
+        };
+        // A recorded remote task is resumed, never called again; answers the
+        // previous owner had not relayed travel with the assignment.
+        let (resume_remote_task_id, pending_input) = match &record.remote_task_id {
+            Some(task) if record.state.remote_task => {
+                (task.clone(), self.pending_answers(&record.id).await.unwrap_or_default())
+            }
+            _ => (String::new(), Vec::new()),
+        };
+        let sent = session.send(Command::Assign(Assignment {
+            attempt: AttemptRef::new(&record.id, c.attempt),
+            tool_name: record.tool_name.clone(),
+            input_json: input,
+            deadline_ms: record.execution_deadline,
+            traceparent,
+            resume_remote_task_id,
+            pending_input,
+        }));
+        // Never queued, so never delivered: claimable again now, not owner_lost a lease later.
+        (!sent).then(|| (record.id.clone(), c.attempt))
     }
 }

@@ -1,13 +1,16 @@
 //! The owner lifecycle: start, read, wait, list, result, input and cancel, each
 //! authorized here against the current credential.
 
+use super::creates::Claim;
+use super::sessions::{Reserved, Session};
 use super::{Engine, Error, Result, Scope, now_ms, token_hash};
 use crate::admission::Ticket;
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
 use crate::domain::{Event, ExecutionId, Ignored, Lifetime, Status};
-use crate::store::{Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
+use crate::store::{Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
 use base64::Engine as _;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// What a caller asks to start.
@@ -111,6 +114,17 @@ impl Engine {
     /// Authenticates the caller (with the tool lookup, in one store round trip)
     /// and creates the execution.
     pub async fn start(&self, authorization: Option<&str>, req: StartRequest) -> Result<Created> {
+        self.start_as(authorization, req, ExecutionId::generate()).await
+    }
+
+    /// As [`Engine::start`], creating the execution under `id` (minted by the
+    /// caller, so it can watch the execution before it exists).
+    pub(super) async fn start_as(
+        &self,
+        authorization: Option<&str>,
+        req: StartRequest,
+        id: ExecutionId,
+    ) -> Result<Created> {
         let hash = token_hash(authorization)?;
         for (name, value, max) in [
             ("user_id", req.user_id.as_str(), 512),
@@ -125,8 +139,8 @@ impl Engine {
             }
         }
         let (credential, tool, retention) = self
-            .store
-            .credential_with_tool(&hash, &req.project_id, &req.tool_name)
+            .start_reads
+            .credential_with_tool(hash, &req.project_id, &req.tool_name)
             .await?
             .ok_or(authz::Error::Unauthenticated)?;
         let p = &Principal::from_credential(credential)?;
@@ -149,7 +163,7 @@ impl Engine {
             )));
         }
         let now = now_ms();
-        let id = ExecutionId::generate().to_string();
+        let id = id.to_string();
         let lifetime = Lifetime {
             retention_ms: retention.effective_ms(self.options.lifetime.retention_ms),
             ..self.options.lifetime
@@ -200,24 +214,71 @@ impl Engine {
             return Err(Error::Capacity(rejection));
         }
         let run_at = new.run_at;
-        let created = match self.creates.create(new).await {
+        let due_now = run_at.is_none_or(|at| at <= now);
+        // A start that finds a free slot of a session here is created leased
+        // to it: one commit instead of a create and a claim, and no dispatch
+        // round. Not while pending work may be waiting for that slot.
+        let found = if due_now && !self.pending_seen.load(Ordering::Relaxed) {
+            self.sessions.reserve(&new.project_id, &new.tool_name)
+        } else {
+            Reserved::NotServed
+        };
+        // Every session here that serves the tool is busy: later starts queue
+        // behind this one until a dispatch round drains what is pending.
+        let scarce = matches!(found, Reserved::Full);
+        let reserved = match found {
+            Reserved::Slot(session) => Some(session),
+            Reserved::Full | Reserved::NotServed => None,
+        };
+        let claim = reserved
+            .as_ref()
+            .map(|s| Claim { worker_id: s.worker_id.clone(), lease_until: now + self.options.lease_ms });
+        let created = match self.creates.create(new, claim).await {
             Ok(c) => c,
             Err(e) => {
+                if let Some(session) = &reserved {
+                    session.return_slots(1);
+                }
                 let _ = self.admission.release(&ticket, now).await;
                 return Err(e.into());
             }
         };
+        let leased = !created.replayed && created.record.status() == Status::Working;
+        if let Some(session) = reserved.as_ref().filter(|_| !leased) {
+            session.return_slots(1);
+        }
         if created.replayed {
             let _ = self.admission.release(&ticket, now).await;
             return Self::replay_for(p, created);
         }
         self.metrics.started(&created.record.surface);
-        match run_at {
-            Some(at) if at > now => self.wake_at(at),
-            _ => self.wake_dispatch(),
+        match (reserved, run_at) {
+            (Some(session), _) if leased => self.assign_created(&session, &created.record, now).await,
+            (_, Some(at)) if at > now => self.wake_at(at),
+            _ => {
+                if scarce {
+                    self.pending_seen.store(true, Ordering::Relaxed);
+                }
+                self.wake_dispatch();
+            }
         }
         tracing::debug!(execution_id = %created.record.id, tool = %created.record.tool_name, "execution created");
         Ok(created)
+    }
+
+    /// Sends an execution created leased to `session` on its way: out of the
+    /// backlog, and to the worker (or back to pending, provably undelivered).
+    async fn assign_created(&self, session: &Session, record: &ExecutionRecord, now: crate::domain::Millis) {
+        if let Err(e) = self.admission.started(&super::ticket(record), now).await {
+            tracing::warn!(error = %e, "admission backlog release failed");
+        }
+        let claimed = Claimed { attempt: record.state.attempts, record: record.clone() };
+        if let Some(undelivered) = self.assign(session, &claimed).await {
+            session.return_slots(1);
+            if let Err(e) = self.undelivered(&session.worker_id, vec![undelivered], now_ms()).await {
+                tracing::warn!(error = %e, "an undelivered assignment waits for its lease to lapse");
+            }
+        }
     }
 
     /// A replay answers only a caller who may read the execution: a key another

@@ -3,6 +3,7 @@
 //! transition's effects. gRPC services are thin adapters over this.
 
 mod bus;
+pub mod call;
 mod coalesce;
 mod creates;
 mod dispatch;
@@ -15,6 +16,11 @@ pub mod operator;
 mod reads;
 mod sessions;
 pub mod settings;
+mod start_reads;
+// Waiting at scale (issue #21): gateways' watch streams.
+pub mod subscriptions;
+#[cfg(test)]
+mod subscriptions_tests;
 mod sweeper;
 #[cfg(test)]
 mod tests;
@@ -103,12 +109,20 @@ pub struct Engine {
     reads: Reads,
     /// Creates, coalesced into shared statements and commits.
     creates: Creates,
+    /// Starts' credential and tool reads, coalesced likewise.
+    start_reads: start_reads::StartReads,
     ring: Arc<KeyRing>,
     admission: Arc<dyn Admission>,
     changes: Changes,
     bus: Bus,
     sessions: Sessions,
     dispatch_wake: Arc<Notify>,
+    /// Wakes the dispatcher when slots came free (settlements, heartbeats).
+    slots_wake: Notify,
+    /// Pending work may be waiting for a free slot here: starts then leave
+    /// slots to the dispatcher instead of taking them at create (cleared by a
+    /// dispatch round that finds less than it had room for).
+    pending_seen: std::sync::atomic::AtomicBool,
     options: Arc<Options>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -146,6 +160,7 @@ impl Engine {
             Engine {
                 reads: Reads::start(store.clone()),
                 creates: Creates::start(store.clone()),
+                start_reads: start_reads::StartReads::start(store.clone()),
                 store,
                 ring: options.key_ring.clone(),
                 admission,
@@ -153,6 +168,8 @@ impl Engine {
                 bus,
                 sessions: Sessions::default(),
                 dispatch_wake: Arc::default(),
+                slots_wake: Notify::new(),
+                pending_seen: std::sync::atomic::AtomicBool::new(true),
                 webhook_wake: Arc::default(),
                 options: Arc::new(options),
                 tasks: TaskTracker::new(),

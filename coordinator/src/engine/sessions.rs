@@ -144,6 +144,15 @@ impl Session {
     }
 }
 
+/// What [`Sessions::reserve`] found.
+pub enum Reserved {
+    Slot(Arc<Session>),
+    /// Sessions here serve the tool, all busy.
+    Full,
+    /// No session here serves the tool (another replica's may).
+    NotServed,
+}
+
 #[derive(Clone, Default)]
 pub struct Sessions {
     by_worker: Arc<RwLock<HashMap<String, Arc<Session>>>>,
@@ -169,6 +178,24 @@ impl Sessions {
 
     pub fn get(&self, worker_id: &str) -> Option<Arc<Session>> {
         self.by_worker.read().ok()?.get(worker_id).cloned()
+    }
+
+    /// One free slot of a session of project `project_id` that serves `tool`
+    /// (the freest), taken.
+    pub fn reserve(&self, project_id: &str, tool: &str) -> Reserved {
+        let Ok(map) = self.by_worker.read() else { return Reserved::NotServed };
+        let mut serving: Vec<&Arc<Session>> = map
+            .values()
+            .filter(|s| s.project_id == project_id && s.tools.iter().any(|t| t == tool) && !s.closed.is_cancelled())
+            .collect();
+        if serving.is_empty() {
+            return Reserved::NotServed;
+        }
+        serving.sort_by_key(|s| std::cmp::Reverse(s.free()));
+        match serving.into_iter().find(|s| s.room() > 0 && s.take_slots(1) == 1) {
+            Some(s) => Reserved::Slot(s.clone()),
+            None => Reserved::Full,
+        }
     }
 
     pub fn snapshot(&self) -> Vec<Arc<Session>> {

@@ -315,7 +315,7 @@ impl Engine {
         }
         session.set_free(hb.free_slots);
         if hb.free_slots > 0 {
-            self.dispatch_wake.notify_one();
+            self.slots_wake.notify_one();
         }
         Ok(())
     }
@@ -460,7 +460,7 @@ impl Engine {
         }
         futures_util::future::join_all(committed.iter().map(|a| self.after_commit(&a.record, &a.effects))).await;
         session.return_slots(freed);
-        self.dispatch_wake.notify_one();
+        self.slots_wake.notify_one();
         out
     }
 

@@ -3,11 +3,15 @@
 use super::convert::{self, view};
 use super::status::to_status;
 use super::{authorization, span, traced};
+use crate::engine::call::Watched;
 use crate::engine::lifecycle::StartRequest;
 use crate::engine::messages::OwnerAnswer;
 use crate::engine::{Engine, Scope};
 use baton_proto::coordinator::v1::{self as pb, coordinator_server::Coordinator};
+use futures_util::{Stream, StreamExt};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tonic::{Request, Response, Status};
 
 pub struct Api {
@@ -18,26 +22,78 @@ type Reply<T> = Result<Response<T>, Status>;
 
 impl Api {
     /// The wire view, with the open input requests when the execution waits for input.
-    async fn view(&self, record: &crate::store::ExecutionRecord) -> Result<pb::ExecutionView, Status> {
-        let mut v = view(record);
-        if record.status() == crate::domain::Status::InputRequired {
-            v.input_requests = self
-                .engine
-                .open_requests(&record.id)
-                .await
-                .map_err(to_status)?
-                .into_iter()
-                .map(|r| pb::InputRequest {
-                    request_key: r.request_key,
-                    message: r.message,
-                    requested_schema_json: r.requested_schema_json,
-                    state: pb::InputRequestState::Open as i32,
-                })
-                .collect();
-        }
-        Ok(v)
+    pub(super) async fn view(&self, record: &crate::store::ExecutionRecord) -> Result<pb::ExecutionView, Status> {
+        view_with_requests(&self.engine, record).await
     }
 }
+
+/// The wire view, with the open input requests when the execution waits for input.
+async fn view_with_requests(
+    engine: &Engine,
+    record: &crate::store::ExecutionRecord,
+) -> Result<pb::ExecutionView, Status> {
+    let mut v = view(record);
+    if record.status() == crate::domain::Status::InputRequired {
+        v.input_requests = engine
+            .open_requests(&record.id)
+            .await
+            .map_err(to_status)?
+            .into_iter()
+            .map(|r| pb::InputRequest {
+                request_key: r.request_key,
+                message: r.message,
+                requested_schema_json: r.requested_schema_json,
+                state: pb::InputRequestState::Open as i32,
+            })
+            .collect();
+    }
+    Ok(v)
+}
+
+fn start_request(r: pb::StartExecutionRequest) -> StartRequest {
+    let surface = convert::surface_name(r.surface());
+    StartRequest {
+        org_id: r.org_id,
+        project_id: r.project_id,
+        gateway_id: r.gateway_id,
+        tool_name: r.tool_name,
+        input_json: r.input_json,
+        user_id: r.user_id,
+        run_at_ms: r.run_at_ms,
+        ttl_ms: r.ttl_ms,
+        idempotency_key: (!r.idempotency_key.is_empty()).then_some(r.idempotency_key),
+        request_fingerprint: r.request_fingerprint,
+        surface,
+    }
+}
+
+/// The second message of `CallExecution`: the wait after the start, then the
+/// execution as it stands.
+async fn settled_message(
+    engine: Arc<Engine>,
+    authorization: Option<String>,
+    watched: Watched,
+    wait: Duration,
+    stop_on_input: bool,
+) -> Result<pb::StartExecutionResponse, Status> {
+    let (org_id, project_id) = (watched.org_id().to_owned(), watched.project_id().to_owned());
+    let until = tokio::time::Instant::now() + wait;
+    let settled = engine
+        .settle_wait(authorization.as_deref(), scope(&org_id, &project_id), watched, until, stop_on_input)
+        .await
+        .map_err(to_status)?;
+    Ok(pb::StartExecutionResponse {
+        execution: Some(view_with_requests(&engine, &settled.record).await?),
+        replayed: false,
+        result_json: settled.result_json,
+    })
+}
+
+/// The longest wait a `CallExecution` holds (a gateway's foreground budget is
+/// far shorter; this bounds a caller that asks for more).
+const MAX_CALL_WAIT: Duration = Duration::from_secs(300);
+
+type CallStream = Pin<Box<dyn Stream<Item = Result<pb::StartExecutionResponse, Status>> + Send + 'static>>;
 
 fn scope<'a>(org_id: &'a str, project_id: &'a str) -> Scope<'a> {
     Scope { org_id, project_id }
@@ -49,26 +105,40 @@ impl Coordinator for Api {
         let span = span("StartExecution", &req);
         traced(span, async move {
             let authorization = authorization(&req).map(str::to_owned);
-            let r = req.into_inner();
-            let surface = convert::surface_name(r.surface());
-            let start = StartRequest {
-                org_id: r.org_id,
-                project_id: r.project_id,
-                gateway_id: r.gateway_id,
-                tool_name: r.tool_name,
-                input_json: r.input_json,
-                user_id: r.user_id,
-                run_at_ms: r.run_at_ms,
-                ttl_ms: r.ttl_ms,
-                idempotency_key: (!r.idempotency_key.is_empty()).then_some(r.idempotency_key),
-                request_fingerprint: r.request_fingerprint,
-                surface,
-            };
+            let start = start_request(req.into_inner());
             let created = self.engine.start(authorization.as_deref(), start).await.map_err(to_status)?;
             Ok(Response::new(pb::StartExecutionResponse {
                 execution: Some(view(&created.record)),
                 replayed: created.replayed,
+                result_json: None,
             }))
+        })
+        .await
+    }
+
+    type CallExecutionStream = CallStream;
+
+    /// The start is answered (or refused) before the stream begins; the wait
+    /// runs as the stream is read, so a caller that drops it ends the wait.
+    async fn call_execution(&self, req: Request<pb::CallExecutionRequest>) -> Reply<CallStream> {
+        let span = span("CallExecution", &req);
+        traced(span, async move {
+            let authorization = authorization(&req).map(str::to_owned);
+            let r = req.into_inner();
+            let Some(start) = r.start else {
+                return Err(Status::invalid_argument("`start` is required"));
+            };
+            let wait = Duration::from_millis(u64::try_from(r.wait_ms).unwrap_or(0)).min(MAX_CALL_WAIT);
+            let (created, watched) =
+                self.engine.start_watched(authorization.as_deref(), start_request(start)).await.map_err(to_status)?;
+            let first = pb::StartExecutionResponse {
+                execution: Some(view(&created.record)),
+                replayed: created.replayed,
+                result_json: None,
+            };
+            let rest = settled_message(self.engine.clone(), authorization, watched, wait, r.stop_on_input);
+            let stream = futures_util::stream::once(async move { Ok(first) }).chain(futures_util::stream::once(rest));
+            Ok(Response::new(Box::pin(stream) as CallStream))
         })
         .await
     }

@@ -11,6 +11,8 @@ pub mod peer_auth;
 pub mod status;
 pub mod webhooks;
 pub mod worker;
+// Waiting at scale (issue #21): a gateway's one stream for its parked waits.
+pub mod watch;
 
 /// The `authorization` metadata value, if present.
 pub fn authorization<T>(req: &tonic::Request<T>) -> Option<&str> {

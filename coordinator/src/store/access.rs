@@ -62,25 +62,69 @@ impl Store {
         token_hash: &[u8],
         project_id: &str,
         name: &str,
-    ) -> Result<Option<(Credential, Option<ToolRecord>, RetentionSettings)>> {
+    ) -> Result<Option<WithTool>> {
         let row = sqlx::query(AssertSqlSafe(WITH_TOOL.as_str()))
             .bind(token_hash)
             .bind(project_id)
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
-        let Some(row) = row else { return Ok(None) };
-        let tool = match row.try_get::<Option<String>, _>("name")? {
-            Some(_) => Some(tool_from_row(&row)?),
-            None => None,
-        };
-        let retention = RetentionSettings {
-            project_ms: row.try_get("project_retention_ms")?,
-            organization_ms: row.try_get("org_retention_ms")?,
-            execution_logging: row.try_get::<Option<i64>, _>("org_execution_logging")?.is_none_or(|on| on != 0),
-        };
-        Ok(Some((credential_from_row(&row)?, tool, retention)))
+        row.as_ref().map(with_tool_from_row).transpose()
     }
+
+    /// [`Store::credential_with_tool`] for many starts in one statement
+    /// (Postgres; SQLite answers one by one), answered in order.
+    pub async fn credentials_with_tools(&self, asks: &[(&[u8], &str, &str)]) -> Result<Vec<Option<WithTool>>> {
+        if self.dialect == super::Dialect::Sqlite || asks.len() < 2 {
+            let mut out = Vec::with_capacity(asks.len());
+            for (hash, project_id, name) in asks {
+                out.push(self.credential_with_tool(hash, project_id, name).await?);
+            }
+            return Ok(out);
+        }
+        let values: Vec<String> = (0..asks.len())
+            .map(|i| format!("(${}::bytea, ${}::text, ${}::text, {i}::bigint)", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+            .collect();
+        let sql = format!(
+            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {}, p.retention_ms AS project_retention_ms, \
+             o.retention_ms AS org_retention_ms, o.execution_logging AS org_execution_logging \
+             FROM (VALUES {}) AS q(h, project_id, name, i) JOIN credentials c ON c.token_hash = q.h \
+             LEFT JOIN tools t ON t.project_id = q.project_id AND t.name = q.name \
+             LEFT JOIN projects p ON p.id = c.project_id LEFT JOIN organizations o ON o.id = p.org_id",
+            qualified("t", TOOL_COLUMNS),
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (hash, project_id, name) in asks {
+            query = query.bind(*hash).bind(*project_id).bind(*name);
+        }
+        let rows = query.persistent(false).fetch_all(&self.pool).await?;
+        let mut out = vec![None; asks.len()];
+        for row in &rows {
+            let ask =
+                usize::try_from(row.try_get::<i64, _>("ask")?).map_err(|_| super::Error::Corrupt("ask".into()))?;
+            if let Some(slot) = out.get_mut(ask) {
+                *slot = Some(with_tool_from_row(row)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A credential, the tool asked for (if registered) and its project's retention.
+pub type WithTool = (Credential, Option<ToolRecord>, RetentionSettings);
+
+fn with_tool_from_row(row: &sqlx::any::AnyRow) -> Result<WithTool> {
+    let tool = match row.try_get::<Option<String>, _>("name")? {
+        Some(_) => Some(tool_from_row(row)?),
+        None => None,
+    };
+    let retention = RetentionSettings {
+        project_ms: row.try_get("project_retention_ms")?,
+        organization_ms: row.try_get("org_retention_ms")?,
+        execution_logging: row.try_get::<Option<i64>, _>("org_execution_logging")?.is_none_or(|on| on != 0),
+    };
+    Ok((credential_from_row(row)?, tool, retention))
 }
 
 impl Store {

@@ -7,7 +7,9 @@
 //! of one transaction per transition.
 //!
 //! Postgres only: the rows travel as one JSON parameter per table and batch
-//! (`json_populate_recordset`), which keeps a batch to a single bind.
+//! (`json_populate_recordset`), which keeps a batch to a single bind. The
+//! same played rows serve `claimed.rs`, which creates executions already
+//! leased to a worker.
 
 use super::records::{ExecutionRecord, NewExecution, phase_columns};
 use super::write::{EventData, Pending, default_message, next_row};
@@ -55,8 +57,9 @@ struct AttemptRow {
 }
 
 /// The rows one run leaves behind.
-struct Played {
-    record: ExecutionRecord,
+pub(super) struct Played {
+    /// The execution row after the run's last event.
+    pub record: ExecutionRecord,
     /// (seq, at, kind, status, detail)
     events: Vec<(i64, Millis, &'static str, &'static str, Option<String>)>,
     attempts: Vec<AttemptRow>,
@@ -72,7 +75,7 @@ fn reported_error(p: &Pending<'_>) -> Option<String> {
 
 /// Plays `run` through the state machine; an event the machine ignores is a
 /// mistake in the script, reported rather than silently dropped.
-fn play(run: &SeedRun) -> Result<Played> {
+pub(super) fn play(run: &SeedRun) -> Result<Played> {
     let mut record = super::create::inserted_record(&run.new);
     let mut events = vec![(1, run.new.created_at, "created", "pending", Some(record.execution_type.clone()))];
     let mut attempts: Vec<AttemptRow> = Vec::new();
@@ -167,9 +170,37 @@ async fn insert_json(store: &Store, table: &str, columns: &str, rows: Vec<Value>
     Ok(done.rows_affected())
 }
 
-const EXECUTION_INSERT: &str = super::records::EXECUTION_COLUMNS;
-const EVENT_COLUMNS: &str = "execution_id, seq, at, kind, status, detail";
-const ATTEMPT_COLUMNS: &str =
+/// The rows of played runs as JSON objects named like their tables' columns.
+#[derive(Default)]
+pub(super) struct RowsJson {
+    pub executions: Vec<Value>,
+    pub events: Vec<Value>,
+    pub attempts: Vec<Value>,
+}
+
+impl RowsJson {
+    pub fn push(&mut self, played: &Played) {
+        let id = &played.record.id;
+        for (seq, at, kind, status, detail) in &played.events {
+            self.events.push(json!({
+                "execution_id": id, "seq": seq, "at": at, "kind": kind, "status": status, "detail": detail,
+            }));
+        }
+        for a in &played.attempts {
+            self.attempts.push(json!({
+                "execution_id": id, "attempt": a.attempt, "worker_id": a.worker_id,
+                "started_at": a.started_at, "finished_at": a.finished_at,
+                "success": a.success.map(i64::from), "error_message": a.error_message,
+                "output_ct": hex(&a.output_ct), "error_detail_ct": hex(&a.error_detail_ct),
+            }));
+        }
+        self.executions.push(execution_json(&played.record));
+    }
+}
+
+pub(super) const EXECUTION_INSERT: &str = super::records::EXECUTION_COLUMNS;
+pub(super) const EVENT_COLUMNS: &str = "execution_id, seq, at, kind, status, detail";
+pub(super) const ATTEMPT_COLUMNS: &str =
     "execution_id, attempt, worker_id, started_at, finished_at, success, error_message, output_ct, error_detail_ct";
 
 impl Store {
@@ -181,27 +212,11 @@ impl Store {
         if self.dialect != Dialect::Postgres {
             return Err(Error::Database(sqlx::Error::Configuration("seeding runs needs Postgres".into())));
         }
-        let mut executions = Vec::with_capacity(runs.len());
-        let mut events = Vec::with_capacity(runs.len() * 3);
-        let mut attempts = Vec::with_capacity(runs.len());
+        let mut rows = RowsJson::default();
         for run in runs {
-            let played = play(run)?;
-            let id = &played.record.id;
-            for (seq, at, kind, status, detail) in &played.events {
-                events.push(json!({
-                    "execution_id": id, "seq": seq, "at": at, "kind": kind, "status": status, "detail": detail,
-                }));
-            }
-            for a in &played.attempts {
-                attempts.push(json!({
-                    "execution_id": id, "attempt": a.attempt, "worker_id": a.worker_id,
-                    "started_at": a.started_at, "finished_at": a.finished_at,
-                    "success": a.success.map(i64::from), "error_message": a.error_message,
-                    "output_ct": hex(&a.output_ct), "error_detail_ct": hex(&a.error_detail_ct),
-                }));
-            }
-            executions.push(execution_json(&played.record));
+            rows.push(&play(run)?);
         }
+        let RowsJson { executions, events, attempts } = rows;
         Ok(Seeded {
             executions: insert_json(self, "executions", EXECUTION_INSERT, executions).await?,
             events: insert_json(self, "execution_events", EVENT_COLUMNS, events).await?,

@@ -394,6 +394,12 @@ async fn credentials_resolve_by_hash_and_revoke() {
         let (_, tool, _) =
             b.store.credential_with_tool(&[7; 32], "prj_1", "Demo.Echo").await.expect("tool").expect("c");
         assert!(tool.is_none(), "{}: nothing registered yet", b.name);
+        // Many starts at once answer as one each would, in order.
+        let asks: [(&[u8], &str, &str); 3] =
+            [(&[8; 32], "prj_1", "Demo.Echo"), (&[7; 32], "prj_1", "Demo.Echo"), (&[7; 32], "prj_2", "X")];
+        let answers = b.store.credentials_with_tools(&asks).await.expect("many starts");
+        let ids: Vec<Option<&str>> = answers.iter().map(|a| a.as_ref().map(|(c, _, _)| c.id.as_str())).collect();
+        assert_eq!(ids, [None, Some("cred_a"), Some("cred_a")], "{}", b.name);
         let many = b.store.credentials_by_hashes(&[&[7; 32], &[8; 32]]).await.expect("many credentials");
         assert_eq!(many.keys().collect::<Vec<_>>(), [&vec![7u8; 32]], "{}: unknown hashes are absent", b.name);
         let rows = b.store.executions_by_ids(&[exec.id.as_str(), "te_nope"]).await.expect("many executions");

@@ -10,6 +10,7 @@
 mod access;
 mod audit;
 mod bulk;
+mod claimed;
 mod create;
 mod executions;
 mod history;
@@ -34,8 +35,10 @@ mod settings_tests;
 #[cfg(test)]
 mod webhooks_tests;
 
+pub use access::WithTool;
 pub use audit::{AuditEntry, AuditFilter};
 pub use bulk::{SeedRun, Seeded, Step};
+pub use claimed::ClaimedNew;
 pub use create::Created;
 pub use executions::{Applied, Claimed, EventRecord, ListFilter};
 pub use history::{HistoryFilter, HistoryRead, HistoryRow};

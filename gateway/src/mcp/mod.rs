@@ -18,6 +18,8 @@
 //! execution facts in `crate::execution`. Nothing here imports `crate::rest`.
 
 mod compat;
+mod tool_defs;
+pub use tool_defs::ToolDefs;
 mod context;
 mod error;
 mod guard;

@@ -40,6 +40,11 @@ pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, 
     Ok(Snapshot { view: answer.execution.unwrap_or(view), result })
 }
 
+/// The snapshot a settled `CallExecution` carries: its view and tool result.
+pub fn settled(view: ExecutionView, result_json: Option<&str>) -> Snapshot {
+    Snapshot { view, result: result_json.map(parse_result) }
+}
+
 fn parse_result(raw: &str) -> Value {
     match serde_json::from_str::<Value>(raw) {
         Ok(Value::Object(mut m)) => {

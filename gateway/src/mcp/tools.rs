@@ -147,20 +147,14 @@ fn plan(ctx: &Ctx, name: &str, policy: Policy, task_param: Option<&Value>) -> Re
     }
 }
 
-pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
-    let caller = &ctx.caller;
-    let name = str_param(params, "name").ok_or_else(|| RpcError::invalid_params("`name` must be a string"))?;
-    let args = match params.get("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(RpcError::invalid_params("`arguments` must be an object")),
-    };
-    if ctx.compat_enabled()
-        && let Some(tool) = compat::Tool::parse(&ctx.caller.state.options.compat_prefix, name)
-    {
-        return compat::call(ctx, tool, &args).await.map(Reply::Json);
-    }
-    let defs = caller.coordinator().tools(&caller.bearer, &caller.scope).await?;
+/// The tool `name` among `defs` and how a call of it goes; refused when the
+/// tool is unknown or the client lacks what the tool requires.
+fn plan_call(
+    ctx: &Ctx,
+    name: &str,
+    params: &Map<String, Value>,
+    defs: &[pb::ToolDefinition],
+) -> Result<(pb::ToolDefinition, Plan), RpcError> {
     let def = defs
         .iter()
         .find(|d| d.name == name)
@@ -178,6 +172,34 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         }
     }
     let plan = plan(ctx, name, policy(def), params.get("task"))?;
+    Ok((def.clone(), plan))
+}
+
+pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+    let caller = &ctx.caller;
+    let name = str_param(params, "name").ok_or_else(|| RpcError::invalid_params("`name` must be a string"))?;
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err(RpcError::invalid_params("`arguments` must be an object")),
+    };
+    if ctx.compat_enabled()
+        && let Some(tool) = compat::Tool::parse(&ctx.caller.state.options.compat_prefix, name)
+    {
+        return compat::call(ctx, tool, &args).await.map(Reply::Json);
+    }
+    let scope = &caller.scope;
+    let cached = caller.state.tool_defs.fresh(&scope.org_id, &scope.project_id);
+    // A plan the cached definitions would refuse is made again from fresh
+    // ones, fetched with the caller's credential (401 comes first).
+    let (def, plan) = match cached.as_deref().map(|defs| plan_call(ctx, name, params, defs)) {
+        Some(Ok(planned)) => planned,
+        _ => {
+            let defs = caller.coordinator().tools(&caller.bearer, scope).await?;
+            let defs = caller.state.tool_defs.keep(&scope.org_id, &scope.project_id, defs);
+            plan_call(ctx, name, params, &defs)?
+        }
+    };
     let budget = ctx.caller.state.options.foreground_budget;
     // 2026-07-28, a task-required tool that may ask for input, and a client
     // that can answer: the first round may be MRTR, the last is the task.
@@ -200,17 +222,37 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
             Handoff::Handle => ctx.declares("elicitation"),
             Handoff::Task => compose,
         };
+    // A legacy caller's `progressToken`: a call that waits on SSE relays the tool's progress.
+    let token = params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number());
+    let token = token.filter(|_| ctx.era == Era::Legacy).cloned();
     let view = match params.get("requestState") {
         Some(state) if mrtr => resume(ctx, name, state, params.get("inputResponses")).await?,
         _ => {
             let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
             let new = NewExecution::new(name, &args, surface);
+            if !compose && !plan.immediate && !budget.is_zero() {
+                // The call waits for its result anyway: start and wait in one coordinator call.
+                let deadline = Instant::now() + budget;
+                let called = caller
+                    .coordinator()
+                    .call_execution(&caller.bearer, &caller.scope, &new, budget.min(WAIT_SLICE), mrtr)
+                    .await;
+                match called {
+                    Ok(Some(calling)) => {
+                        let snap = settle_call(ctx, calling, deadline, mrtr).await?;
+                        if let Some(outcome) = task_view::outcome(&snap) {
+                            return outcome.map(Reply::Json);
+                        }
+                        return hand_over(ctx, plan.handoff, snap.view, mrtr, place, token).await;
+                    }
+                    Ok(None) => {}
+                    Err(e) if e.code == ErrorCode::InvalidInput => return Ok(tool_error(&e.message)),
+                    Err(e) => return Err(e.into()),
+                }
+            }
             match caller.coordinator().start(&caller.bearer, &caller.scope, &new).await {
                 Ok(view) => view,
-                // Bad arguments are a tool error the model can correct, not a protocol error.
-                Err(e) if e.code == ErrorCode::InvalidInput => {
-                    return Ok(Reply::Json(json!({"content": [{"type": "text", "text": e.message}], "isError": true})));
-                }
+                Err(e) if e.code == ErrorCode::InvalidInput => return Ok(tool_error(&e.message)),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -224,9 +266,6 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         let held = hold_for_first_input(ctx, view).await?;
         return hand_over(ctx, Handoff::Task, held, true, place, None).await;
     }
-    // A legacy caller's `progressToken`: a call that waits on SSE relays the tool's progress.
-    let token = params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number());
-    let token = token.filter(|_| ctx.era == Era::Legacy).cloned();
     if plan.immediate {
         return hand_over(ctx, plan.handoff, view, mrtr, place, token).await;
     }
@@ -235,6 +274,34 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         return outcome.map(Reply::Json);
     }
     hand_over(ctx, plan.handoff, snap.view, mrtr, place, token).await
+}
+
+/// Bad arguments are a tool error the model can correct, not a protocol error.
+fn tool_error(message: &str) -> Reply {
+    Reply::Json(json!({"content": [{"type": "text", "text": message}], "isError": true}))
+}
+
+/// The rest of a call started with `CallExecution`: its settlement, or, when
+/// the coordinator's wait ended first, the ordinary wait for what is left of
+/// the budget (which also hands over at once if the gateway is shutting down).
+async fn settle_call(
+    ctx: &Ctx,
+    calling: crate::coordinator::Calling,
+    deadline: Instant,
+    mrtr: bool,
+) -> Result<Snapshot, RpcError> {
+    let started = calling.started.clone();
+    let view = match ctx.caller.state.unless_shutdown(calling.settled()).await {
+        Some(settled) => {
+            let settled = settled?;
+            if settled.view.status() == ExecutionStatus::Completed {
+                return Ok(task_view::settled(settled.view, settled.result_json.as_deref()));
+            }
+            settled.view
+        }
+        None => started,
+    };
+    wait_until(ctx, view, deadline, mrtr).await
 }
 
 /// Holds a composed call until the tool asks for input, ends, or the first

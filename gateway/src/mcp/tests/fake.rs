@@ -256,7 +256,18 @@ impl Coordinator for Fake {
             ..Default::default()
         };
         state.executions.insert(id, Exec { owner: user.into(), view: view.clone(), result });
-        Ok(Response::new(StartExecutionResponse { execution: Some(view), replayed: false }))
+        Ok(Response::new(StartExecutionResponse { execution: Some(view), replayed: false, result_json: None }))
+    }
+
+    type CallExecutionStream = futures_util::stream::Empty<Result<StartExecutionResponse, Status>>;
+
+    /// As a coordinator from before `CallExecution`: the gateway starts and
+    /// waits separately (so these tests hold that path).
+    async fn call_execution(
+        &self,
+        _: Request<baton_proto::coordinator::v1::CallExecutionRequest>,
+    ) -> Result<Response<Self::CallExecutionStream>, Status> {
+        Err(Status::unimplemented("CallExecution"))
     }
 
     async fn get_execution(&self, request: Request<GetExecutionRequest>) -> Result<Response<ExecutionView>, Status> {

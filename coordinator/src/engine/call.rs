@@ -1,0 +1,113 @@
+//! The foreground call: start an execution and wait for it to settle in one
+//! request, so an MCP `tools/call` costs the gateway one coordinator call
+//! instead of a start, waits and a result read. The watch is placed on the
+//! execution's id before the execution exists, so no change between the
+//! create and the wait can be missed, and the wait's reads authenticate the
+//! caller again, as every long poll does.
+
+use super::lifecycle::StartRequest;
+use super::{Engine, Result, Scope};
+use crate::crypto::Field;
+use crate::domain::{ExecutionId, Status};
+use crate::notify::Watch;
+use crate::store::{Created, ExecutionRecord};
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::sync::futures::OwnedNotified;
+use tokio::time::Instant;
+
+/// The re-read that covers a lost signal, as in `Engine::wait`.
+const SAFETY_REREAD: Duration = Duration::from_secs(5);
+
+/// A started execution with a wake-up armed on it.
+pub struct Watched {
+    watch: Watch,
+    notified: Pin<Box<OwnedNotified>>,
+    /// The execution as the start left it; read again before trusting it when
+    /// a change may have gone unseen.
+    record: ExecutionRecord,
+    stale: bool,
+}
+
+/// What a settled (or given-up) wait found: the execution, and its tool
+/// result once it completed.
+pub struct Settled {
+    pub record: ExecutionRecord,
+    pub result_json: Option<String>,
+}
+
+impl Watched {
+    pub fn org_id(&self) -> &str {
+        &self.record.org_id
+    }
+
+    pub fn project_id(&self) -> &str {
+        &self.record.project_id
+    }
+}
+
+fn armed(watch: &Watch) -> Pin<Box<OwnedNotified>> {
+    let mut notified = Box::pin(watch.notify.clone().notified_owned());
+    notified.as_mut().enable();
+    notified
+}
+
+impl Engine {
+    /// Starts an execution as [`Engine::start`] does, watched from before it
+    /// exists.
+    pub async fn start_watched(&self, authorization: Option<&str>, req: StartRequest) -> Result<(Created, Watched)> {
+        let id = ExecutionId::generate();
+        let minted = id.to_string();
+        let watch = self.changes.watch(&minted);
+        let notified = armed(&watch);
+        let created = self.start_as(authorization, req, id).await?;
+        let watched = if created.record.id == minted {
+            Watched { watch, notified, record: created.record.clone(), stale: false }
+        } else {
+            // A replay answers with an execution created earlier: watch that
+            // one, and read it once the watch is armed.
+            let watch = self.changes.watch(&created.record.id);
+            let notified = armed(&watch);
+            Watched { watch, notified, record: created.record.clone(), stale: true }
+        };
+        Ok((created, watched))
+    }
+
+    /// Waits until the execution is terminal, asks for input (with
+    /// `stop_on_input`), or `until`; every read after the start authenticates
+    /// the caller again, so a credential revoked meanwhile gets 401.
+    pub async fn settle_wait(
+        &self,
+        authorization: Option<&str>,
+        scope: Scope<'_>,
+        mut w: Watched,
+        until: Instant,
+        stop_on_input: bool,
+    ) -> Result<Settled> {
+        let done =
+            |r: &ExecutionRecord| r.status().is_terminal() || (stop_on_input && r.status() == Status::InputRequired);
+        loop {
+            if w.stale {
+                w.record = self.read_owned(authorization, scope, &w.record.id).await?.1;
+                w.stale = false;
+            }
+            if done(&w.record) || Instant::now() >= until {
+                break;
+            }
+            let nap = until.min(Instant::now() + SAFETY_REREAD);
+            tokio::select! {
+                _ = w.notified.as_mut() => {}
+                _ = tokio::time::sleep_until(nap) => {}
+            }
+            w.notified = armed(&w.watch);
+            w.stale = true;
+        }
+        let result_json = match (&w.record.output_ct, w.record.status()) {
+            (Some(ct), Status::Completed) => {
+                Some(String::from_utf8(self.ring.open(&w.record.id, Field::Output, ct)?).unwrap_or_default())
+            }
+            _ => None,
+        };
+        Ok(Settled { record: w.record, result_json })
+    }
+}

@@ -1,0 +1,79 @@
+//! Creating executions already leased to a worker: a start that finds a free
+//! slot on one of this replica's sessions is written in its claimed state at
+//! once (its row, the `created` and `claim` events, and attempt 1), one
+//! statement and one commit for the whole batch, instead of a create and then
+//! a separate claim transaction. The rows are those the state machine leaves
+//! after `Claim` (played in memory by `bulk::play`, the same function that
+//! seeds a history), so a run created claimed cannot differ from one claimed
+//! later. Postgres only; SQLite creates pending rows for the dispatcher.
+
+use super::bulk::{ATTEMPT_COLUMNS, EVENT_COLUMNS, EXECUTION_INSERT, RowsJson, SeedRun, play};
+use super::records::{ExecutionRecord, NewExecution};
+use super::{Dialect, Result, Store};
+use crate::domain::{Event, Millis};
+use crate::store::EventData;
+use serde_json::Value;
+use sqlx::{AssertSqlSafe, Row};
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+/// A new execution and the worker to lease it to until `lease_until`.
+pub struct ClaimedNew<'a> {
+    pub new: &'a NewExecution,
+    pub worker_id: &'a str,
+    pub lease_until: Millis,
+}
+
+static INSERT: LazyLock<String> = LazyLock::new(|| {
+    let prefixed = |alias: &str, columns: &str| {
+        columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
+    };
+    format!(
+        "WITH created AS (INSERT INTO executions ({EXECUTION_INSERT}) \
+         SELECT {EXECUTION_INSERT} FROM json_populate_recordset(NULL::executions, $1::json) \
+         ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
+         RETURNING id), \
+         events AS (INSERT INTO execution_events ({EVENT_COLUMNS}) SELECT {} \
+         FROM json_populate_recordset(NULL::execution_events, $2::json) e JOIN created c ON c.id = e.execution_id), \
+         attempts AS (INSERT INTO attempts ({ATTEMPT_COLUMNS}) SELECT {} \
+         FROM json_populate_recordset(NULL::attempts, $3::json) a JOIN created c ON c.id = a.execution_id) \
+         SELECT id FROM created",
+        prefixed("e", EVENT_COLUMNS),
+        prefixed("a", ATTEMPT_COLUMNS),
+    )
+});
+
+impl Store {
+    /// Creates each execution leased to its worker, in one statement; answers,
+    /// in order, the record written, or `None` where the Idempotency-Key was
+    /// taken (nothing of that row is written; the caller creates it the
+    /// ordinary way, which answers the holder). On SQLite nothing is created
+    /// and every answer is `None`.
+    pub async fn create_claimed(&self, batch: &[ClaimedNew<'_>]) -> Result<Vec<Option<ExecutionRecord>>> {
+        if self.dialect == Dialect::Sqlite || batch.is_empty() {
+            return Ok(vec![None; batch.len()]);
+        }
+        let mut rows = RowsJson::default();
+        let mut records = Vec::with_capacity(batch.len());
+        for c in batch {
+            let claim = Event::Claim { worker_id: c.worker_id.to_owned(), lease_until: c.lease_until };
+            let run = SeedRun { new: c.new.clone(), events: vec![(c.new.created_at, claim, EventData::default())] };
+            let played = play(&run)?;
+            rows.push(&played);
+            records.push(played.record);
+        }
+        let RowsJson { executions, events, attempts } = rows;
+        let created = sqlx::query(AssertSqlSafe(INSERT.as_str()))
+            .bind(Value::Array(executions).to_string())
+            .bind(Value::Array(events).to_string())
+            .bind(Value::Array(attempts).to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        let created: HashSet<String> = created.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
+        Ok(records.into_iter().map(|r| created.contains(&r.id).then_some(r)).collect())
+    }
+}
+
+#[cfg(test)]
+#[path = "claimed_tests.rs"]
+mod tests;
