@@ -14,6 +14,7 @@ mod harness;
 mod history;
 mod history_admin;
 mod mcp_composition;
+mod mcp_foreground;
 mod mcp_native_cancel;
 mod mcp_rmcp;
 mod operator;

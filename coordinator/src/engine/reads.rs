@@ -1,11 +1,10 @@
 //! Coalesced owner reads. Every poll needs the caller's credential and one
 //! execution row (a long poll's later re-reads only the row); under load many
-//! arrive at once. Each batch reads all the credentials and all the rows in two
-//! statements, run side by side, and answers each caller (see `coalesce`).
+//! arrive at once. Each batch reads all the credentials and all the rows in one
+//! statement (two on SQLite) and answers each caller (see `coalesce`).
 
 use super::coalesce;
 use crate::store::{self, Credential, ExecutionRecord, Store};
-use std::collections::HashMap;
 use tokio::sync::{mpsc, oneshot};
 
 /// Enough to amortise a statement; small enough to keep one batch quick.
@@ -82,11 +81,11 @@ async fn read_one(store: &Store, job: &Job) -> store::Result<Found> {
 
 async fn read_batch(store: &Store, jobs: Vec<Job>) {
     if jobs.len() > 1 {
-        match read_many(store, &jobs).await {
-            Ok((credentials, executions)) => {
-                for job in jobs {
-                    let credential = job.token_hash.as_ref().and_then(|h| credentials.get(h).cloned());
-                    let _ = job.reply.send(Ok((credential, executions.get(&job.id).cloned())));
+        let asks: Vec<(Option<&[u8]>, &str)> = jobs.iter().map(|j| (j.token_hash.as_deref(), j.id.as_str())).collect();
+        match store.credentials_with_executions(&asks).await {
+            Ok(found) => {
+                for (job, found) in jobs.into_iter().zip(found) {
+                    let _ = job.reply.send(Ok(found));
                 }
                 return;
             }
@@ -98,20 +97,6 @@ async fn read_batch(store: &Store, jobs: Vec<Job>) {
         let found = read_one(store, &job).await;
         let _ = job.reply.send(found);
     }
-}
-
-async fn read_many(
-    store: &Store,
-    jobs: &[Job],
-) -> store::Result<(HashMap<Vec<u8>, Credential>, HashMap<String, ExecutionRecord>)> {
-    let mut hashes: Vec<&[u8]> = jobs.iter().filter_map(|j| j.token_hash.as_deref()).collect();
-    hashes.sort_unstable();
-    hashes.dedup();
-    let mut ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).filter(|id| !id.is_empty()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let (credentials, executions) = tokio::join!(store.credentials_by_hashes(&hashes), store.executions_by_ids(&ids));
-    Ok((credentials?, executions?))
 }
 
 #[cfg(test)]

@@ -127,7 +127,60 @@ fn with_tool_from_row(row: &sqlx::any::AnyRow) -> Result<WithTool> {
     Ok((credential_from_row(row)?, tool, retention))
 }
 
+/// What one coalesced read found: the credential asked for (when one was)
+/// and the execution, each if it exists.
+pub type CredentialAndExecution = (Option<Credential>, Option<ExecutionRecord>);
+
 impl Store {
+    /// Many owner reads at once, answered in order: each ask is a token hash
+    /// (or none) and an execution id (empty for none). One statement on
+    /// Postgres; SQLite reads the credentials and the rows in one each.
+    pub async fn credentials_with_executions(
+        &self,
+        asks: &[(Option<&[u8]>, &str)],
+    ) -> Result<Vec<CredentialAndExecution>> {
+        if self.dialect == super::Dialect::Sqlite {
+            let mut hashes: Vec<&[u8]> = asks.iter().filter_map(|(h, _)| *h).collect();
+            hashes.sort_unstable();
+            hashes.dedup();
+            let mut ids: Vec<&str> = asks.iter().map(|(_, id)| *id).filter(|id| !id.is_empty()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let credentials = self.credentials_by_hashes(&hashes).await?;
+            let executions = self.executions_by_ids(&ids).await?;
+            return Ok(asks
+                .iter()
+                .map(|(h, id)| (h.and_then(|h| credentials.get(h).cloned()), executions.get(*id).cloned()))
+                .collect());
+        }
+        let values: Vec<String> =
+            (0..asks.len()).map(|i| format!("(${}::bytea, ${}::text, {i}::bigint)", 2 * i + 1, 2 * i + 2)).collect();
+        let sql = format!(
+            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, i) \
+             LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id",
+            qualified("e", EXECUTION_COLUMNS),
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (hash, id) in asks {
+            query = query.bind(*hash).bind(*id);
+        }
+        let rows = query.persistent(false).fetch_all(&self.pool).await?;
+        let mut out: Vec<CredentialAndExecution> = vec![(None, None); asks.len()];
+        for row in &rows {
+            let ask =
+                usize::try_from(row.try_get::<i64, _>("ask")?).map_err(|_| super::Error::Corrupt("ask".into()))?;
+            let Some(slot) = out.get_mut(ask) else { continue };
+            if row.try_get::<Option<String>, _>("cred_id")?.is_some() {
+                slot.0 = Some(credential_from_row(row)?);
+            }
+            if row.try_get::<Option<String>, _>("id")?.is_some() {
+                slot.1 = Some(execution_from_row(row)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// Many credentials by token hash at once (for coalesced reads), keyed by hash.
     pub async fn credentials_by_hashes(&self, hashes: &[&[u8]]) -> Result<HashMap<Vec<u8>, Credential>> {
         if hashes.is_empty() {

@@ -400,6 +400,22 @@ async fn credentials_resolve_by_hash_and_revoke() {
         let answers = b.store.credentials_with_tools(&asks).await.expect("many starts");
         let ids: Vec<Option<&str>> = answers.iter().map(|a| a.as_ref().map(|(c, _, _)| c.id.as_str())).collect();
         assert_eq!(ids, [None, Some("cred_a"), Some("cred_a")], "{}", b.name);
+        let reads: [(Option<&[u8]>, &str); 4] =
+            [(Some(&[7; 32]), &exec.id), (Some(&[8; 32]), &exec.id), (None, &exec.id), (Some(&[7; 32]), "")];
+        let found = b.store.credentials_with_executions(&reads).await.expect("many reads");
+        let found: Vec<(Option<&str>, Option<&str>)> =
+            found.iter().map(|(c, e)| (c.as_ref().map(|c| c.id.as_str()), e.as_ref().map(|e| e.id.as_str()))).collect();
+        assert_eq!(
+            found,
+            [
+                (Some("cred_a"), Some(exec.id.as_str())),
+                (None, Some(exec.id.as_str())),
+                (None, Some(exec.id.as_str())),
+                (Some("cred_a"), None)
+            ],
+            "{}",
+            b.name
+        );
         let many = b.store.credentials_by_hashes(&[&[7; 32], &[8; 32]]).await.expect("many credentials");
         assert_eq!(many.keys().collect::<Vec<_>>(), [&vec![7u8; 32]], "{}: unknown hashes are absent", b.name);
         let rows = b.store.executions_by_ids(&[exec.id.as_str(), "te_nope"]).await.expect("many executions");
