@@ -16,17 +16,31 @@ use std::time::Duration;
 use tokio::sync::futures::OwnedNotified;
 use tokio::time::Instant;
 
-/// The re-read that covers a lost signal, as in `Engine::wait`.
-const SAFETY_REREAD: Duration = Duration::from_secs(5);
+/// Every wait re-reads this often, the safety net for a lost signal (long
+/// polls here, and each execution a watch stream follows).
+pub(super) const SAFETY_REREAD: Duration = Duration::from_secs(5);
 
-/// A started execution with a wake-up armed on it.
+/// An execution with a wake-up armed on it.
 pub struct Watched {
     watch: Watch,
     notified: Pin<Box<OwnedNotified>>,
-    /// The execution as the start left it; read again before trusting it when
-    /// a change may have gone unseen.
+    /// The execution as last read; read again before trusting it when a
+    /// change may have gone unseen.
     record: ExecutionRecord,
     stale: bool,
+}
+
+/// A wake-up armed on an execution not read yet.
+pub(super) struct Armed {
+    watch: Watch,
+    notified: Pin<Box<OwnedNotified>>,
+}
+
+impl Armed {
+    /// `record`, read after the wake-up was armed.
+    pub(super) fn with(self, record: ExecutionRecord) -> Watched {
+        Watched { watch: self.watch, notified: self.notified, record, stale: false }
+    }
 }
 
 /// What a settled (or given-up) wait found: the execution, and its tool
@@ -53,46 +67,71 @@ fn armed(watch: &Watch) -> Pin<Box<OwnedNotified>> {
 }
 
 impl Engine {
+    /// A wake-up armed on execution `id`, before it is read.
+    pub(super) fn watched(&self, id: &str) -> Armed {
+        let watch = self.changes.watch(id);
+        let notified = armed(&watch);
+        Armed { watch, notified }
+    }
+
     /// Starts an execution as [`Engine::start`] does, watched from before it
     /// exists.
     pub async fn start_watched(&self, authorization: Option<&str>, req: StartRequest) -> Result<(Created, Watched)> {
         let id = ExecutionId::generate();
         let minted = id.to_string();
-        let watch = self.changes.watch(&minted);
-        let notified = armed(&watch);
+        let armed = self.watched(&minted);
         let created = self.start_as(authorization, req, id).await?;
         let watched = if created.record.id == minted {
-            Watched { watch, notified, record: created.record.clone(), stale: false }
+            armed.with(created.record.clone())
         } else {
             // A replay answers with an execution created earlier: watch that
-            // one, and read it once the watch is armed.
-            let watch = self.changes.watch(&created.record.id);
-            let notified = armed(&watch);
-            Watched { watch, notified, record: created.record.clone(), stale: true }
+            // one, and read it once the wake-up is armed.
+            Watched { stale: true, ..self.watched(&created.record.id).with(created.record.clone()) }
         };
         Ok((created, watched))
     }
 
     /// Waits until the execution is terminal, asks for input (with
-    /// `stop_on_input`), or `until`; every read after the start authenticates
-    /// the caller again, so a credential revoked meanwhile gets 401.
+    /// `stop_on_input`), or `until`, then opens its result.
     pub async fn settle_wait(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
-        mut w: Watched,
+        w: Watched,
         until: Instant,
         stop_on_input: bool,
     ) -> Result<Settled> {
         let done =
             |r: &ExecutionRecord| r.status().is_terminal() || (stop_on_input && r.status() == Status::InputRequired);
+        let record = self.wait_until(authorization, scope, w, until, done).await?;
+        let result_json = match (&record.output_ct, record.status()) {
+            (Some(ct), Status::Completed) => {
+                Some(String::from_utf8(self.ring.open(&record.id, Field::Output, ct)?).unwrap_or_default())
+            }
+            _ => None,
+        };
+        Ok(Settled { record, result_json })
+    }
+
+    /// The one wait loop: until `done` holds or `until` passes, woken by a
+    /// change or the safety re-read. Every read after the first authenticates
+    /// the caller again, so a credential revoked meanwhile gets 401, never the
+    /// execution.
+    pub(super) async fn wait_until(
+        &self,
+        authorization: Option<&str>,
+        scope: Scope<'_>,
+        mut w: Watched,
+        until: Instant,
+        done: impl Fn(&ExecutionRecord) -> bool,
+    ) -> Result<ExecutionRecord> {
         loop {
             if w.stale {
                 w.record = self.read_owned(authorization, scope, &w.record.id).await?.1;
                 w.stale = false;
             }
             if done(&w.record) || Instant::now() >= until {
-                break;
+                return Ok(w.record);
             }
             let nap = until.min(Instant::now() + SAFETY_REREAD);
             tokio::select! {
@@ -102,12 +141,5 @@ impl Engine {
             w.notified = armed(&w.watch);
             w.stale = true;
         }
-        let result_json = match (&w.record.output_ct, w.record.status()) {
-            (Some(ct), Status::Completed) => {
-                Some(String::from_utf8(self.ring.open(&w.record.id, Field::Output, ct)?).unwrap_or_default())
-            }
-            _ => None,
-        };
-        Ok(Settled { record: w.record, result_json })
     }
 }

@@ -298,32 +298,13 @@ impl Engine {
         wait_ms: u64,
         known_status: Option<Status>,
     ) -> Result<ExecutionRecord> {
-        let watch = self.changes.watch(id);
-        let notified = watch.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
+        let watched = self.watched(id);
         let (_, record) = self.read_owned(authorization, scope, id).await?;
         let baseline = known_status.unwrap_or(record.status());
-        if record.status() != baseline || record.status().is_terminal() || wait_ms == 0 {
-            return Ok(record);
-        }
         let until = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-        loop {
-            // The re-read every few seconds is a safety net for a lost signal.
-            let nap = until.min(tokio::time::Instant::now() + Duration::from_secs(5));
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep_until(nap) => {}
-            }
-            notified.set(watch.notify.notified());
-            notified.as_mut().enable();
-            // The caller is authenticated again before anything is answered: a
-            // credential revoked during the wait gets 401, not the execution.
-            let (_, record) = self.read_owned(authorization, scope, id).await?;
-            if record.status() != baseline || record.status().is_terminal() || tokio::time::Instant::now() >= until {
-                return Ok(record);
-            }
-        }
+        let watched = watched.with(record);
+        let changed = |r: &ExecutionRecord| r.status() != baseline || r.status().is_terminal();
+        self.wait_until(authorization, scope, watched, until, changed).await
     }
 
     pub async fn list(

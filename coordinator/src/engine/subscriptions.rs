@@ -18,13 +18,12 @@ use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// Every followed execution is re-read this often, so a lost signal (Redis
-/// hiccup) costs latency, never a wait that sleeps through a change. One
-/// read per execution, not per waiter.
-const SAFETY_REREAD: Duration = Duration::from_secs(5);
+// Every followed execution is re-read every `SAFETY_REREAD`, so a lost
+// signal (Redis hiccup) costs latency, never a wait that sleeps through a
+// change. One read per execution, not per waiter.
+use super::call::SAFETY_REREAD;
 
 /// What a gateway sends on its stream.
 #[derive(Debug)]
