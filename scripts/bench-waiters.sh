@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Issue #21 ("Waiting at scale"): `baton bench --scenario waiters` on the
-# cluster topology (a coordinator, a gateway and a worker with the example
-# tools, as separate processes on loopback, over Postgres and Redis), once
-# per spread: W long polls on one execution, then W over 1,000 executions.
-# Each spread gets fresh processes, so RSS before parking is a clean start.
+# "Waiting at scale": `baton bench --scenario waiters` on the cluster topology
+# (a coordinator, a gateway and a worker with the example tools, as separate
+# processes on loopback, over Postgres and Redis), once per case FORM:SPREAD:WAKE:
+# W long polls (poll) or legacy MCP tasks/result SSE streams (sse), on one
+# execution or over 1,000 (many), settled all at once (together) or one
+# execution at a time (one-by-one). Each case gets fresh processes, so RSS
+# before parking is a clean start.
 #
 # Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust) and Redis on
 # 127.0.0.1:6379 (BENCH_POSTGRES_URL, BENCH_REDIS_URL override them), and a
 # release binary: BATON_BIN, or `$CARGO_TARGET_DIR/release/baton` (built here
 # with `cargo build --release --bin baton` when missing).
-# Knobs: BENCH_WAITERS (10000), BENCH_SPREADS ("one many"), BENCH_RUST_LOG (the roles' log
+# Knobs: BENCH_WAITERS (10000), BENCH_CASES (see below), BENCH_RUST_LOG (the roles' log
 # filter, warn,baton=info), BENCH_KEEP=1 keeps logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 PG_ADMIN_URL="${BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 REDIS_URL="${BENCH_REDIS_URL:-redis://127.0.0.1:6379/}"
 W="${BENCH_WAITERS:-10000}"
-SPREADS="${BENCH_SPREADS:-one many}"
+CASES="${BENCH_CASES:-poll:one:together poll:many:together poll:many:one-by-one sse:one:together sse:many:one-by-one}"
 BIN="${BATON_BIN:-$CARGO_TARGET_DIR/release/baton}"
 
 say() { printf '\n==> %s\n' "$*" >&2; }
@@ -81,8 +83,9 @@ role() {
   die "$name did not start; see $RUN/$name.log"
 }
 
-for SPREAD in $SPREADS; do
-  RUN="$WORK/$SPREAD"
+for CASE in $CASES; do
+  IFS=: read -r FORM SPREAD WAKE <<<"$CASE"
+  RUN="$WORK/$FORM-$SPREAD-$WAKE"
   mkdir -p "$RUN"
   SUFFIX="$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
   DB="bt_waiters_$SUFFIX"
@@ -93,6 +96,7 @@ for SPREAD in $SPREADS; do
   CONFIG="$RUN/baton.yaml"
   cat >"$CONFIG" <<EOF
 features:
+  native_mcp_tasks: true
   mcp_tasks_compatibility: true
   mcp_tasks_principal_concurrency: 1000000
   mcp_tasks_project_concurrency: 1000000
@@ -118,7 +122,7 @@ EOF
   TOKEN="$(admin create-end-user-token --gateway "$GATEWAY" --user bench@example.com | field token)"
   WORKER_TOKEN="$(admin create-worker-token --project "$PROJECT" | field token)"
 
-  say "spread $SPREAD: coordinator, gateway, worker"
+  say "$CASE: coordinator, gateway, worker"
   role coordinator "coordinator listening" coordinator --config "$CONFIG" --listen 127.0.0.1:0
   CO_PID=$PID
   CO_URL="http://$ADDR"
@@ -130,9 +134,9 @@ EOF
   for _ in $(seq 1 300); do grep -q "registered" "$RUN/worker.log" && break; sleep 0.1; done
   for _ in $(seq 1 300); do curl -fsS "$GW_URL/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 
-  say "baton bench --scenario waiters --spread $SPREAD (W=$W)"
+  say "baton bench --scenario waiters --wait-form $FORM --spread $SPREAD --wake $WAKE (W=$W)"
   BATON_BENCH_TOKEN="$TOKEN" "$BIN" bench --http-url "$GW_URL" --org "$ORG" --project "$PROJECT" --gateway "$GATEWAY" \
-    --scenario waiters --waiters "$W" --spread "$SPREAD" -c 64 --max-seconds 300 \
+    --scenario waiters --waiters "$W" --wait-form "$FORM" --spread "$SPREAD" --wake "$WAKE" -c 64 --max-seconds 300 \
     --pids "gateway=$GW_PID,coordinator=$CO_PID" "$@"
   stop_roles
 done

@@ -107,6 +107,13 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     Ok(())
 }
 
+/// HTTP/2 receive window per connection. h2 drops a connection (GOAWAY
+/// `too_many_data_frames`) once small DATA frames it holds unread use up a
+/// budget of half this window; a gateway opening 10,000 waits at once sends
+/// that many small requests, which at hyper's default (1 MiB) cost the
+/// connection and every call on it. 4 MiB holds about 15,000.
+const CONNECTION_WINDOW: u32 = 4 << 20;
+
 /// The gRPC server: TLS (and client-certificate checks) when configured, and
 /// HTTP/2 keepalive so a client that vanished without closing (a partition, a
 /// dead host) is noticed within one lease: a ping after a third of a lease
@@ -115,7 +122,8 @@ fn server(options: &Options) -> Result<tonic::transport::Server, Error> {
     let keepalive = keepalive(options.lease_ms);
     let server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(keepalive))
-        .http2_keepalive_timeout(Some(keepalive));
+        .http2_keepalive_timeout(Some(keepalive))
+        .initial_connection_window_size(Some(CONNECTION_WINDOW));
     match options.server_tls.clone() {
         Some(tls) => server.tls_config(tls).map_err(|e| Error::Tls(baton_proto::error::with_sources(&e))),
         None => Ok(server),

@@ -69,11 +69,31 @@ impl AppState {
 
     /// Runs `wait` unless the gateway is shutting down: `None` when shutdown
     /// came first (or had already begun).
-    pub async fn unless_shutdown<F: Future>(&self, wait: F) -> Option<F::Output> {
-        tokio::select! {
-            biased;
-            () = self.shutdown.cancelled() => None,
-            out = wait => Some(out),
+    pub fn unless_shutdown<F: Future>(&self, wait: F) -> UnlessShutdown<'_, F> {
+        UnlessShutdown { shutdown: self.shutdown.cancelled(), wait }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `wait`, unless shutdown comes first. A plain struct rather than an
+    /// `async fn`: an async fn would hold `wait` twice (its argument and the
+    /// copy it polls), and every parked wait's future carries this one.
+    pub struct UnlessShutdown<'a, F> {
+        #[pin]
+        shutdown: tokio_util::sync::WaitForCancellationFuture<'a>,
+        #[pin]
+        wait: F,
+    }
+}
+
+impl<F: Future> Future for UnlessShutdown<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        if this.shutdown.poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
         }
+        this.wait.poll(cx).map(Some)
     }
 }

@@ -3,7 +3,7 @@
 //! `Scope` it acts in and typed arguments. The bearer is forwarded verbatim,
 //! trace context injected, and nothing else in the gateway builds a request.
 
-use crate::hub::{Hub, Latest, Seen, WatchError};
+use crate::hub::Hub;
 use crate::json::canonical;
 use baton_proto::coordinator::v1 as pb;
 use baton_proto::error::{ErrorCode, WireError};
@@ -11,11 +11,8 @@ use baton_proto::worker::v1::InputAction;
 use http::{HeaderMap, header};
 use pb::coordinator_client::CoordinatorClient;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
@@ -24,6 +21,7 @@ mod call;
 pub use call::{CallSettled, Calling};
 pub mod history;
 mod operator;
+mod waiting;
 mod webhooks;
 
 /// The caller's credential, forwarded verbatim; never logged.
@@ -261,133 +259,6 @@ impl Coordinator {
         self.call(bearer, request, Some(timeout), |mut c, r| async move { c.get_execution(r).await }).await
     }
 
-    /// Long-polls until the status differs from `known_status` (unspecified:
-    /// from the status when the call arrives) or `wait` passes.
-    ///
-    /// Parked on this process's wait hub: the waiter's own authenticated read
-    /// (answered at once when the status already differs), then a receiver on
-    /// the execution's entry, woken by the coordinator's push; the caller's
-    /// credential is checked again before a change is answered (already done
-    /// when the push was read with this very credential; otherwise `WhoAmI`,
-    /// shared by the waiters one change woke), and a time-out answers a fresh
-    /// read. While the hub's stream is down the wait is one unary call, as
-    /// before the hub, so nothing hangs on it.
-    pub async fn wait(
-        &self,
-        bearer: &Bearer,
-        scope: &Scope,
-        id: &str,
-        wait: Duration,
-        known_status: pb::ExecutionStatus,
-    ) -> Result<pb::ExecutionView, WireError> {
-        let until = Instant::now() + wait;
-        let mut baseline = (known_status != pb::ExecutionStatus::Unspecified).then_some(known_status);
-        loop {
-            match self.park(bearer, scope, id, until, &mut baseline).await {
-                Parked::Answered(answer) => return *answer,
-                Parked::Again if Instant::now() < until => continue,
-                // Rare paths, boxed: their call futures would otherwise sit
-                // inside every parked wait's future.
-                Parked::Again => return Box::pin(self.execution(bearer, scope, id)).await,
-                Parked::Down => {
-                    let left = until.saturating_duration_since(Instant::now());
-                    let known = baseline.unwrap_or(pb::ExecutionStatus::Unspecified);
-                    return Box::pin(self.wait_unary(bearer, scope, id, left, known)).await;
-                }
-            }
-        }
-    }
-
-    /// One stay on the hub: joined, watched with the caller's credential,
-    /// parked until a later view differs from `baseline` (set from the first
-    /// read when the caller named none) or `until`.
-    async fn park(
-        &self,
-        bearer: &Bearer,
-        scope: &Scope,
-        id: &str,
-        until: Instant,
-        baseline: &mut Option<pb::ExecutionStatus>,
-    ) -> Parked {
-        let Some(mut member) = self.hub.join(id).await else { return Parked::Down };
-        let authorization = format!("Bearer {}", bearer.0);
-        let read = match Box::pin(member.watch(authorization, &scope.org_id, &scope.project_id)).await {
-            Ok(seen) => seen,
-            Err(WatchError::Refused(e)) => return Parked::Answered(Box::new(Err(e))),
-            Err(WatchError::Down) => return Parked::Down,
-        };
-        let baseline = *baseline.get_or_insert(read.view.status());
-        let differs = |view: &pb::ExecutionView| view.status() != baseline || view.status().is_terminal();
-        if differs(&read.view) || Instant::now() >= until {
-            return Parked::Answered(Box::new(Ok(read.view.clone())));
-        }
-        loop {
-            let news = match &*member.latest.borrow_and_update() {
-                Latest::Lost => return Parked::Again,
-                Latest::Seen(seen) if seen.version > read.version && differs(&seen.view) => Some(Arc::clone(seen)),
-                _ => None,
-            };
-            if let Some(seen) = news {
-                return Parked::Answered(Box::new(Box::pin(self.answer_change(bearer, scope, id, &seen)).await));
-            }
-            tokio::select! {
-                changed = member.latest.changed() => if changed.is_err() { return Parked::Again },
-                () = tokio::time::sleep_until(until) => {
-                    // A time-out answers the row as it is now (progress included).
-                    return Parked::Answered(Box::new(Box::pin(self.execution(bearer, scope, id)).await));
-                }
-            }
-        }
-    }
-
-    /// `seen`, once the caller's credential is known to be good still: 401
-    /// when it was revoked while parked; a fresh read of its own when the
-    /// check could not be made.
-    async fn answer_change(
-        &self,
-        bearer: &Bearer,
-        scope: &Scope,
-        id: &str,
-        seen: &Seen,
-    ) -> Result<pb::ExecutionView, WireError> {
-        // Read with this very credential after the change: authenticated already.
-        if !seen.reader.is_empty() && seen.reader == Sha256::digest(format!("Bearer {}", bearer.0)).as_slice() {
-            return Ok(seen.view.clone());
-        }
-        let checked =
-            self.hub.checks().verify(&bearer.0, seen.at, || async { self.who_am_i(bearer, None).await.map(drop) });
-        match checked.await {
-            Ok(()) => Ok(seen.view.clone()),
-            Err(e) if e.code == ErrorCode::Unauthenticated => Err(e),
-            Err(_) => self.execution(bearer, scope, id).await,
-        }
-    }
-
-    /// The wait as one unary `WaitExecution` call, held for its whole length.
-    async fn wait_unary(
-        &self,
-        bearer: &Bearer,
-        scope: &Scope,
-        id: &str,
-        wait: Duration,
-        known_status: pb::ExecutionStatus,
-    ) -> Result<pb::ExecutionView, WireError> {
-        let request = pb::WaitExecutionRequest {
-            org_id: scope.org_id.clone(),
-            project_id: scope.project_id.clone(),
-            execution_id: id.to_owned(),
-            wait_ms: i64::try_from(wait.as_millis()).unwrap_or(i64::MAX),
-            known_status: known_status as i32,
-        };
-        let timeout = wait.saturating_add(WAIT_GRACE);
-        self.call(bearer, request, Some(timeout), |mut c, r| async move { c.wait_execution(r).await }).await
-    }
-
-    /// Executions with an entry on this process's wait hub, and waiters on them.
-    pub fn parked(&self) -> (usize, usize) {
-        self.hub.counts()
-    }
-
     /// The execution and, once it completed, its tool result.
     pub async fn result(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::GetResultResponse, WireError> {
         let request = pb::GetResultRequest {
@@ -510,16 +381,6 @@ fn start_request(scope: &Scope, new: &NewExecution<'_>) -> pb::StartExecutionReq
     }
 }
 
-/// How one stay on the wait hub ended.
-enum Parked {
-    /// Boxed: the view is large and this is built once per wait.
-    Answered(Box<Result<pb::ExecutionView, WireError>>),
-    /// The entry was lost (stream broke, pushes lapsed): join and watch again.
-    Again,
-    /// No stream: wait with a unary call.
-    Down,
-}
-
 /// One page of a project's executions, of one gateway when `gateway_id` is set.
 fn list_request(scope: &Scope, cursor: &str, limit: u32, gateway_id: String) -> pb::ListExecutionsRequest {
     pb::ListExecutionsRequest {
@@ -572,24 +433,5 @@ mod tests {
         assert_eq!(with("Basic abc"), Err(MissingBearer));
         assert_eq!(with("Bearer "), Err(MissingBearer));
         assert_eq!(Bearer::from_headers(&HeaderMap::new()).map(|b| b.0), Err(MissingBearer));
-    }
-}
-
-#[cfg(test)]
-mod sizes {
-    use super::*;
-
-    /// A parked wait's future lives as long as the wait: its size is paid
-    /// per waiter, so the rare paths (the credential re-check, the read at a
-    /// time-out, the unary fallback) are boxed out of it.
-    #[tokio::test]
-    async fn a_parked_wait_is_a_small_future() {
-        let coordinator = Coordinator::connect_lazy("http://127.0.0.1:9", None).expect("url");
-        let (bearer, scope) =
-            (Bearer("t".into()), Scope { org_id: "o".into(), project_id: "p".into(), gateway_id: None });
-        let wait = coordinator.wait(&bearer, &scope, "te_x", Duration::from_secs(1), pb::ExecutionStatus::Unspecified);
-        let size = std::mem::size_of_val(&wait);
-        println!("Coordinator::wait future: {size} bytes");
-        assert!(size <= 2048, "a parked wait's future is {size} bytes");
     }
 }

@@ -10,10 +10,13 @@
 use crate::app::AppState;
 use crate::error::Unverified;
 use crate::{mcp, rest};
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::Response;
-use http::{HeaderMap, header};
+use http::{HeaderMap, HeaderValue, header};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Surface {
@@ -33,24 +36,110 @@ impl Surface {
     }
 }
 
-pub async fn authenticate_refusals(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(surface) = Surface::of(request.uri().path()) else {
-        return next.run(request).await;
-    };
-    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
-    let response = next.run(request).await;
-    if response.extensions().get::<Unverified>().is_none() {
-        return response;
+/// The layer that answers 401 for unverified refusals (see the module). A
+/// layer with a small future of its own rather than a `from_fn` middleware:
+/// every parked long poll carries this future while it waits, and the
+/// `from_fn` one held the request twice and the refusal's call inline.
+#[derive(Clone)]
+pub struct AuthenticateRefusals {
+    state: AppState,
+}
+
+impl AuthenticateRefusals {
+    pub fn new(state: AppState) -> Self {
+        AuthenticateRefusals { state }
     }
-    let mut headers = HeaderMap::new();
-    if let Some(value) = authorization {
-        headers.insert(header::AUTHORIZATION, value);
+}
+
+impl<S> tower::Layer<S> for AuthenticateRefusals {
+    type Service = Refusals<S>;
+
+    fn layer(&self, inner: S) -> Refusals<S> {
+        Refusals { inner, state: self.state.clone() }
     }
-    let refusal = match surface {
-        Surface::Rest => rest::credential_refusal(&state, &headers).await,
-        Surface::Mcp => mcp::credential_refusal(&state, &headers).await,
-    };
-    refusal.unwrap_or(response)
+}
+
+#[derive(Clone)]
+pub struct Refusals<S> {
+    inner: S,
+    state: AppState,
+}
+
+/// What an unverified refusal needs to be checked: kept aside, small.
+struct Check {
+    surface: Surface,
+    /// Copied out of the request, so no part of the request's buffer stays
+    /// alive with it.
+    authorization: Option<HeaderValue>,
+    state: AppState,
+}
+
+impl Check {
+    async fn refuse(self: Box<Self>, response: Response) -> Response {
+        let mut headers = HeaderMap::new();
+        if let Some(value) = self.authorization {
+            headers.insert(header::AUTHORIZATION, value);
+        }
+        let refusal = match self.surface {
+            Surface::Rest => rest::credential_refusal(&self.state, &headers).await,
+            Surface::Mcp => mcp::credential_refusal(&self.state, &headers).await,
+        };
+        refusal.unwrap_or(response)
+    }
+}
+
+impl<S> tower::Service<Request> for Refusals<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = RefusalsFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let check = Surface::of(request.uri().path()).map(|surface| {
+            let authorization =
+                request.headers().get(header::AUTHORIZATION).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok());
+            Box::new(Check { surface, authorization, state: self.state.clone() })
+        });
+        RefusalsFuture::Running { inner: self.inner.call(request), check }
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = RefusalsProj]
+    pub enum RefusalsFuture<F> {
+        Running { #[pin] inner: F, check: Option<Box<Check>> },
+        Refusing { refusal: Pin<Box<dyn Future<Output = Response> + Send>> },
+    }
+}
+
+impl<F> Future for RefusalsFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match self.as_mut().project() {
+                RefusalsProj::Running { inner, check } => {
+                    let Ok(response) = std::task::ready!(inner.poll(cx));
+                    let Some(check) = check.take() else { return Poll::Ready(Ok(response)) };
+                    if response.extensions().get::<Unverified>().is_none() {
+                        return Poll::Ready(Ok(response));
+                    }
+                    let refusal = Box::pin(check.refuse(response));
+                    self.set(RefusalsFuture::Refusing { refusal });
+                }
+                RefusalsProj::Refusing { refusal } => return refusal.as_mut().poll(cx).map(Ok),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

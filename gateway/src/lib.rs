@@ -48,14 +48,13 @@ pub fn router(state: AppState) -> Router {
         // A body that stalls is a slowloris too: each chunk must come in time.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(state.options.header_read_timeout))
         .layer(axum::middleware::map_response(error::json_framework_errors))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), credentials::authenticate_refusals));
+        .layer(credentials::AuthenticateRefusals::new(state.clone()));
     // The dashboard answers people in HTML, so it stays outside the JSON error
     // mapping and has limits of its own; merged into it, the API keeps its
     // fallback (unknown routes answer JSON).
-    let metrics = telemetry::HttpMetrics::new();
     dashboard::router()
         .merge(api)
-        .layer(axum::middleware::from_fn(move |req, next| metrics.clone().record(req, next)))
+        .layer(telemetry::HttpMetrics::new())
         // The root span of every request, continuing the caller's trace; its
         // context travels to the coordinator. Named by route, never by path.
         .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(telemetry::span).on_response(

@@ -110,6 +110,94 @@ pub fn check_echo(result: &Value, text: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The protocol version of the legacy (session) dialect, whose `tasks/result`
+/// is a blocking SSE stream.
+pub const LEGACY_VERSION: &str = "2025-11-25";
+
+fn legacy_post(t: &Target, session: Option<&str>, body: &Value) -> reqwest::RequestBuilder {
+    let req = t
+        .http
+        .post(&t.mcp_url)
+        .bearer_auth(&t.token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", LEGACY_VERSION)
+        .json(body);
+    match session {
+        Some(s) => req.header("Mcp-Session-Id", s),
+        None => req,
+    }
+}
+
+/// Opens a legacy session (initialize, then `notifications/initialized`); its id.
+pub async fn legacy_session(t: &Target) -> Result<String, Failure> {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY_VERSION, "capabilities": {},
+        "clientInfo": {"name": "baton-bench", "version": env!("CARGO_PKG_VERSION")}}});
+    let resp = legacy_post(t, None, &init).send().await.map_err(|e| Failure::transport(&e))?;
+    let status = resp.status().as_u16();
+    if status != 200 {
+        return Err(Failure::Http { status, code: None });
+    }
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .ok_or(Failure::Shape("initialize answered without a session"))?;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let resp = legacy_post(t, Some(&session), &note).send().await.map_err(|e| Failure::transport(&e))?;
+    match resp.status().as_u16() {
+        202 => Ok(session),
+        status => Err(Failure::Http { status, code: None }),
+    }
+}
+
+/// A `tasks/result` answer.
+pub struct Legacy {
+    pub answer: Value,
+    /// When it arrived (this machine's clock, ms).
+    pub received_ms: i64,
+    /// Whether it came on a stream (the request parked) rather than at once.
+    pub streamed: bool,
+}
+
+/// Opens a blocking `tasks/result` for `task_id` on `session`, calls `parked`
+/// if the answer is a stream (it parked), and reads it until the answer (a
+/// result or an error) arrives.
+pub async fn legacy_result(
+    t: &Target,
+    session: &str,
+    task_id: &str,
+    timeout: Duration,
+    parked: impl FnOnce(),
+) -> Result<Legacy, Failure> {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tasks/result", "params": {"taskId": task_id}});
+    let mut resp =
+        legacy_post(t, Some(session), &body).timeout(timeout).send().await.map_err(|e| Failure::transport(&e))?;
+    let status = resp.status().as_u16();
+    if status != 200 {
+        return Err(Failure::Http { status, code: None });
+    }
+    // An SSE answer is a parked stream; a JSON one answered at once.
+    let streamed = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if streamed {
+        parked();
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| Failure::transport(&e))? {
+        body.extend_from_slice(&chunk);
+        if let Some(answer) = last_sse_message(&body).or_else(|| serde_json::from_slice(&body).ok()) {
+            return Ok(Legacy { answer, received_ms: super::rest::now_ms(), streamed });
+        }
+    }
+    Err(Failure::Shape("tasks/result ended without an answer"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

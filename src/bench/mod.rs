@@ -102,6 +102,17 @@ pub struct Args {
     /// Where the waiters scenario's long polls wait: one execution, or 1,000.
     #[arg(long, value_enum, default_value = "one")]
     spread: waiters::Spread,
+    /// How the waiters scenario waits: REST long polls, or legacy MCP
+    /// `tasks/result` SSE streams.
+    #[arg(long, value_enum, default_value = "poll")]
+    wait_form: waiters::WaitForm,
+    /// How the waiters scenario settles its executions: all at once, or one at a time.
+    #[arg(long, value_enum, default_value = "together")]
+    wake: waiters::Wake,
+    /// The waiters scenario's waits go over HTTP/2 (prior knowledge, as a
+    /// proxy in front of the gateway would send them), many per connection.
+    #[arg(long)]
+    http2: bool,
     /// Interval between tasks/get polls in the mcp-task scenario.
     #[arg(long, default_value_t = 10)]
     poll_ms: u64,
@@ -123,6 +134,7 @@ pub struct Args {
 }
 
 /// Where the deployment is and who the benchmark acts as.
+#[derive(Clone)]
 pub struct Target {
     pub http: reqwest::Client,
     /// `{http_url}/v1/orgs/{org}/projects/{project}/tool-executions`
@@ -143,8 +155,11 @@ pub struct Settings {
     pub waiters: usize,
     pub poll: Duration,
     pub max_time: Duration,
-    /// The waiters scenario's spread.
+    /// The waiters scenario's spread, wait form and settling.
     pub spread: waiters::Spread,
+    pub wait_form: waiters::WaitForm,
+    pub wake: waiters::Wake,
+    pub http2: bool,
 }
 
 /// A scenario's table and the number of executions it completed, which the
@@ -170,6 +185,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         poll: Duration::from_millis(args.poll_ms.max(1)),
         max_time: Duration::from_secs(args.max_seconds.max(1)),
         spread: args.spread,
+        wait_form: args.wait_form,
+        wake: args.wake,
+        http2: args.http2,
     };
     let base = http_url.trim_end_matches('/').to_owned();
     let http = reqwest::Client::builder()

@@ -1,13 +1,15 @@
-//! Scenario `waiters` (issue #21, "Waiting at scale"): W long polls
-//! (`GET …/{id}?wait_ms=`) parked at once through one gateway, on one
+//! Scenario `waiters` ("Waiting at scale"): W waits parked at once through
+//! one gateway, as long polls (`GET …/{id}?wait_ms=`, `--wait-form poll`) or
+//! legacy MCP `tasks/result` SSE streams (`--wait-form sse`), on one
 //! execution (`--spread one`) or spread over 1,000 (`--spread many`), then
-//! woken together. In phases, so each number is measured in a quiet system:
+//! woken all at once or one execution at a time (`--wake`). In phases, so
+//! each number is measured in a quiet system:
 //!
 //! 1. start the executions (scheduled an hour ahead, so they wait without a
 //!    worker); sample RSS (`--pids gateway=…,coordinator=…`);
 //! 2. open the W polls and, once they are all sent, sample RSS again and CPU
 //!    over a quiet window (CPU while parked: should be ~0);
-//! 3. cancel every execution; each poll's answer arrival on this machine's
+//! 3. cancel every execution; each waiter's answer arrival on this machine's
 //!    clock minus its execution's `finished_at` is its wake-up latency.
 //!
 //! A poll that times out (`wait_ms` ends) polls again, so a slow start never
@@ -17,7 +19,7 @@
 use super::probe::{Probe, cpu_ticks, rss_kib};
 use super::report::Table;
 use super::stats::{Errors, Failure, Samples};
-use super::{Outcome, Settings, Target, drive, rest};
+use super::{Outcome, Settings, Target, drive, mcp, rest};
 use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::json;
 use std::sync::Arc;
@@ -38,8 +40,54 @@ const OPEN_PAUSE: Duration = Duration::from_millis(20);
 const SETTLE: Duration = Duration::from_secs(3);
 /// The window CPU while parked is measured over.
 const QUIET: Duration = Duration::from_secs(5);
+/// How long a shed waiter waits before it asks again.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// Linux's USER_HZ: /proc/<pid>/stat counts CPU time in these.
 const TICKS_PER_SECOND: f64 = 100.0;
+
+/// How each waiter waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitForm {
+    /// REST long polls, `GET …/{id}?wait_ms=`.
+    Poll,
+    /// Legacy MCP `tasks/result` SSE streams, all on one session.
+    Sse,
+}
+
+/// How the executions are settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Wake {
+    /// Every execution cancelled at once (concurrency `-c`).
+    Together,
+    /// One cancel at a time, `PACE` apart: each settlement wakes its own
+    /// waiters while the rest stay parked.
+    OneByOne,
+}
+
+/// Waits per HTTP/2 connection with `--http2`: under the gateway's (hyper's
+/// default) 200 concurrent streams per connection.
+const STREAMS_PER_CONNECTION: usize = 190;
+
+/// The targets the waiters use: `t` itself over HTTP/1.1 (a connection per
+/// wait), or with `http2` one HTTP/2 client per `STREAMS_PER_CONNECTION` waits.
+fn wait_targets(t: &Arc<Target>, waiters: usize, http2: bool) -> Result<Vec<Arc<Target>>, Failure> {
+    if !http2 {
+        return Ok(vec![t.clone()]);
+    }
+    (0..waiters.div_ceil(STREAMS_PER_CONNECTION))
+        .map(|_| {
+            let http = reqwest::Client::builder()
+                .http2_prior_knowledge()
+                .tcp_nodelay(true)
+                .build()
+                .map_err(|e| Failure::transport(&e))?;
+            Ok(Arc::new(Target { http, ..(**t).clone() }))
+        })
+        .collect()
+}
+
+/// The pause between cancels of `--wake one-by-one`.
+const PACE: Duration = Duration::from_millis(10);
 
 /// Where the waiters wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -61,8 +109,8 @@ fn sample(pid: Option<u32>) -> Sample {
     Sample { rss_kib: pid.and_then(rss_kib), ticks: pid.and_then(cpu_ticks) }
 }
 
-/// One waiter: polls `id` until terminal; its wake-up latency in ms.
-async fn wait(t: &Target, id: &str, parked: &AtomicUsize, deadline: Instant) -> Result<f64, Failure> {
+/// One long-polling waiter: polls `id` until it has ended; when the answer arrived.
+async fn poll(t: &Target, id: &str, parked: &AtomicUsize, deadline: Instant) -> Result<i64, Failure> {
     loop {
         if Instant::now() >= deadline {
             return Err(Failure::GaveUp);
@@ -71,16 +119,58 @@ async fn wait(t: &Target, id: &str, parked: &AtomicUsize, deadline: Instant) -> 
         let answer = rest::wait_once(t, id, WAIT_MS).await;
         parked.fetch_sub(1, Ordering::Relaxed);
         let received_ms = rest::now_ms();
-        let view = answer?;
-        match rest::status(&view) {
-            ExecutionStatus::Cancelled | ExecutionStatus::Completed => {
-                let finished = rest::time_ms(&view, "finished_at").ok_or(Failure::Shape("no finished_at"))?;
-                return Ok((received_ms - finished) as f64);
+        let view = match answer {
+            // Shed (an overloaded coordinator, a wait bound): come back, as a good client does.
+            Err(Failure::Http { status: 429 | 503, .. }) => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
             }
+            other => other?,
+        };
+        match rest::status(&view) {
+            ExecutionStatus::Cancelled | ExecutionStatus::Completed => return Ok(received_ms),
             s if s.is_terminal() => return Err(Failure::Ended(s.name().to_owned())),
             _ => {}
         }
     }
+}
+
+/// One `tasks/result` waiter on `session`: when its answer arrived.
+async fn stream(t: &Target, session: &str, id: &str, parked: &AtomicUsize, deadline: Instant) -> Result<i64, Failure> {
+    loop {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let mcp::Legacy { answer, received_ms, streamed } =
+            mcp::legacy_result(t, session, id, timeout, || _ = parked.fetch_add(1, Ordering::Relaxed)).await?;
+        // The bench cancels every execution: the answer it waits for is the
+        // error naming the cancellation. A shed request (`retryAfterMs`) is
+        // sent again; anything else is a failure, counted.
+        let data = answer.pointer("/error/data");
+        if data.and_then(|d| d.get("code")).and_then(serde_json::Value::as_str) == Some("cancelled") {
+            return Ok(received_ms);
+        }
+        if data.and_then(|d| d.get("retryAfterMs")).is_some() && Instant::now() < deadline {
+            if streamed {
+                parked.fetch_sub(1, Ordering::Relaxed);
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+            continue;
+        }
+        return match answer.pointer("/error/code").and_then(serde_json::Value::as_i64) {
+            Some(code) => Err(Failure::Rpc { status: 200, code }),
+            None => Err(Failure::Shape("tasks/result answered before the cancellation")),
+        };
+    }
+}
+
+/// When each execution finished, read after the fact.
+async fn finished_at(t: &Target, ids: &[String]) -> Result<std::collections::HashMap<String, i64>, Failure> {
+    let mut out = std::collections::HashMap::with_capacity(ids.len());
+    for id in ids {
+        let view = rest::wait_once(t, id, 0).await?;
+        let at = rest::time_ms(&view, "finished_at").ok_or(Failure::Shape("no finished_at"))?;
+        out.insert(id.clone(), at);
+    }
+    Ok(out)
 }
 
 /// Starts `n` executions scheduled an hour ahead, so they wait (pending)
@@ -112,20 +202,28 @@ async fn start(t: &Arc<Target>, n: usize, c: usize, deadline: Instant) -> Result
     started.into_iter().collect()
 }
 
-async fn cancel(t: &Arc<Target>, ids: Vec<String>, c: usize, deadline: Instant) -> Vec<Result<(), Failure>> {
-    let (t, ids) = (t.clone(), Arc::new(ids));
-    let n = ids.len();
-    drive(n, c, deadline, move |i| {
-        let (t, ids) = (t.clone(), ids.clone());
-        async move {
-            let req =
-                t.http.post(format!("{}/{}/cancel", t.executions_url, ids[i])).bearer_auth(&t.token).json(&json!({}));
-            let resp = req.send().await.map_err(|e| Failure::transport(&e))?;
-            match resp.status().as_u16() {
-                s if s < 300 => Ok(()),
-                status => Err(Failure::Http { status, code: None }),
-            }
+async fn cancel_one(t: &Target, id: &str) -> Result<(), Failure> {
+    let req = t.http.post(format!("{}/{id}/cancel", t.executions_url)).bearer_auth(&t.token).json(&json!({}));
+    let resp = req.send().await.map_err(|e| Failure::transport(&e))?;
+    match resp.status().as_u16() {
+        s if s < 300 => Ok(()),
+        status => Err(Failure::Http { status, code: None }),
+    }
+}
+
+async fn cancel(t: &Arc<Target>, ids: &[String], wake: Wake, c: usize, deadline: Instant) -> Vec<Result<(), Failure>> {
+    if wake == Wake::OneByOne {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(cancel_one(t, id).await);
+            tokio::time::sleep(PACE).await;
         }
+        return out;
+    }
+    let (t, ids) = (t.clone(), Arc::new(ids.to_vec()));
+    drive(ids.len(), c, deadline, move |i| {
+        let (t, ids) = (t.clone(), ids.clone());
+        async move { cancel_one(&t, &ids[i]).await }
     })
     .await
 }
@@ -167,8 +265,21 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
         Spread::One => 1,
         Spread::Many => MANY.min(s.waiters),
     };
+    let form = match s.wait_form {
+        WaitForm::Poll => format!("long polls, wait_ms={WAIT_MS}"),
+        WaitForm::Sse => "legacy tasks/result SSE streams on one session".to_owned(),
+    };
+    let woken = match s.wake {
+        Wake::Together => "all cancelled at once".to_owned(),
+        Wake::OneByOne => format!("cancelled one at a time, {} ms apart", PACE.as_millis()),
+    };
+    let over = if s.http2 {
+        format!("HTTP/2, {STREAMS_PER_CONNECTION} per connection")
+    } else {
+        "HTTP/1.1, a connection each".to_owned()
+    };
     let title = format!(
-        "waiters  (W={} long polls, wait_ms={WAIT_MS}, over {executions} execution{}, woken by cancel)",
+        "waiters  (W={} {form} over {over}, on {executions} execution{}, {woken})",
         s.waiters,
         if executions == 1 { "" } else { "s" }
     );
@@ -184,11 +295,37 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
     };
     let before = (sample(gateway), sample(coordinator));
 
+    let session = match s.wait_form {
+        WaitForm::Poll => None,
+        WaitForm::Sse => match mcp::legacy_session(&target).await {
+            Ok(session) => Some(Arc::new(session)),
+            Err(f) => {
+                errors.add(&f);
+                table.errors(&errors);
+                return Outcome { table, executions: 0 };
+            }
+        },
+    };
+    let targets = match wait_targets(&target, s.waiters, s.http2) {
+        Ok(t) => t,
+        Err(f) => {
+            errors.add(&f);
+            table.errors(&errors);
+            return Outcome { table, executions: 0 };
+        }
+    };
     let parked = Arc::new(AtomicUsize::new(0));
     let mut waiters = JoinSet::new();
     for i in 0..s.waiters {
-        let (t, id, parked) = (target.clone(), ids[i % ids.len()].clone(), parked.clone());
-        waiters.spawn(async move { wait(&t, &id, &parked, deadline).await });
+        let t = targets[(i / STREAMS_PER_CONNECTION) % targets.len()].clone();
+        let (id, parked, session) = (ids[i % ids.len()].clone(), parked.clone(), session.clone());
+        waiters.spawn(async move {
+            let arrived = match session {
+                None => poll(&t, &id, &parked, deadline).await,
+                Some(session) => stream(&t, &session, &id, &parked, deadline).await,
+            };
+            arrived.map(|at| (id, at))
+        });
         if (i + 1) % OPEN_BATCH == 0 {
             tokio::time::sleep(OPEN_PAUSE).await;
         }
@@ -205,26 +342,35 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
     tokio::time::sleep(QUIET).await;
     let quiet_end = (sample(gateway), sample(coordinator));
 
-    for cancelled in cancel(&target, ids, s.concurrency, deadline).await {
+    for cancelled in cancel(&target, &ids, s.wake, s.concurrency, deadline).await {
         if let Err(f) = cancelled {
             errors.add(&f);
         }
     }
-    let mut wake = Samples::default();
-    let mut ok = 0usize;
+    let mut arrivals = Vec::with_capacity(s.waiters);
     while let Some(joined) = waiters.join_next().await {
         match joined {
-            Ok(Ok(ms)) => {
-                ok += 1;
-                wake.push(ms);
-            }
+            Ok(Ok(arrived)) => arrivals.push(arrived),
             Ok(Err(f)) => errors.add(&f),
             Err(_) => errors.add(&Failure::GaveUp),
         }
     }
     let after = (sample(gateway), sample(coordinator));
+    let mut wake = Samples::default();
+    let mut ok = 0usize;
+    match finished_at(&target, &ids).await {
+        Ok(finished) => {
+            for (id, at) in arrivals {
+                if let Some(f) = finished.get(&id) {
+                    ok += 1;
+                    wake.push((at - f) as f64);
+                }
+            }
+        }
+        Err(f) => errors.add(&f),
+    }
 
-    table.dist("finished_at → poll answered (wake-up)", &wake);
+    table.dist("finished_at → answer received (wake-up)", &wake);
     table.value("answered", format!("{ok} of {}", s.waiters));
     table.value("parked when measured", parked_count.to_string());
     for (name, b, p, a) in

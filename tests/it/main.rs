@@ -3,6 +3,7 @@
 
 mod admission;
 mod bench_history;
+mod bench_waiters;
 mod chaos;
 mod config_exit;
 mod dashboard;

@@ -16,7 +16,7 @@ use crate::store::ExecutionRecord;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -87,6 +87,12 @@ impl Engine {
         let listener = Arc::new(Listener::default());
         let mut entries: HashMap<String, Entry> = HashMap::new();
         let mut reads = FuturesUnordered::new();
+        // Answers not yet handed to the stream. The loop never waits for the
+        // stream to take one: it keeps reading the gateway's requests, whose
+        // HTTP/2 frames would otherwise pile up unread until h2 takes the
+        // connection for a flood of small frames (GOAWAY `too_many_data_frames`,
+        // seen with 10,000 watches at once) and every call on it fails.
+        let mut answers: VecDeque<WatchOut> = VecDeque::new();
         let mut tick = tokio::time::interval(SAFETY_REREAD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
@@ -135,11 +141,17 @@ impl Engine {
                     if let Some((id, reader)) = again {
                         reads.push(self.clone().read(Purpose::Push, id, reader));
                     }
-                    match answer {
-                        Some(answer) => out.send(answer).await.is_ok(),
-                        None => true,
-                    }
+                    answers.extend(answer);
+                    true
                 }
+                permit = out.reserve(), if !answers.is_empty() => match (permit, answers.pop_front()) {
+                    (Ok(permit), Some(answer)) => {
+                        permit.send(answer);
+                        true
+                    }
+                    (Ok(_), None) => true,
+                    (Err(_), _) => false,
+                },
             };
             if !sent {
                 break;

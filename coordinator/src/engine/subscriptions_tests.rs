@@ -79,3 +79,51 @@ async fn a_stream_follows_each_execution_once_and_pushes_a_change_once() {
     assert_eq!(w.engine.changes.listener_count(), 0, "an ended stream follows nothing");
     assert!(answers.recv().await.is_none(), "one push per change, then the end");
 }
+
+#[tokio::test]
+async fn a_stream_keeps_taking_requests_while_its_answers_wait_to_be_sent() {
+    let w = World::new().await;
+    let (_session, _commands) = w.worker("wk_subs_queue", Vec::new()).await;
+    let start = StartRequest {
+        org_id: w.org_id.clone(),
+        project_id: w.project_id.clone(),
+        gateway_id: w.gateway_id.clone(),
+        tool_name: "Test.Echo".into(),
+        input_json: "{}".into(),
+        request_fingerprint: "f".into(),
+        surface: "rest",
+        ..Default::default()
+    };
+    let id = w.engine.start(w.bearer().as_deref(), start).await.expect("start").record.id;
+    let user = w.bearer().expect("bearer").trim_start_matches("Bearer ").to_owned();
+
+    // Room for one request and one answer; nobody reads the answers yet.
+    let (send, incoming) = mpsc::channel(1);
+    let (out, mut answers) = mpsc::channel(1);
+    let served =
+        tokio::spawn(w.engine.clone().serve_watch_stream(tokio_stream::wrappers::ReceiverStream::new(incoming), out));
+    const WATCHES: u64 = 50;
+    let sending = async {
+        for tag in 1..=WATCHES {
+            send.send(watch(tag, &user, &w, &id)).await.expect("sent");
+        }
+    };
+    // A stream that stopped reading while its answers queue would never take
+    // them all (its peer's HTTP/2 frames would pile up unread); the bound only
+    // turns such a hang into a failure.
+    tokio::time::timeout(std::time::Duration::from_secs(60), sending).await.expect("every request taken");
+    let mut tags = Vec::new();
+    while tags.len() < WATCHES as usize {
+        match answers.recv().await.expect("answer") {
+            WatchOut::Watched { tag, record } => {
+                assert_eq!(record.id, id);
+                tags.push(tag);
+            }
+            other => panic!("the owner's watch is answered: {other:?}"),
+        }
+    }
+    tags.sort_unstable();
+    assert_eq!(tags, (1..=WATCHES).collect::<Vec<_>>(), "every watch answered once");
+    drop(send);
+    served.await.expect("served");
+}

@@ -1,4 +1,4 @@
-//! The periodic sweep (deadlines, owner loss, retention) and this replica's
+//! The periodic sweep (deadlines, owner loss, retention, history sums) and this replica's
 //! entry in the coordinator directory. Safe on every replica at once: each step
 //! is a locked read-modify-write through the state machine.
 
@@ -10,10 +10,14 @@ use std::time::Duration;
 
 /// How often the backlog gauge is re-counted (one grouped index scan).
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
+/// How often finished runs are summed for history counts (each pass reads
+/// only the runs created since the last).
+const SEAL_EVERY: Duration = Duration::from_secs(60);
 
 pub async fn run(engine: Arc<Engine>) {
     let interval = Duration::from_millis(engine.options.sweep_interval_ms.max(50));
     let mut backlog_read = None;
+    let mut sealed = None;
     loop {
         let now = now_ms();
         if let Err(e) = engine.store.upsert_coordinator(&engine.options.id, &engine.options.advertise_url, now).await {
@@ -32,6 +36,12 @@ pub async fn run(engine: Arc<Engine>) {
             match engine.store.pending_by_project().await {
                 Ok(counts) => engine.metrics.set_backlog(counts),
                 Err(e) => tracing::warn!(error = %e, "counting the backlog failed"),
+            }
+        }
+        if sealed.is_none_or(|at: tokio::time::Instant| at.elapsed() >= SEAL_EVERY) {
+            sealed = Some(tokio::time::Instant::now());
+            if let Err(e) = engine.store.seal_histories(now).await {
+                tracing::warn!(error = %e, "sealing history counts failed; retried next pass");
             }
         }
         let audit_cutoff = now.saturating_sub(crate::audit::RETENTION_MS);

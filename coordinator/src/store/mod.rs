@@ -14,6 +14,7 @@ mod claimed;
 mod create;
 mod executions;
 mod history;
+mod history_counts;
 mod identity;
 mod input;
 mod listing;
@@ -28,6 +29,8 @@ mod write;
 
 #[cfg(test)]
 mod contract_tests;
+#[cfg(test)]
+mod history_counts_tests;
 #[cfg(test)]
 mod history_tests;
 #[cfg(test)]
@@ -183,6 +186,7 @@ impl Store {
                 (7, "watch_tokens", include_str!("../../../migrations/postgres/0007_watch_tokens.sql")),
                 (8, "history_indexes", include_str!("../../../migrations/postgres/0008_history_indexes.sql")),
                 (9, "tool_metadata", include_str!("../../../migrations/postgres/0009_tool_metadata.sql")),
+                (10, "history_counts", include_str!("../../../migrations/postgres/0010_history_counts.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -198,6 +202,7 @@ impl Store {
                 (7, "watch_tokens", include_str!("../../../migrations/sqlite/0007_watch_tokens.sql")),
                 (8, "history_indexes", include_str!("../../../migrations/sqlite/0008_history_indexes.sql")),
                 (9, "tool_metadata", include_str!("../../../migrations/sqlite/0009_tool_metadata.sql")),
+                (10, "history_counts", include_str!("../../../migrations/sqlite/0010_history_counts.sql")),
             ],
         };
         let migrations = sources

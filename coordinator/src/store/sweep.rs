@@ -7,6 +7,7 @@
 //! effects run.
 
 use super::executions::{Applied, delete_execution};
+use super::history_counts::{DeletedRun, KEY_COLUMNS, forget_deleted};
 use super::records::{EXECUTION_COLUMNS, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Result, Store};
@@ -156,17 +157,19 @@ impl Store {
     /// Deletes up to `limit` executions past retention, rows locked with `SKIP LOCKED`.
     async fn delete_expired(&self, now: Millis, limit: u32, report: &mut SweepReport) -> Result<()> {
         let sql = format!(
-            "SELECT id FROM executions WHERE retention_expires_at <= $1 LIMIT $2{}",
+            "SELECT id, project_id, created_at, {KEY_COLUMNS} FROM executions WHERE retention_expires_at <= $1 \
+             LIMIT $2{}",
             self.dialect.for_update_skip_locked()
         );
         let mut tx = self.pool.begin().await?;
         let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
-        for row in &rows {
-            let id: String = row.try_get("id")?;
-            delete_execution(&mut tx, &id).await?;
-            report.deleted += 1;
+        let runs = rows.iter().map(DeletedRun::from_row).collect::<Result<Vec<_>>>()?;
+        for run in &runs {
+            delete_execution(&mut tx, &run.id).await?;
         }
+        forget_deleted(&mut tx, self.dialect, &runs).await?;
         tx.commit().await?;
+        report.deleted += runs.len();
         Ok(())
     }
 

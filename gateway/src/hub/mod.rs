@@ -21,6 +21,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Duration, Instant};
 use tonic::transport::Channel;
 
+/// The retry hint of a watch refused as unavailable: the coordinator's own for a busy answer.
+const BUSY_RETRY_AFTER_MS: u64 = 2_000;
+
 /// After the stream fails, waits use unary calls for at least this long
 /// before it is dialled again; doubled per failure up to the maximum.
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
@@ -326,7 +329,14 @@ impl Inner {
             Some(watch_event::Kind::Refused(r)) => {
                 if let Some(answer) = state.pending.remove(&r.tag) {
                     let code = ErrorCode::parse(&r.code).unwrap_or(ErrorCode::Internal);
-                    let _ = answer.send(Err(WireError::new(code, r.message)));
+                    let mut refused = WireError::new(code, r.message);
+                    // A refusal carries no retry hint on the stream; an
+                    // unavailable (busy) coordinator asks to come back as its
+                    // unary answers do.
+                    if code == ErrorCode::Unavailable {
+                        refused.retry_after_ms = Some(BUSY_RETRY_AFTER_MS);
+                    }
+                    let _ = answer.send(Err(refused));
                 }
             }
             Some(watch_event::Kind::Lapsed(l)) => {

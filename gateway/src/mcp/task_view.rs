@@ -30,6 +30,13 @@ pub async fn snapshot(caller: &Caller, id: &str) -> Result<Snapshot, WireError> 
     complete(caller, view).await
 }
 
+/// As [`snapshot`], for a caller about to wait on the execution: read
+/// through the wait hub (see `Coordinator::read_before_wait`).
+pub async fn snapshot_before_wait(caller: &Caller, id: &str) -> Result<Snapshot, WireError> {
+    let view = caller.coordinator().read_before_wait(&caller.bearer, &caller.scope, id).await?;
+    complete(caller, view).await
+}
+
 /// Adds the result to a view already read, when it completed.
 pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
     if view.status() != ExecutionStatus::Completed {

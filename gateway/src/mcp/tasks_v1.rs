@@ -57,7 +57,7 @@ fn finished(snap: &Snapshot) -> Option<Result<Value, RpcError>> {
 
 pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
-    let snap = task_view::snapshot(&ctx.caller, id).await.map_err(task_error)?;
+    let snap = task_view::snapshot_before_wait(&ctx.caller, id).await.map_err(task_error)?;
     if let Some(done) = finished(&snap) {
         return done.map(Reply::Json);
     }
@@ -154,7 +154,8 @@ impl ResultStream {
             return Ok(None);
         };
         let view = waited.map_err(task_error)?;
-        task_view::complete(caller, view).await.map(Some).map_err(task_error)
+        // Boxed: its call future would otherwise sit in every parked stream.
+        Box::pin(task_view::complete(caller, view)).await.map(Some).map_err(task_error)
     }
 }
 

@@ -169,7 +169,9 @@ async fn get_execution(
             None => None,
             Some(s) => Some(body::parse_bounded_int(s, "timeout_seconds", 1, i64::MAX)?.unsigned_abs()),
         };
-        return watch::offer(&state, &headers, bearer, scope, id, delivery, timeout).await;
+        // Boxed, like every path a parked long poll does not take: an
+        // inline call future would sit in every parked poll's future.
+        return Box::pin(watch::offer(&state, &headers, bearer, scope, id, delivery, timeout)).await;
     }
     if q.timeout_seconds.is_some() {
         return Err(ApiError::new(
@@ -178,6 +180,9 @@ async fn get_execution(
         ));
     }
     let wait_ms = parse_wait_ms(&state, q.wait_ms.as_deref())?;
+    // The headers share the HTTP/1 connection's read buffer (8 KiB); a
+    // parked poll must not keep it alive.
+    drop(headers);
     let (execution, ending) = read_waiting(&state, &bearer, &scope, &id, wait_ms).await?;
     Ok(json(StatusCode::OK, view::read(&execution, ending)))
 }
@@ -192,7 +197,7 @@ pub(crate) async fn read_waiting(
     wait_ms: u64,
 ) -> Result<(ExecutionView, Ending), ApiError> {
     if wait_ms == 0 {
-        return Ok((state.coordinator.execution(bearer, scope, id).await?, Ending::Answered));
+        return Ok((Box::pin(state.coordinator.execution(bearer, scope, id)).await?, Ending::Answered));
     }
     let _place = state.admit_wait(bearer)?;
     let wait = Duration::from_millis(wait_ms);
@@ -207,7 +212,9 @@ pub(crate) async fn read_waiting(
             (execution, if timed_out { Ending::TimedOut } else { Ending::Answered })
         }
         // The caller reconnects at once, to another replica.
-        None => (state.coordinator.execution_within(bearer, scope, id, SHUTDOWN_READ).await?, Ending::Shutdown),
+        None => {
+            (Box::pin(state.coordinator.execution_within(bearer, scope, id, SHUTDOWN_READ)).await?, Ending::Shutdown)
+        }
     })
 }
 
