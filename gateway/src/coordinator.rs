@@ -5,6 +5,7 @@
 
 use crate::hub::Hub;
 use crate::json::canonical;
+use crate::shared_calls::SharedCalls;
 use baton_proto::coordinator::v1 as pb;
 use baton_proto::error::{ErrorCode, WireError};
 use baton_proto::worker::v1::InputAction;
@@ -12,6 +13,7 @@ use http::{HeaderMap, header};
 use pb::coordinator_client::CoordinatorClient;
 use serde_json::Value;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
@@ -129,6 +131,8 @@ pub struct Coordinator {
     channel: Channel,
     /// Every parked wait of this process, on one stream (`crate::hub`).
     hub: Hub,
+    /// `WhoAmI` calls shared by requests arriving while one is in flight.
+    callers: Arc<SharedCalls<pb::WhoAmIResponse>>,
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -159,7 +163,12 @@ impl Coordinator {
             endpoint
         };
         let channel = endpoint.connect_lazy();
-        Ok(Coordinator { client: CoordinatorClient::new(channel.clone()), hub: Hub::new(channel.clone()), channel })
+        Ok(Coordinator {
+            client: CoordinatorClient::new(channel.clone()),
+            hub: Hub::new(channel.clone()),
+            callers: Arc::default(),
+            channel,
+        })
     }
 
     /// Ready when the coordinator answers its gRPC health check.
@@ -182,6 +191,18 @@ impl Coordinator {
     ) -> Result<pb::WhoAmIResponse, WireError> {
         let request = pb::WhoAmIRequest { mcp_session_id: mcp_session_id.unwrap_or_default().to_owned() };
         self.call(bearer, request, None, |mut c, r| async move { c.who_am_i(r).await }).await
+    }
+
+    /// As [`Coordinator::who_am_i`], shared with the requests of the same
+    /// bearer and session that arrive while a call is in flight: they share
+    /// the next call, one that began after they arrived (`shared_calls`).
+    pub async fn who_am_i_shared(
+        &self,
+        bearer: &Bearer,
+        mcp_session_id: Option<&str>,
+    ) -> Result<pb::WhoAmIResponse, WireError> {
+        let parts = [bearer.0.as_str(), mcp_session_id.unwrap_or_default()];
+        self.callers.call(&parts, || self.who_am_i(bearer, mcp_session_id)).await
     }
 
     /// The coordinator's refusal of `bearer` (401), if it refuses it; `None`

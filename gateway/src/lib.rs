@@ -18,6 +18,7 @@ mod json;
 pub mod mcp;
 pub mod rest;
 mod serve;
+mod shared_calls;
 mod telemetry;
 pub mod waits;
 mod watch;

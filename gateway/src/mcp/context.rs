@@ -61,7 +61,7 @@ impl Caller {
         session_id: Option<&str>,
     ) -> Result<Caller, RpcError> {
         let bearer = bearer(state, headers)?;
-        let who = state.coordinator.who_am_i(&bearer, session_id).await?;
+        let who = state.coordinator.who_am_i_shared(&bearer, session_id).await?;
         if who.mcp_session_ended {
             return Err(RpcError::session_not_found());
         }
