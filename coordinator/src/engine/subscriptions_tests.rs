@@ -22,10 +22,8 @@ fn watch(tag: u64, token: &str, w: &World, id: &str) -> WatchIn {
     }
 }
 
-#[tokio::test]
-async fn a_stream_follows_each_execution_once_and_pushes_a_change_once() {
-    let w = World::new().await;
-    let (_session, _commands) = w.worker("wk_subs", Vec::new()).await;
+/// Starts a `Test.Echo` as the world's user; its id.
+async fn started(w: &World) -> String {
     let start = StartRequest {
         org_id: w.org_id.clone(),
         project_id: w.project_id.clone(),
@@ -36,7 +34,14 @@ async fn a_stream_follows_each_execution_once_and_pushes_a_change_once() {
         surface: "rest",
         ..Default::default()
     };
-    let id = w.engine.start(w.bearer().as_deref(), start).await.expect("start").record.id;
+    w.engine.start(w.bearer().as_deref(), start).await.expect("start").record.id
+}
+
+#[tokio::test]
+async fn a_stream_follows_each_execution_once_and_pushes_a_change_once() {
+    let w = World::new().await;
+    let (_session, _commands) = w.worker("wk_subs", Vec::new()).await;
+    let id = started(&w).await;
     let bob = crate::admin::issue_end_user_token(&w.engine.store, &w.gateway_id, "bob").await.expect("bob").token;
     let user = w.bearer().expect("bearer").trim_start_matches("Bearer ").to_owned();
 
@@ -84,17 +89,7 @@ async fn a_stream_follows_each_execution_once_and_pushes_a_change_once() {
 async fn a_stream_keeps_taking_requests_while_its_answers_wait_to_be_sent() {
     let w = World::new().await;
     let (_session, _commands) = w.worker("wk_subs_queue", Vec::new()).await;
-    let start = StartRequest {
-        org_id: w.org_id.clone(),
-        project_id: w.project_id.clone(),
-        gateway_id: w.gateway_id.clone(),
-        tool_name: "Test.Echo".into(),
-        input_json: "{}".into(),
-        request_fingerprint: "f".into(),
-        surface: "rest",
-        ..Default::default()
-    };
-    let id = w.engine.start(w.bearer().as_deref(), start).await.expect("start").record.id;
+    let id = started(&w).await;
     let user = w.bearer().expect("bearer").trim_start_matches("Bearer ").to_owned();
 
     // Room for one request and one answer; nobody reads the answers yet.
