@@ -33,7 +33,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let admission = Arc::new(RedisAdmission::connect(&args.redis_url, &prefix, bounds).await?);
     // As a coordinator does before serving: until a rebuild, nothing is admitted.
-    admission.rebuild(&[], 0, 60_000).await?;
+    admission.rebuild_alone(&[], 0, Some(1)).await?;
     let per_task = args.decisions.div_ceil(args.concurrency.max(1));
     let started = Instant::now();
     let tasks: Vec<_> = (0..args.concurrency.max(1))
@@ -53,7 +53,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     };
                     let t0 = Instant::now();
                     match admission.admit(&ticket, 0).await {
-                        Ok(Ok(())) => admit_latency.push(t0.elapsed()),
+                        Ok(Ok(_)) => admit_latency.push(t0.elapsed()),
                         _ => errors += 1,
                     }
                     if admission.release(&ticket, 0).await.is_err() {

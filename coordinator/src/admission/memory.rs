@@ -1,7 +1,7 @@
 //! In-process admission for a single process (`baton dev`): the documents say
 //! local limits apply per process rather than across a cluster.
 
-use super::{Admission, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
+use super::{Admission, Admitted, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -51,10 +51,10 @@ fn observe(h: &mut Held, scopes: &[Scope], held_ms: f64) {
 
 #[tonic::async_trait]
 impl Admission for MemoryAdmission {
-    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<(), Rejection>, Error> {
+    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<Admitted, Rejection>, Error> {
         let mut h = self.lock()?;
         if h.live.contains_key(&t.execution_id) {
-            return Ok(Ok(()));
+            return Ok(Ok(Admitted { fence: None }));
         }
         let principal_key = (t.project_id.clone(), t.user_id.clone());
         let b = &self.bounds;
@@ -79,7 +79,7 @@ impl Admission for MemoryAdmission {
         *h.backlog.entry(t.project_id.clone()).or_default() += 1;
         *h.bytes.entry(t.project_id.clone()).or_default() += t.payload_bytes;
         h.live.insert(t.execution_id.clone(), (t.clone(), now_ms, false));
-        Ok(Ok(()))
+        Ok(Ok(Admitted { fence: None }))
     }
 
     async fn started(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {

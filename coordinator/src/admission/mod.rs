@@ -66,6 +66,14 @@ pub struct Ticket {
     pub expires_at_ms: i64,
 }
 
+/// An admission granted, and the generation it was granted under: the
+/// create's insert checks it is still current (store/fence.rs). None where
+/// admission cannot lose its state (one process's memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    pub fence: Option<i64>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rejection {
     pub scope: Scope,
@@ -82,7 +90,7 @@ pub enum Error {
 #[tonic::async_trait]
 pub trait Admission: Send + Sync + 'static {
     /// Admits the ticket into every scope at once, or names a full scope.
-    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<(), Rejection>, Error>;
+    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<Admitted, Rejection>, Error>;
     /// The execution started: it leaves the backlog.
     async fn started(&self, t: &Ticket, now_ms: i64) -> Result<(), Error>;
     /// The execution is terminal (or was never created): it leaves every scope.

@@ -7,12 +7,17 @@
 //!
 //! Redis is not the truth: `rebuild` re-derives every set from Postgres (at start,
 //! periodically, and when the epoch key shows Redis was flushed or restarted).
-//! If Redis is unreachable, admission fails closed.
+//! If Redis is unreachable, admission fails closed. The epoch key holds the
+//! admission generation (store/fence.rs): an admission answers the generation
+//! it was granted under, and its create is inserted only while Postgres still
+//! holds it. One rebuild runs at a time, under a lock whose token every write
+//! of the rebuild checks: a flush deletes the lock, so a rebuild that straddles
+//! a flush writes nothing more and never publishes an epoch.
 //!
 //! All keys of one decision share the prefix; a Redis Cluster deployment would
 //! need hash tags (not supported yet).
 
-use super::{Admission, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
+use super::{Admission, Admitted, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
 use redis::Script;
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
@@ -22,11 +27,13 @@ const ADMIT: &str = r#"
 -- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 bytes-expiry zset, 6 bytes total, 7 bytes sizes, 8 meta, 9 epoch
 -- ARGV: 1 id, 2 now, 3 expires_at, 4 payload bytes, 5..9 bounds (principal, project, org, backlog, bytes), 10 meta ttl ms
 local id, now = ARGV[1], tonumber(ARGV[2])
-if redis.call('EXISTS', KEYS[8]) == 1 then return 'ok' end
 -- KEYS[9] is the epoch a rebuild writes: without it Redis lost its state (a
 -- restart, a flush) and counts nothing yet, so nothing is admitted until the
--- rebuild from the durable truth is done.
-if redis.call('EXISTS', KEYS[9]) == 0 then return 'rebuilding' end
+-- rebuild from the durable truth is done. Its value is the generation the
+-- admission is granted under.
+local epoch = redis.call('GET', KEYS[9])
+if not epoch then return 'rebuilding' end
+if redis.call('EXISTS', KEYS[8]) == 1 then return 'ok:' .. epoch end
 for i = 1, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now) end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
 for _, g in ipairs(gone) do
@@ -49,7 +56,7 @@ redis.call('HSET', KEYS[7], id, bytes)
 redis.call('INCRBY', KEYS[6], bytes)
 redis.call('HSET', KEYS[8], 'admitted_at', now)
 redis.call('PEXPIRE', KEYS[8], ARGV[10])
-return 'ok'
+return 'ok:' .. epoch
 "#;
 
 const RELEASE: &str = r#"
@@ -73,10 +80,12 @@ return at
 "#;
 
 const READD: &str = r#"
--- KEYS: as ADMIT; ARGV: 1 id, 2 expires_at, 3 payload bytes, 4 started ('1' or '0')
+-- KEYS: as ADMIT, 9 the rebuild lock; ARGV: 1 id, 2 expires_at, 3 payload bytes,
+-- 4 started ('1' or '0'), 5 the rebuild's lock token
 -- A rebuild adding back an open execution, bypassing the bounds (it was
 -- admitted once), unless it was released since the snapshot was read.
 local id = ARGV[1]
+if redis.call('GET', KEYS[9]) ~= ARGV[5] then return -1 end
 if redis.call('HEXISTS', KEYS[8], 'released') == 1 then return 0 end
 for i = 1, 3 do redis.call('ZADD', KEYS[i], 'NX', ARGV[2], id) end
 if ARGV[4] == '1' then
@@ -89,9 +98,31 @@ redis.call('HSETNX', KEYS[7], id, ARGV[3])
 return 1
 "#;
 
+/// One write of a rebuild, made only while the rebuild still holds the lock.
+const FENCED: &str = r#"
+-- KEYS: 1 the rebuild lock, 2 the key written; ARGV: 1 lock token, 2 command, 3.. its arguments
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call(ARGV[2], KEYS[2], unpack(ARGV, 3))
+return 1
+"#;
+
+const UNLOCK: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"#;
+
 /// How long a released execution's tombstone outlives it: longer than any
 /// rebuild takes from reading its snapshot to writing it back.
 const TOMBSTONE_MS: i64 = 120_000;
+
+/// How long a rebuild may hold the lock; one that takes longer loses it and
+/// stops writing (the next one starts over).
+const REBUILD_LOCK_MS: i64 = 60_000;
+
+/// The right to write a rebuild, held by one replica at a time.
+pub struct RebuildLock {
+    token: String,
+}
 
 pub struct RedisAdmission {
     con: ConnectionManager,
@@ -100,8 +131,16 @@ pub struct RedisAdmission {
     admit: Script,
     release: Script,
     readd: Script,
+    fenced: Script,
+    unlock: Script,
     /// Average hold time per scope kind, observed on this replica's releases.
     avg_hold_ms: Mutex<HashMap<Scope, f64>>,
+}
+
+fn lost_lock() -> Error {
+    Error::Unavailable(
+        "the admission rebuild lost its lock (Redis lost its state, or the rebuild took too long)".into(),
+    )
 }
 
 fn unavailable(e: redis::RedisError) -> Error {
@@ -123,6 +162,8 @@ impl RedisAdmission {
             admit: Script::new(ADMIT),
             release: Script::new(RELEASE),
             readd: Script::new(READD),
+            fenced: Script::new(FENCED),
+            unlock: Script::new(UNLOCK),
             avg_hold_ms: Mutex::new(HashMap::new()),
         })
     }
@@ -175,6 +216,10 @@ impl RedisAdmission {
         format!("{}:epoch", self.prefix)
     }
 
+    fn lock_key(&self) -> String {
+        format!("{}:rebuild-lock", self.prefix)
+    }
+
     fn observe(&self, held_ms: f64) {
         if let Ok(mut avg) = self.avg_hold_ms.lock() {
             for s in
@@ -186,18 +231,74 @@ impl RedisAdmission {
         }
     }
 
-    /// Whether the epoch key written by the last rebuild is still there; a
-    /// flush or an empty restarted Redis loses it.
-    pub async fn epoch_present(&self) -> Result<bool, Error> {
+    /// The generation the last rebuild published; None after a flush or an
+    /// empty restart lost it.
+    pub async fn epoch(&self) -> Result<Option<i64>, Error> {
         let mut con = self.con.clone();
-        redis::cmd("EXISTS").arg(self.epoch_key()).query_async::<bool>(&mut con).await.map_err(unavailable)
+        let value: Option<String> =
+            redis::cmd("GET").arg(self.epoch_key()).query_async(&mut con).await.map_err(unavailable)?;
+        // A value this version cannot read counts as lost: the rebuild replaces it.
+        Ok(value.and_then(|v| v.parse().ok()))
     }
 
-    /// Re-derives the sets from the durable truth. `open` holds every
-    /// non-terminal execution and whether it started; members Redis holds that
-    /// are not open are removed unless admitted in the last `grace_ms` (their row
-    /// may not be committed yet).
-    pub async fn rebuild(&self, open: &[(Ticket, bool)], now_ms: i64, grace_ms: i64) -> Result<RebuildReport, Error> {
+    /// Takes the rebuild lock; None while another replica holds it.
+    pub async fn lock_rebuild(&self) -> Result<Option<RebuildLock>, Error> {
+        let mut con = self.con.clone();
+        let token = crate::domain::id::random_id("rb_", 96);
+        let taken: Option<String> = redis::cmd("SET")
+            .arg(self.lock_key())
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(REBUILD_LOCK_MS)
+            .query_async(&mut con)
+            .await
+            .map_err(unavailable)?;
+        Ok(taken.map(|_| RebuildLock { token }))
+    }
+
+    pub async fn unlock_rebuild(&self, lock: RebuildLock) {
+        let mut con = self.con.clone();
+        let unlocked: Result<i64, _> = self.unlock.key(self.lock_key()).arg(&lock.token).invoke_async(&mut con).await;
+        if let Err(e) = unlocked {
+            // It expires on its own.
+            tracing::warn!(error = %e, "admission rebuild lock not released");
+        }
+    }
+
+    /// `command key args…` as a write of the rebuild holding `lock`; an error
+    /// once the lock is lost (a flush, or the rebuild outlived it).
+    async fn write_fenced(
+        &self,
+        con: &mut ConnectionManager,
+        lock: &RebuildLock,
+        command: &str,
+        key: &str,
+        args: &[&str],
+    ) -> Result<(), Error> {
+        let mut inv = self.fenced.prepare_invoke();
+        inv.key(self.lock_key()).key(key).arg(&lock.token).arg(command);
+        for a in args {
+            inv.arg(*a);
+        }
+        let written: i64 = inv.invoke_async(con).await.map_err(unavailable)?;
+        if written < 0 { Err(lost_lock()) } else { Ok(()) }
+    }
+
+    /// Re-derives the sets from the durable truth, as the holder of `lock`.
+    /// `open` holds every non-terminal execution and whether it started;
+    /// members Redis holds that are not open are removed unless admitted in
+    /// the last `grace_ms` (their row may not be committed yet). With
+    /// `publish`, the rebuild ends by writing that generation to the epoch
+    /// key, which opens admission again after Redis lost its state.
+    pub async fn rebuild(
+        &self,
+        lock: &RebuildLock,
+        open: &[(Ticket, bool)],
+        now_ms: i64,
+        grace_ms: i64,
+        publish: Option<i64>,
+    ) -> Result<RebuildReport, Error> {
         let mut con = self.con.clone();
         let mut report = RebuildReport::default();
         let live: std::collections::HashSet<&str> = open.iter().map(|(t, _)| t.execution_id.as_str()).collect();
@@ -231,7 +332,7 @@ impl RedisAdmission {
                 if self.admitted_within(&mut con, id.as_str(), now_ms, grace_ms).await? {
                     continue;
                 }
-                let _: i64 = redis::cmd("ZREM").arg(key).arg(&id).query_async(&mut con).await.map_err(unavailable)?;
+                self.write_fenced(&mut con, lock, "ZREM", key, &[&id]).await?;
                 report.removed += 1;
             }
         }
@@ -242,10 +343,14 @@ impl RedisAdmission {
             for k in self.keys(t) {
                 inv.key(k);
             }
+            inv.key(self.lock_key());
             inv.arg(&t.execution_id).arg(t.expires_at_ms).arg(t.payload_bytes).arg(if *started { "1" } else { "0" });
+            inv.arg(&lock.token);
             let added: i64 = inv.invoke_async(&mut con).await.map_err(unavailable)?;
-            if added == 0 {
-                report.skipped_released += 1;
+            match added {
+                0 => report.skipped_released += 1,
+                n if n < 0 => return Err(lost_lock()),
+                _ => {}
             }
         }
         // Recompute byte totals from the size hashes of live members.
@@ -270,30 +375,31 @@ impl RedisAdmission {
                     extra += size.unwrap_or(0);
                     continue;
                 }
-                let _: () = redis::pipe()
-                    .cmd("HDEL")
-                    .arg(&size_key)
-                    .arg(id)
-                    .ignore()
-                    .cmd("ZREM")
-                    .arg(&expiry_key)
-                    .arg(id)
-                    .ignore()
-                    .query_async(&mut con)
-                    .await
-                    .map_err(unavailable)?;
+                self.write_fenced(&mut con, lock, "HDEL", &size_key, &[id]).await?;
+                self.write_fenced(&mut con, lock, "ZREM", &expiry_key, &[id]).await?;
             }
-            let _: () = redis::cmd("SET")
-                .arg(format!("{}:bytes-total:{project}", self.prefix))
-                .arg(total + extra)
-                .query_async(&mut con)
-                .await
-                .map_err(unavailable)?;
+            let total_key = format!("{}:bytes-total:{project}", self.prefix);
+            self.write_fenced(&mut con, lock, "SET", &total_key, &[&(total + extra).to_string()]).await?;
         }
-        let _: () =
-            redis::cmd("SET").arg(self.epoch_key()).arg(now_ms).query_async(&mut con).await.map_err(unavailable)?;
+        if let Some(generation) = publish {
+            self.write_fenced(&mut con, lock, "SET", &self.epoch_key(), &[&generation.to_string()]).await?;
+        }
         report.open = open.len();
         Ok(report)
+    }
+
+    /// A whole rebuild under the lock, publishing `publish` when given: what
+    /// a prefix of its own needs before it admits (benches, tests).
+    pub async fn rebuild_alone(
+        &self,
+        open: &[(Ticket, bool)],
+        now_ms: i64,
+        publish: Option<i64>,
+    ) -> Result<RebuildReport, Error> {
+        let lock = self.lock_rebuild().await?.ok_or_else(lost_lock)?;
+        let report = self.rebuild(&lock, open, now_ms, 60_000, publish).await;
+        self.unlock_rebuild(lock).await;
+        report
     }
 }
 
@@ -309,7 +415,6 @@ impl RedisAdmission {
         }
     }
 }
-
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RebuildReport {
     pub open: usize,
@@ -320,7 +425,7 @@ pub struct RebuildReport {
 
 #[tonic::async_trait]
 impl Admission for RedisAdmission {
-    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<(), Rejection>, Error> {
+    async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<Admitted, Rejection>, Error> {
         let b = &self.bounds;
         let mut con = self.con.clone();
         let mut inv = self.admit.prepare_invoke();
@@ -333,8 +438,12 @@ impl Admission for RedisAdmission {
         inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);
         inv.arg(b.backlog).arg(b.retained_payload_bytes).arg(meta_ttl);
         let answer: String = inv.invoke_async(&mut con).await.map_err(unavailable)?;
+        if let Some(epoch) = answer.strip_prefix("ok:") {
+            // An epoch this version cannot read is never published by a rebuild
+            // of it; such an admission fails its insert and is retried.
+            return Ok(Ok(Admitted { fence: Some(epoch.parse().unwrap_or(-1)) }));
+        }
         let scope = match answer.as_str() {
-            "ok" => return Ok(Ok(())),
             "rebuilding" => {
                 return Err(Error::Unavailable("admission state is being rebuilt from the database".into()));
             }

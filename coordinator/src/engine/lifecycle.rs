@@ -174,7 +174,7 @@ impl Engine {
             return Err(Error::Invalid("`run_at` must fall before the execution deadline (see `ttl_ms`)".into()));
         }
         let input_ct = self.ring.seal(&id, Field::Input, req.input_json.as_bytes())?;
-        let new = NewExecution {
+        let mut new = NewExecution {
             id,
             org_id: req.org_id,
             project_id: req.project_id,
@@ -196,6 +196,7 @@ impl Engine {
             payload_bytes: i64::try_from(input_ct.len()).unwrap_or(i64::MAX),
             input_ct,
             traceparent: Some(baton_proto::trace::current_traceparent()).filter(|t| !t.is_empty()),
+            admission_fence: None,
         };
         let ticket = Ticket {
             execution_id: new.id.clone(),
@@ -205,13 +206,16 @@ impl Engine {
             payload_bytes: u64::try_from(new.payload_bytes).unwrap_or(0),
             expires_at_ms: new.execution_deadline,
         };
-        if let Err(rejection) = self.admission.admit(&ticket, now).await? {
-            // A retry of admitted work is answered with it, even when saturated.
-            if let Some(answer) = self.store.replay(&new, now).await? {
-                return Self::replay_for(p, answer?);
+        match self.admission.admit(&ticket, now).await? {
+            Ok(admitted) => new.admission_fence = admitted.fence,
+            Err(rejection) => {
+                // A retry of admitted work is answered with it, even when saturated.
+                if let Some(answer) = self.store.replay(&new, now).await? {
+                    return Self::replay_for(p, answer?);
+                }
+                self.metrics.rejected(rejection.scope.as_str());
+                return Err(Error::Capacity(rejection));
             }
-            self.metrics.rejected(rejection.scope.as_str());
-            return Err(Error::Capacity(rejection));
         }
         let run_at = new.run_at;
         let due_now = run_at.is_none_or(|at| at <= now);

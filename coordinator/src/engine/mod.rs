@@ -185,7 +185,7 @@ impl Engine {
     /// empty Redis admits nothing until it is rebuilt from the database.
     pub async fn prepare(&self) {
         if let Some(redis) = &self.cluster_admission {
-            sweeper::rebuild_admission(self, redis, false).await;
+            sweeper::rebuild_admission(self, redis).await;
         }
     }
 

@@ -58,7 +58,8 @@ pub async fn run(engine: Arc<Engine>) {
 /// Keeps Redis admission equal to the durable truth: a rebuild before the
 /// coordinator serves, every `admission_rebuild_ms`, and as soon as the epoch
 /// key is gone (a flush or an empty restarted Redis; until the rebuild is done,
-/// admission refuses with 503). Safe on every replica at once.
+/// admission refuses with 503). Safe on every replica at once: one rebuilds at
+/// a time, the others try again on their next look.
 pub async fn reconcile_admission(engine: Arc<Engine>) {
     let Some(redis) = engine.cluster_admission.clone() else { return };
     let period = Duration::from_millis(engine.options.admission_rebuild_ms.max(1_000));
@@ -66,39 +67,63 @@ pub async fn reconcile_admission(engine: Arc<Engine>) {
     loop {
         tokio::select! {
             _ = engine.shutdown.cancelled() => return,
-            // Redis may lose its state at any moment: look often, it is one EXISTS.
+            // Redis may lose its state at any moment: look often, it is one GET.
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
         let due = last.is_none_or(|t| t.elapsed() >= period);
-        let flushed = matches!(redis.epoch_present().await, Ok(false));
-        if (due || flushed) && rebuild_admission(&engine, &redis, flushed).await {
+        let flushed = matches!(redis.epoch().await, Ok(None));
+        if (due || flushed) && rebuild_admission(&engine, &redis).await {
             last = Some(tokio::time::Instant::now());
         }
     }
 }
 
-/// One rebuild of Redis admission from the open executions; true when done.
-pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission, flushed: bool) -> bool {
-    let rebuilt = match engine.store.open_executions().await {
-        Ok(open) => {
-            let open: Vec<_> = open
-                .into_iter()
-                .map(|o| {
-                    let ticket = Ticket {
-                        execution_id: o.id,
-                        org_id: o.org_id,
-                        project_id: o.project_id,
-                        user_id: o.user_id,
-                        payload_bytes: o.input_bytes,
-                        expires_at_ms: o.execution_deadline,
-                    };
-                    (ticket, o.started)
-                })
-                .collect();
-            redis.rebuild(&open, now_ms(), 60_000).await.map_err(|e| e.to_string())
+/// One rebuild of Redis admission from the open executions; true when done
+/// (false when it failed, or another replica is rebuilding).
+///
+/// When Redis lost its state (its epoch is not Postgres' admission generation),
+/// the generation moves on first (store/fence.rs): that waits out every create
+/// admitted before the loss that is being inserted, and turns away the ones
+/// not yet inserted, so the open executions read next hold every create the
+/// bounds must count. The rebuild then publishes the new generation.
+pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool {
+    let lock = match redis.lock_rebuild().await {
+        Ok(Some(lock)) => lock,
+        Ok(None) => return false,
+        Err(e) => {
+            tracing::warn!(error = %e, "admission rebuild failed");
+            return false;
         }
-        Err(e) => Err(e.to_string()),
     };
+    let mut flushed = false;
+    let rebuilt = async {
+        let epoch = redis.epoch().await.map_err(|e| e.to_string())?;
+        let current = engine.store.admission_fence().await.map_err(|e| e.to_string())?;
+        let publish = if epoch == Some(current) {
+            None
+        } else {
+            flushed = true;
+            Some(engine.store.advance_admission_fence().await.map_err(|e| e.to_string())?)
+        };
+        let open = engine.store.open_executions().await.map_err(|e| e.to_string())?;
+        let open: Vec<_> = open
+            .into_iter()
+            .map(|o| {
+                let ticket = Ticket {
+                    execution_id: o.id,
+                    org_id: o.org_id,
+                    project_id: o.project_id,
+                    user_id: o.user_id,
+                    payload_bytes: o.input_bytes,
+                    expires_at_ms: o.execution_deadline,
+                };
+                (ticket, o.started)
+            })
+            .collect();
+        redis.rebuild(&lock, &open, now_ms(), 60_000, publish).await.map_err(|e| e.to_string())
+    }
+    .await;
+    redis.unlock_rebuild(lock).await;
     match rebuilt {
         Ok(report) => {
             if flushed || report.removed > 0 {

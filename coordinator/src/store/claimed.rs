@@ -8,6 +8,7 @@
 //! later. Postgres only; SQLite creates pending rows for the dispatcher.
 
 use super::bulk::{ATTEMPT_COLUMNS, EVENT_COLUMNS, EXECUTION_INSERT, RowsJson, SeedRun, play};
+use super::fence;
 use super::records::{ExecutionRecord, NewExecution};
 use super::{Dialect, Result, Store};
 use crate::domain::{Event, Millis};
@@ -24,13 +25,21 @@ pub struct ClaimedNew<'a> {
     pub lease_until: Millis,
 }
 
-static INSERT: LazyLock<String> = LazyLock::new(|| {
+/// The statement without and with the admission fence (store/fence.rs, `$4`).
+static INSERT: LazyLock<[String; 2]> = LazyLock::new(|| [insert_sql(false), insert_sql(true)]);
+
+fn insert_sql(fenced: bool) -> String {
     let prefixed = |alias: &str, columns: &str| {
         columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
     };
+    let (fence_cte, guard) = if fenced {
+        (format!("{}, ", fence::fence_cte(4)), " WHERE EXISTS (SELECT 1 FROM fence)")
+    } else {
+        (String::new(), "")
+    };
     format!(
-        "WITH created AS (INSERT INTO executions ({EXECUTION_INSERT}) \
-         SELECT {EXECUTION_INSERT} FROM json_populate_recordset(NULL::executions, $1::json) \
+        "WITH {fence_cte}created AS (INSERT INTO executions ({EXECUTION_INSERT}) \
+         SELECT {EXECUTION_INSERT} FROM json_populate_recordset(NULL::executions, $1::json){guard} \
          ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
          RETURNING id), \
          events AS (INSERT INTO execution_events ({EVENT_COLUMNS}) SELECT {} \
@@ -41,36 +50,44 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
         prefixed("e", EVENT_COLUMNS),
         prefixed("a", ATTEMPT_COLUMNS),
     )
-});
+}
 
 impl Store {
     /// Creates each execution leased to its worker, in one statement; answers,
     /// in order, the record written, or `None` where the Idempotency-Key was
-    /// taken (nothing of that row is written; the caller creates it the
-    /// ordinary way, which answers the holder). On SQLite nothing is created
+    /// taken or the admission is stale (nothing of that row is written; the
+    /// caller creates it the ordinary way, which answers the holder or the
+    /// staleness). On SQLite nothing is created
     /// and every answer is `None`.
     pub async fn create_claimed(&self, batch: &[ClaimedNew<'_>]) -> Result<Vec<Option<ExecutionRecord>>> {
         if self.dialect == Dialect::Sqlite || batch.is_empty() {
             return Ok(vec![None; batch.len()]);
         }
+        let fence = fence::of_batch(batch.iter().map(|c| c.new.admission_fence));
         let mut rows = RowsJson::default();
         let mut records = Vec::with_capacity(batch.len());
         for c in batch {
+            if c.new.admission_fence != fence {
+                records.push(None);
+                continue;
+            }
             let claim = Event::Claim { worker_id: c.worker_id.to_owned(), lease_until: c.lease_until };
             let run = SeedRun { new: c.new.clone(), events: vec![(c.new.created_at, claim, EventData::default())] };
             let played = play(&run)?;
             rows.push(&played);
-            records.push(played.record);
+            records.push(Some(played.record));
         }
         let RowsJson { executions, events, attempts } = rows;
-        let created = sqlx::query(AssertSqlSafe(INSERT.as_str()))
+        let mut query = sqlx::query(AssertSqlSafe(INSERT[usize::from(fence.is_some())].as_str()))
             .bind(Value::Array(executions).to_string())
             .bind(Value::Array(events).to_string())
-            .bind(Value::Array(attempts).to_string())
-            .fetch_all(&self.pool)
-            .await?;
+            .bind(Value::Array(attempts).to_string());
+        if let Some(generation) = fence {
+            query = query.bind(generation);
+        }
+        let created = query.fetch_all(&self.pool).await?;
         let created: HashSet<String> = created.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
-        Ok(records.into_iter().map(|r| created.contains(&r.id).then_some(r)).collect())
+        Ok(records.into_iter().map(|r| r.filter(|r| created.contains(&r.id))).collect())
     }
 }
 

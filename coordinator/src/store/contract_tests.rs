@@ -68,6 +68,7 @@ pub(super) fn new_execution(project: &str, user: &str, key: Option<&str>, finger
         input_ct: vec![1, 2, 3],
         payload_bytes: 3,
         traceparent: None,
+        admission_fence: None,
     }
 }
 

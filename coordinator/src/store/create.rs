@@ -2,6 +2,7 @@
 //! transaction that decides, once, what a taken Idempotency-Key answers.
 
 use super::executions::delete_execution;
+use super::fence;
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, NewExecution, execution_from_row};
 use super::{Dialect, Error, Result, Store};
 use crate::domain::{Millis, State};
@@ -53,27 +54,40 @@ impl Store {
 
     /// Postgres: inserts every row and its `created` event in one statement
     /// (one round trip, one commit); answers, in order, the execution created
-    /// for each. A row whose Idempotency-Key is already held is skipped (None)
-    /// for `create_execution` to answer. SQLite creates nothing here: its
+    /// for each. A row whose Idempotency-Key is already held, or whose
+    /// admission is stale (store/fence.rs), is skipped (None) for
+    /// `create_contended` to answer. SQLite creates nothing here: its
     /// creates take the transaction.
     pub async fn create_many(&self, news: &[&NewExecution]) -> Result<Vec<Option<Created>>> {
         if self.dialect == Dialect::Sqlite || news.is_empty() {
             return Ok(vec![None; news.len()]);
         }
-        let rows: Vec<String> = (0..news.len()).map(|i| values_row(i * ROW_PARAMS + 1)).collect();
+        let fence = fence::of_batch(news.iter().map(|n| n.admission_fence));
+        let batch: Vec<&NewExecution> = news.iter().copied().filter(|n| n.admission_fence == fence).collect();
+        let rows: Vec<String> = (0..batch.len()).map(|i| values_row(i * ROW_PARAMS + 1)).collect();
+        let rows = rows.join(", ");
+        let (fence_cte, source) = match fence {
+            Some(_) => (
+                format!("{}, ", fence::fence_cte(batch.len() * ROW_PARAMS + 1)),
+                format!("SELECT * FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT 1 FROM fence)"),
+            ),
+            None => (String::new(), format!("VALUES {rows}")),
+        };
         let sql = format!(
-            "WITH created AS (INSERT INTO executions ({INSERT_COLUMNS}) VALUES {} {ON_KEY_CONFLICT} \
+            "WITH {fence_cte}created AS (INSERT INTO executions ({INSERT_COLUMNS}) {source} {ON_KEY_CONFLICT} \
              RETURNING id, created_at, execution_type) \
              INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) \
-             SELECT id, 1, created_at, 'created', 'pending', execution_type FROM created RETURNING execution_id",
-            rows.join(", ")
+             SELECT id, 1, created_at, 'created', 'pending', execution_type FROM created RETURNING execution_id"
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
-        for new in news {
+        for new in &batch {
             query = bind_row(query, new, Due::of(new));
         }
+        if let Some(generation) = fence {
+            query = query.bind(generation);
+        }
         // One statement per batch size: not worth a prepared statement each.
-        let rows = query.persistent(news.len() == 1).fetch_all(&self.pool).await?;
+        let rows = query.persistent(batch.len() == 1).fetch_all(&self.pool).await?;
         let inserted: HashSet<String> = rows.iter().map(|r| r.try_get("execution_id")).collect::<Result<_, _>>()?;
         Ok(news
             .iter()
@@ -86,6 +100,7 @@ impl Store {
     /// or, past retention, is deleted to free the key).
     async fn create_in_transaction(&self, new: &NewExecution, due: Due) -> Result<TxCreate> {
         let mut tx = self.pool.begin().await?;
+        fence::hold(&mut tx, self.dialect, new.admission_fence).await?;
         if !insert_execution(&mut tx, new, &due).await? {
             let key = new.idempotency_key.as_deref().ok_or_else(|| Error::Corrupt(new.id.clone()))?;
             let sql = format!(

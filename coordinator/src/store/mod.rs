@@ -13,6 +13,7 @@ mod bulk;
 mod claimed;
 mod create;
 mod executions;
+mod fence;
 mod history;
 mod history_counts;
 mod identity;
@@ -72,6 +73,11 @@ pub enum Error {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("idempotency key reused for a different request")]
     IdempotencyConflict,
+    /// The create was admitted under an admission generation a rebuild has
+    /// since moved on from (Redis lost its state meanwhile): nothing was
+    /// written; admitted afresh, it may go in.
+    #[error("admission was rebuilt since this create was admitted; retry")]
+    StaleAdmission,
     #[error("stored row is corrupt: {0}")]
     Corrupt(String),
     #[error("unsupported database url scheme (expected postgres:// or sqlite://)")]
@@ -82,7 +88,7 @@ impl Error {
     /// Whether the failure is the database being out of reach (retryable, 503).
     pub fn is_unavailable(&self) -> bool {
         match self {
-            Error::Unavailable(_) | Error::Busy => true,
+            Error::Unavailable(_) | Error::Busy | Error::StaleAdmission => true,
             Error::Database(sqlx::Error::Database(db)) => {
                 // Postgres going away: admin shutdown, crash shutdown, not yet
                 // accepting (57P0x), or a broken connection (class 08).
@@ -111,6 +117,14 @@ impl Dialect {
     fn for_update(self) -> &'static str {
         match self {
             Dialect::Postgres => " FOR UPDATE",
+            Dialect::Sqlite => "",
+        }
+    }
+
+    /// A shared row lock, held to keep a row as read until the transaction ends.
+    fn share_lock(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR SHARE",
             Dialect::Sqlite => "",
         }
     }
@@ -187,6 +201,7 @@ impl Store {
                 (8, "history_indexes", include_str!("../../../migrations/postgres/0008_history_indexes.sql")),
                 (9, "tool_metadata", include_str!("../../../migrations/postgres/0009_tool_metadata.sql")),
                 (10, "history_counts", include_str!("../../../migrations/postgres/0010_history_counts.sql")),
+                (11, "admission_fence", include_str!("../../../migrations/postgres/0011_admission_fence.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -203,6 +218,7 @@ impl Store {
                 (8, "history_indexes", include_str!("../../../migrations/sqlite/0008_history_indexes.sql")),
                 (9, "tool_metadata", include_str!("../../../migrations/sqlite/0009_tool_metadata.sql")),
                 (10, "history_counts", include_str!("../../../migrations/sqlite/0010_history_counts.sql")),
+                (11, "admission_fence", include_str!("../../../migrations/sqlite/0011_admission_fence.sql")),
             ],
         };
         let migrations = sources

@@ -30,6 +30,9 @@ pub struct NewExecution {
     pub input_ct: Vec<u8>,
     pub payload_bytes: i64,
     pub traceparent: Option<String>,
+    /// The admission generation it was admitted under (store/fence.rs); None
+    /// when admission cannot lose its state.
+    pub admission_fence: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

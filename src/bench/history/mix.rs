@@ -198,6 +198,7 @@ fn one(rng: &mut Rng, tools: &[(&'static str, &'static str)], created: Millis, n
         input_ct,
         traceparent: (rng.below(2) == 0)
             .then(|| format!("00-{:016x}{:016x}-{:016x}-01", rng.next(), rng.next(), rng.next())),
+        admission_fence: None,
     };
     let events = script(rng, fate, new.run_at.unwrap_or(created), new.execution_deadline, now);
     SeedRun { new, events }
