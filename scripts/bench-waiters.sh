@@ -2,7 +2,8 @@
 # "Waiting at scale": `baton bench --scenario waiters` on the cluster topology
 # (a coordinator, a gateway and a worker with the example tools, as separate
 # processes on loopback, over Postgres and Redis), once per case FORM:SPREAD:WAKE:
-# W long polls (poll) or legacy MCP tasks/result SSE streams (sse), on one
+# W long polls (poll), legacy MCP tasks/result SSE streams (sse) or websocket
+# watches (ws; always HTTP/1.1, the upgrade), on one
 # execution or over 1,000 (many), settled all at once (together) or one
 # execution at a time (one-by-one). Each case gets fresh processes, so RSS
 # before parking is a clean start.
@@ -20,7 +21,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 PG_ADMIN_URL="${BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 REDIS_URL="${BENCH_REDIS_URL:-redis://127.0.0.1:6379/}"
 W="${BENCH_WAITERS:-10000}"
-CASES="${BENCH_CASES:-poll:one:together poll:many:together poll:many:one-by-one sse:one:together sse:many:one-by-one}"
+CASES="${BENCH_CASES:-poll:one:together poll:many:together poll:many:one-by-one sse:one:together sse:many:one-by-one ws:one:together ws:many:one-by-one}"
 BIN="${BATON_BIN:-$CARGO_TARGET_DIR/release/baton}"
 
 say() { printf '\n==> %s\n' "$*" >&2; }

@@ -21,6 +21,7 @@ mod rest;
 mod rest_background;
 mod stats;
 mod waiters;
+mod watch;
 mod webhooks;
 
 use anyhow::Context as _;
@@ -102,8 +103,8 @@ pub struct Args {
     /// Where the waiters scenario's long polls wait: one execution, or 1,000.
     #[arg(long, value_enum, default_value = "one")]
     spread: waiters::Spread,
-    /// How the waiters scenario waits: REST long polls, or legacy MCP
-    /// `tasks/result` SSE streams.
+    /// How the waiters scenario waits: REST long polls, legacy MCP
+    /// `tasks/result` SSE streams, or websocket watches.
     #[arg(long, value_enum, default_value = "poll")]
     wait_form: waiters::WaitForm,
     /// How the waiters scenario settles its executions: all at once, or one at a time.

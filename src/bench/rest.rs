@@ -63,6 +63,17 @@ pub async fn start(t: &Target, tool: &str, input: Value, key: &str) -> Result<Va
     Ok(view)
 }
 
+/// `GET /{id}?delivery=websocket`: the watch offer (its `websocket_url`, and
+/// the owner view as it stands).
+pub async fn watch_offer(t: &Target, id: &str, timeout_seconds: u64) -> Result<Value, Failure> {
+    let url = format!("{}/{id}?delivery=websocket&timeout_seconds={timeout_seconds}", t.executions_url);
+    let (status, offer) = send(t, t.http.get(url), Duration::from_secs(30)).await?;
+    if status != 200 {
+        return Err(http_failure(status, &offer));
+    }
+    Ok(offer)
+}
+
 /// One `GET /{id}?wait_ms=…`.
 pub async fn wait_once(t: &Target, id: &str, wait_ms: u64) -> Result<Value, Failure> {
     let req = t.http.get(format!("{}/{id}?wait_ms={wait_ms}", t.executions_url));

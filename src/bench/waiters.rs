@@ -1,6 +1,7 @@
 //! Scenario `waiters` ("Waiting at scale"): W waits parked at once through
-//! one gateway, as long polls (`GET …/{id}?wait_ms=`, `--wait-form poll`) or
-//! legacy MCP `tasks/result` SSE streams (`--wait-form sse`), on one
+//! one gateway, as long polls (`GET …/{id}?wait_ms=`, `--wait-form poll`),
+//! legacy MCP `tasks/result` SSE streams (`--wait-form sse`) or websocket
+//! watches (`GET …/{id}?delivery=websocket`, then the socket; `--wait-form ws`), on one
 //! execution (`--spread one`) or spread over 1,000 (`--spread many`), then
 //! woken all at once or one execution at a time (`--wake`). In phases, so
 //! each number is measured in a quiet system:
@@ -19,6 +20,7 @@
 use super::probe::{Probe, cpu_ticks, rss_kib};
 use super::report::Table;
 use super::stats::{Errors, Failure, Samples};
+use super::watch::{self, Watched};
 use super::{Outcome, Settings, Target, drive, mcp, rest};
 use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::json;
@@ -32,6 +34,8 @@ use tokio::time::Instant;
 pub const MANY: usize = 1_000;
 /// Each poll's `wait_ms`: the gateway's default bound.
 const WAIT_MS: u64 = 45_000;
+/// Each watch's `timeout_seconds`: longer than a run.
+const WATCH_SECONDS: u64 = 900;
 /// Polls opened per batch, and the pause between batches (the listener's
 /// accept backlog is finite).
 const OPEN_BATCH: usize = 500;
@@ -52,6 +56,8 @@ pub enum WaitForm {
     Poll,
     /// Legacy MCP `tasks/result` SSE streams, all on one session.
     Sse,
+    /// Websocket watches, a socket each (always HTTP/1.1: the upgrade).
+    Ws,
 }
 
 /// How the executions are settled.
@@ -162,6 +168,40 @@ async fn stream(t: &Target, session: &str, id: &str, parked: &AtomicUsize, deadl
     }
 }
 
+/// One websocket watcher: asks for an offer and reads the socket until the
+/// execution's terminal view; when it arrived.
+async fn watcher(t: &Target, id: &str, parked: &AtomicUsize, deadline: Instant) -> Result<i64, Failure> {
+    loop {
+        if Instant::now() >= deadline {
+            return Err(Failure::GaveUp);
+        }
+        let offer = match rest::watch_offer(t, id, WATCH_SECONDS).await {
+            Err(Failure::Http { status: 429 | 503, .. }) => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            other => other?,
+        };
+        let mut open = false;
+        let watched = watch::run(&offer, || {
+            open = true;
+            parked.fetch_add(1, Ordering::Relaxed);
+        })
+        .await;
+        if open {
+            parked.fetch_sub(1, Ordering::Relaxed);
+        }
+        match watched {
+            Ok(Watched::Terminal { received_ms }) => return Ok(received_ms),
+            // The watch ended first, or the upgrade was shed: a new offer.
+            Ok(Watched::Ended) | Err(Failure::Http { status: 429 | 503, .. }) => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(f) => return Err(f),
+        }
+    }
+}
+
 /// When each execution finished, read after the fact.
 async fn finished_at(t: &Target, ids: &[String]) -> Result<std::collections::HashMap<String, i64>, Failure> {
     let mut out = std::collections::HashMap::with_capacity(ids.len());
@@ -268,12 +308,13 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
     let form = match s.wait_form {
         WaitForm::Poll => format!("long polls, wait_ms={WAIT_MS}"),
         WaitForm::Sse => "legacy tasks/result SSE streams on one session".to_owned(),
+        WaitForm::Ws => format!("websocket watches, timeout_seconds={WATCH_SECONDS}"),
     };
     let woken = match s.wake {
         Wake::Together => "all cancelled at once".to_owned(),
         Wake::OneByOne => format!("cancelled one at a time, {} ms apart", PACE.as_millis()),
     };
-    let over = if s.http2 {
+    let over = if s.http2 && s.wait_form != WaitForm::Ws {
         format!("HTTP/2, {STREAMS_PER_CONNECTION} per connection")
     } else {
         "HTTP/1.1, a connection each".to_owned()
@@ -296,7 +337,7 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
     let before = (sample(gateway), sample(coordinator));
 
     let session = match s.wait_form {
-        WaitForm::Poll => None,
+        WaitForm::Poll | WaitForm::Ws => None,
         WaitForm::Sse => match mcp::legacy_session(&target).await {
             Ok(session) => Some(Arc::new(session)),
             Err(f) => {
@@ -306,7 +347,7 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
             }
         },
     };
-    let targets = match wait_targets(&target, s.waiters, s.http2) {
+    let targets = match wait_targets(&target, s.waiters, s.http2 && s.wait_form != WaitForm::Ws) {
         Ok(t) => t,
         Err(f) => {
             errors.add(&f);
@@ -319,10 +360,12 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
     for i in 0..s.waiters {
         let t = targets[(i / STREAMS_PER_CONNECTION) % targets.len()].clone();
         let (id, parked, session) = (ids[i % ids.len()].clone(), parked.clone(), session.clone());
+        let form = s.wait_form;
         waiters.spawn(async move {
-            let arrived = match session {
-                None => poll(&t, &id, &parked, deadline).await,
-                Some(session) => stream(&t, &session, &id, &parked, deadline).await,
+            let arrived = match (form, session) {
+                (WaitForm::Ws, _) => watcher(&t, &id, &parked, deadline).await,
+                (_, Some(session)) => stream(&t, &session, &id, &parked, deadline).await,
+                (_, None) => poll(&t, &id, &parked, deadline).await,
             };
             arrived.map(|at| (id, at))
         });

@@ -1,5 +1,6 @@
-//! `baton bench --scenario waiters` end to end on a small W, in both wait
-//! forms (REST long polls and legacy MCP `tasks/result` SSE streams) and both
+//! `baton bench --scenario waiters` end to end on a small W, in every wait
+//! form (REST long polls, legacy MCP `tasks/result` SSE streams, websocket
+//! watches) and both
 //! ways of settling: every waiter must be answered once its execution is
 //! cancelled. Only that it works is checked; the figures are for people.
 
@@ -25,7 +26,7 @@ async fn bench(c: &Cluster, form: &str, spread: &str, wake: &str) -> String {
 }
 
 #[tokio::test]
-async fn the_waiters_bench_answers_every_long_poll_and_every_tasks_result_stream() {
+async fn the_waiters_bench_answers_every_long_poll_tasks_result_stream_and_watch() {
     let mut c = Cluster::new(Settings::default()).await.expect("cluster");
     c.start_coordinator().await.expect("coordinator");
     let env = [("BATON_GATEWAY__MAX_WAITS_PER_PRINCIPAL", "1000".to_string())];
@@ -35,6 +36,7 @@ async fn the_waiters_bench_answers_every_long_poll_and_every_tasks_result_stream
         ("poll", "one", "together", "long polls"),
         ("sse", "one", "together", "tasks/result SSE streams"),
         ("sse", "many", "one-by-one", "cancelled one at a time"),
+        ("ws", "many", "together", "websocket watches"),
     ] {
         let out = bench(&c, form, spread, wake).await;
         assert!(out.contains(title), "{form}/{spread}/{wake}: no `{title}` in the title:\n{out}");

@@ -485,3 +485,36 @@ async fn a_watch_socket_delivers_input_requests_as_they_appear() {
     assert!(rest_of_it.iter().all(|m| m["type"] != "input_request"), "each request is sent once: {rest_of_it:?}");
     assert_eq!(close, Some(1000));
 }
+
+/// A watch outlives its coordinator going away: while it is gone the socket
+/// stays open (the wait answers unavailable and is asked again after the
+/// pause it names), and the terminal view still arrives once it is back.
+#[tokio::test]
+async fn a_watch_rides_out_a_coordinator_restart() {
+    let mut c = cluster(&[]).await;
+    let alice = c.rest(0, &c.id.user_token);
+    let id = sleeping(&alice, 600).await;
+    let watch = offer(&alice, &id, "delivery=websocket&timeout_seconds=120").await;
+    let url = watch["websocket_url"].as_str().expect("websocket_url").to_owned();
+    let (mut socket, _) = tokio_tungstenite::connect_async(&url).await.expect("socket opens");
+    let first = timeout(PATIENCE, socket.next()).await.expect("a first message").expect("open").expect("frame");
+    let first: Value = serde_json::from_str(first.to_text().expect("text")).expect("JSON");
+    assert_eq!(first["execution"]["status"], "working", "{first}");
+
+    c.coordinators[0].kill9();
+    c.restart_coordinator(0).await.expect("coordinator back");
+    eventually(PATIENCE, "cancelled", || async {
+        let r = alice.post(&format!("/tool-executions/{id}/cancel"), json!({})).await?;
+        Ok((r.status < 300).then_some(()))
+    })
+    .await
+    .expect("cancel once the coordinator is back");
+
+    let (messages, close) = until_closed(socket).await;
+    assert!(messages.iter().all(|m| m["type"] != "error"), "the outage did not end the watch: {messages:?}");
+    let last_view = messages.iter().rev().find(|m| m["type"] == "execution").expect("a view after the outage");
+    assert_eq!(last_view["execution"]["status"], "cancelled", "{messages:?}");
+    let end = messages.last().expect("an end message");
+    assert_eq!((end["type"].as_str(), end["reason"].as_str()), (Some("end"), Some("terminal")), "{end}");
+    assert_eq!(close, Some(1000));
+}

@@ -48,6 +48,8 @@ const WAIT_GRACE_MS: i64 = 60_000;
 
 /// The largest frame a watching client may send (it has nothing to say).
 const CLIENT_FRAME_LIMIT: usize = 4096;
+/// Each socket's read buffer: a client frame's header and a little more.
+const WATCH_READ_BUFFER: usize = 512;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -242,9 +244,15 @@ async fn connect(
         place,
     };
     // Frames from the client are only read to notice it left: keep them small.
+    // A socket mostly sits parked, so its buffers are what a watch costs:
+    // tungstenite's defaults (a 128 KiB read buffer, allocated up front, and
+    // 128 KiB of write batching) were most of 170 KiB per watch; messages
+    // here are single small frames, written as they are made.
     upgrade
         .max_message_size(CLIENT_FRAME_LIMIT)
         .max_frame_size(CLIENT_FRAME_LIMIT)
+        .read_buffer_size(WATCH_READ_BUFFER)
+        .write_buffer_size(0)
         .on_upgrade(move |ws| socket::run(ws, watch))
 }
 

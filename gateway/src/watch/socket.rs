@@ -13,7 +13,7 @@ use crate::execution::is_terminal;
 use crate::rest::view;
 use crate::waits::WaitPermit;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
-use baton_proto::coordinator::v1::{ExecutionView, InputRequestState};
+use baton_proto::coordinator::v1::{ExecutionStatus, ExecutionView, InputRequestState};
 use baton_proto::error::{ErrorCode, WireError};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -21,9 +21,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The longest single coordinator wait of a watch: input requests that appear
-/// without a status change are seen within it.
-const WAIT_CHUNK: Duration = Duration::from_secs(10);
+/// The longest single coordinator wait of a watch on an execution that is
+/// asking for input: a further request appears without a status change, so
+/// it is seen within this. In any other status a new request brings a status
+/// change, which ends the wait at once, so the wait lasts the whole watch (a
+/// re-read per socket every few seconds was most of a parked watch's cost).
+const INPUT_WAIT_CHUNK: Duration = Duration::from_secs(10);
 
 /// An admitted watch: whose, of what, until when, and the first view.
 pub struct Watch {
@@ -107,6 +110,28 @@ fn error_message(e: &WireError) -> Value {
     json!({"type": "error", "error": {"code": e.code.as_str(), "message": message}})
 }
 
+/// Runs `work` while reading the client's frames only to notice that it
+/// left: None once it left, `Some(None)` when the gateway began shutting
+/// down, `Some(Some(out))` when `work` is done.
+async fn while_connected<F: std::future::Future>(
+    socket: &mut WebSocket,
+    state: &AppState,
+    work: F,
+) -> Option<Option<F::Output>> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            () = state.shutdown.cancelled() => return Some(None),
+            incoming = socket.next() => match incoming {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return None,
+                Some(Ok(_)) => continue,
+            },
+            out = &mut work => return Some(Some(out)),
+        }
+    }
+}
+
 /// Runs the watch until it ends or the client leaves.
 pub async fn run(mut socket: WebSocket, watch: Watch) {
     let Watch { state, bearer, scope, execution_id, until, first, place } = watch;
@@ -134,25 +159,23 @@ pub async fn run(mut socket: WebSocket, watch: Watch) {
             }
             return;
         }
-        let chunk = until.saturating_duration_since(Instant::now()).min(WAIT_CHUNK);
+        let left = until.saturating_duration_since(Instant::now());
+        let chunk = if view.status() == ExecutionStatus::InputRequired { left.min(INPUT_WAIT_CHUNK) } else { left };
         let wait = state.coordinator.wait(&bearer, &scope, &execution_id, chunk, view.status());
-        tokio::pin!(wait);
-        // Frames from the client are read only to notice that it left.
-        let waited = loop {
-            tokio::select! {
-                biased;
-                () = state.shutdown.cancelled() => break None,
-                incoming = socket.next() => match incoming {
-                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
-                    Some(Ok(_)) => continue,
-                },
-                waited = &mut wait => break Some(waited),
-            }
-        };
+        let Some(waited) = while_connected(&mut socket, &state, wait).await else { return };
         match waited {
             // The loop's head answers the shutdown.
             None => continue,
             Some(Ok(next)) => view = next,
+            Some(Err(e)) if matches!(e.code, ErrorCode::Unavailable | ErrorCode::CapacityExceeded) => {
+                // The coordinator is busy or out of reach for a moment: the
+                // watch pauses as asked and waits again, rather than ending.
+                let pause = Duration::from_millis(e.retry_after_ms.unwrap_or(1_000).clamp(100, 10_000))
+                    .min(until.saturating_duration_since(Instant::now()));
+                if while_connected(&mut socket, &state, tokio::time::sleep(pause)).await.is_none() {
+                    return;
+                }
+            }
             Some(Err(e)) => {
                 let code = match e.code {
                     ErrorCode::Unauthenticated | ErrorCode::PermissionDenied | ErrorCode::NotFound => {
@@ -172,7 +195,7 @@ pub async fn run(mut socket: WebSocket, watch: Watch) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_proto::coordinator::v1::{ExecutionStatus, InputRequest};
+    use baton_proto::coordinator::v1::InputRequest;
 
     fn view(status: ExecutionStatus, open: &[&str]) -> ExecutionView {
         ExecutionView {
