@@ -314,7 +314,9 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
         Wake::Together => "all cancelled at once".to_owned(),
         Wake::OneByOne => format!("cancelled one at a time, {} ms apart", PACE.as_millis()),
     };
-    let over = if s.http2 && s.wait_form != WaitForm::Ws {
+    // A watch is an upgraded HTTP/1.1 connection whatever `--http2` says.
+    let http2 = s.http2 && s.wait_form != WaitForm::Ws;
+    let over = if http2 {
         format!("HTTP/2, {STREAMS_PER_CONNECTION} per connection")
     } else {
         "HTTP/1.1, a connection each".to_owned()
@@ -347,7 +349,7 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
             }
         },
     };
-    let targets = match wait_targets(&target, s.waiters, s.http2 && s.wait_form != WaitForm::Ws) {
+    let targets = match wait_targets(&target, s.waiters, http2) {
         Ok(t) => t,
         Err(f) => {
             errors.add(&f);

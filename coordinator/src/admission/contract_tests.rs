@@ -201,7 +201,7 @@ async fn a_rebuild_that_straddles_a_flush_writes_nothing_after_it() {
     // Redis loses its state while the rebuild works from what it read before.
     a.wipe_for_tests().await;
     let open = [(ticket("s1", "p1", "u1", 1), true)];
-    let stale = a.rebuild(&lock, &open, 10, 60_000, Some(5)).await;
+    let stale = a.rebuild(&lock, &open, 10, Some(5)).await;
     assert!(matches!(stale, Err(Error::Unavailable(_))), "{stale:?}");
     a.unlock_rebuild(lock).await;
     assert_eq!(a.epoch().await.expect("epoch"), None, "no epoch published: admission stays shut");

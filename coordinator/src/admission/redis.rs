@@ -115,6 +115,10 @@ return 1
 /// rebuild takes from reading its snapshot to writing it back.
 const TOMBSTONE_MS: i64 = 120_000;
 
+/// A member admitted this recently is kept by a rebuild even when the open
+/// executions it read lack it: its row may not be committed yet.
+const RECENT_ADMISSION_MS: i64 = 60_000;
+
 /// How long a rebuild may hold the lock; one that takes longer loses it and
 /// stops writing (the next one starts over).
 const REBUILD_LOCK_MS: i64 = 60_000;
@@ -194,22 +198,16 @@ impl RedisAdmission {
         inv.invoke_async(&mut con).await.map_err(unavailable)
     }
 
-    /// Whether `id` was admitted less than `grace_ms` ago: its row may not be
-    /// committed yet, so a rebuild must not drop it.
-    async fn admitted_within(
-        &self,
-        con: &mut ConnectionManager,
-        id: &str,
-        now_ms: i64,
-        grace_ms: i64,
-    ) -> Result<bool, Error> {
+    /// Whether `id` was admitted less than `RECENT_ADMISSION_MS` ago: its row
+    /// may not be committed yet, so a rebuild must not drop it.
+    async fn admitted_recently(&self, con: &mut ConnectionManager, id: &str, now_ms: i64) -> Result<bool, Error> {
         let admitted_at: Option<i64> = redis::cmd("HGET")
             .arg(format!("{}:e:{id}", self.prefix))
             .arg("admitted_at")
             .query_async(con)
             .await
             .map_err(unavailable)?;
-        Ok(admitted_at.is_some_and(|at| now_ms - at < grace_ms))
+        Ok(admitted_at.is_some_and(|at| now_ms - at < RECENT_ADMISSION_MS))
     }
 
     fn epoch_key(&self) -> String {
@@ -257,6 +255,7 @@ impl RedisAdmission {
         Ok(taken.map(|_| RebuildLock { token }))
     }
 
+    /// Gives the lock back, unless it was lost meanwhile (then it is another's).
     pub async fn unlock_rebuild(&self, lock: RebuildLock) {
         let mut con = self.con.clone();
         let unlocked: Result<i64, _> = self.unlock.key(self.lock_key()).arg(&lock.token).invoke_async(&mut con).await;
@@ -288,7 +287,7 @@ impl RedisAdmission {
     /// Re-derives the sets from the durable truth, as the holder of `lock`.
     /// `open` holds every non-terminal execution and whether it started;
     /// members Redis holds that are not open are removed unless admitted in
-    /// the last `grace_ms` (their row may not be committed yet). With
+    /// the last `RECENT_ADMISSION_MS`. With
     /// `publish`, the rebuild ends by writing that generation to the epoch
     /// key, which opens admission again after Redis lost its state.
     pub async fn rebuild(
@@ -296,7 +295,6 @@ impl RedisAdmission {
         lock: &RebuildLock,
         open: &[(Ticket, bool)],
         now_ms: i64,
-        grace_ms: i64,
         publish: Option<i64>,
     ) -> Result<RebuildReport, Error> {
         let mut con = self.con.clone();
@@ -329,7 +327,7 @@ impl RedisAdmission {
                 if live.contains(id.as_str()) {
                     continue;
                 }
-                if self.admitted_within(&mut con, id.as_str(), now_ms, grace_ms).await? {
+                if self.admitted_recently(&mut con, id.as_str(), now_ms).await? {
                     continue;
                 }
                 self.write_fenced(&mut con, lock, "ZREM", key, &[&id]).await?;
@@ -369,7 +367,7 @@ impl RedisAdmission {
                 redis::cmd("HKEYS").arg(&size_key).query_async(&mut con).await.map_err(unavailable)?;
             let mut extra = 0u64;
             for id in ids.iter().filter(|id| !live.contains(id.as_str())) {
-                if self.admitted_within(&mut con, id.as_str(), now_ms, grace_ms).await? {
+                if self.admitted_recently(&mut con, id.as_str(), now_ms).await? {
                     let size: Option<u64> =
                         redis::cmd("HGET").arg(&size_key).arg(id).query_async(&mut con).await.map_err(unavailable)?;
                     extra += size.unwrap_or(0);
@@ -397,7 +395,7 @@ impl RedisAdmission {
         publish: Option<i64>,
     ) -> Result<RebuildReport, Error> {
         let lock = self.lock_rebuild().await?.ok_or_else(lost_lock)?;
-        let report = self.rebuild(&lock, open, now_ms, 60_000, publish).await;
+        let report = self.rebuild(&lock, open, now_ms, publish).await;
         self.unlock_rebuild(lock).await;
         report
     }
@@ -415,6 +413,7 @@ impl RedisAdmission {
         }
     }
 }
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RebuildReport {
     pub open: usize,

@@ -120,7 +120,7 @@ pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool 
                 (ticket, o.started)
             })
             .collect();
-        redis.rebuild(&lock, &open, now_ms(), 60_000, publish).await.map_err(|e| e.to_string())
+        redis.rebuild(&lock, &open, now_ms(), publish).await.map_err(|e| e.to_string())
     }
     .await;
     redis.unlock_rebuild(lock).await;

@@ -32,11 +32,7 @@ fn insert_sql(fenced: bool) -> String {
     let prefixed = |alias: &str, columns: &str| {
         columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
     };
-    let (fence_cte, guard) = if fenced {
-        (format!("{}, ", fence::fence_cte(4)), " WHERE EXISTS (SELECT 1 FROM fence)")
-    } else {
-        (String::new(), "")
-    };
+    let (fence_cte, guard) = fence::guard(fenced, 4);
     format!(
         "WITH {fence_cte}created AS (INSERT INTO executions ({EXECUTION_INSERT}) \
          SELECT {EXECUTION_INSERT} FROM json_populate_recordset(NULL::executions, $1::json){guard} \

@@ -66,15 +66,10 @@ impl Store {
         let batch: Vec<&NewExecution> = news.iter().copied().filter(|n| n.admission_fence == fence).collect();
         let rows: Vec<String> = (0..batch.len()).map(|i| values_row(i * ROW_PARAMS + 1)).collect();
         let rows = rows.join(", ");
-        let (fence_cte, source) = match fence {
-            Some(_) => (
-                format!("{}, ", fence::fence_cte(batch.len() * ROW_PARAMS + 1)),
-                format!("SELECT * FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT 1 FROM fence)"),
-            ),
-            None => (String::new(), format!("VALUES {rows}")),
-        };
+        let (fence_cte, guard) = fence::guard(fence.is_some(), batch.len() * ROW_PARAMS + 1);
         let sql = format!(
-            "WITH {fence_cte}created AS (INSERT INTO executions ({INSERT_COLUMNS}) {source} {ON_KEY_CONFLICT} \
+            "WITH {fence_cte}created AS (INSERT INTO executions ({INSERT_COLUMNS}) \
+             SELECT * FROM (VALUES {rows}) AS v{guard} {ON_KEY_CONFLICT} \
              RETURNING id, created_at, execution_type) \
              INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) \
              SELECT id, 1, created_at, 'created', 'pending', execution_type FROM created RETURNING execution_id"

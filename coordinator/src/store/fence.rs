@@ -21,10 +21,18 @@ use sqlx::Row;
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Transaction};
 
-/// `fence` as a CTE: one row while generation `$param` is current, locked
-/// against a rebuild moving it on until the statement's transaction ends.
-pub(super) fn fence_cte(param: usize) -> String {
-    format!("fence AS (SELECT 1 FROM admission_fence WHERE id = 1 AND gen = ${param} FOR SHARE)")
+/// What an insert statement adds to insert only under the generation bound
+/// as `$param` (`fenced`), or nothing: a leading CTE (`fence`, one row while the
+/// generation is current, locked against a rebuild moving it on until the
+/// statement's transaction ends) and the condition for its `SELECT`.
+pub(super) fn guard(fenced: bool, param: usize) -> (String, &'static str) {
+    if !fenced {
+        return (String::new(), "");
+    }
+    (
+        format!("fence AS (SELECT 1 FROM admission_fence WHERE id = 1 AND gen = ${param} FOR SHARE), "),
+        " WHERE EXISTS (SELECT 1 FROM fence)",
+    )
 }
 
 /// Holds the fence for the rest of `tx`, or answers `StaleAdmission` when the
