@@ -12,11 +12,11 @@ async fn exists(s: &Store, new: &NewExecution) -> bool {
     s.get_execution(&new.id).await.expect("get").is_some()
 }
 
-/// Until a statement of another connection waits for a lock on the fence row.
+/// Until a statement of another connection waits for the fence.
 async fn until_waiting_on_the_fence(s: &Store) {
     loop {
         let waiting: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%admission_fence%' \
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%baton_admission_%' \
              AND datname = current_database()",
         )
         .fetch_one(&s.pool)
@@ -93,7 +93,7 @@ async fn a_create_that_waited_for_a_rebuild_sees_the_new_generation() {
     let s = b.store.clone();
     // The rebuild has moved the generation on but not committed yet.
     let mut rebuild = s.pool.begin().await.expect("begin");
-    sqlx::query("UPDATE admission_fence SET gen = gen + 1 WHERE id = 1").execute(&mut *rebuild).await.expect("move on");
+    super::move_on(&mut rebuild, Dialect::Postgres).await.expect("move on");
     let stale = admitted_under(0);
     let mut creating = tokio::spawn({
         let (s, stale) = (s.clone(), stale.clone());

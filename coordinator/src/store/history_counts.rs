@@ -2,10 +2,11 @@
 //!
 //! A count used to be one index entry per run counted: 150–200 ms for a
 //! project of a million runs on a quiet 2-core machine. A finished run never
-//! changes its status, failure reason, tool or toolkit, so the background
-//! *seal* counts each finished run once and keeps sums per those four
-//! (`history_sealed`); a count adds the sums to the few runs it still reads
-//! row by row. Nothing on the write path of an execution changes.
+//! changes its status, failure reason, tool, toolkit or creation time, so the
+//! background *seal* counts each finished run once and keeps sums per those
+//! four and the hour it was created in (`history_sealed`); a count adds the
+//! sums to the few runs it still reads row by row. Nothing on the write path
+//! of an execution changes.
 //!
 //! The invariant, per project, with `W` = `history_seals.sealed_before`: every
 //! run created before `W` that still exists is either
@@ -18,7 +19,9 @@
 //! within retention, plus the runs created at or after `W` within retention;
 //! read in one statement, so one snapshot. The subtracted and listed terms are
 //! small: the sweeper's backlog of expired runs (it decrements the sums as it
-//! deletes) and the runs in flight for longer than the seal margin.
+//! deletes) and the runs in flight for longer than the seal margin. A time
+//! range is split into the whole hours inside it, counted as above, and its
+//! two partial edge hours, counted row by row.
 //!
 //! Why a margin: `created_at` is the coordinator's clock when it built the
 //! insert, not the commit's. Sealing only runs created more than
@@ -32,8 +35,8 @@
 //! sweeper after the seal commits, because it reads `W` under that lock.
 //! Replicas seal different projects at once (`SKIP LOCKED`).
 
-use super::history::{HistoryFilter, Where, add};
-use super::{Result, Store};
+use super::history::{HistoryFilter, Where, add, narrowing};
+use super::{Error, Result, Store};
 use crate::domain::Millis;
 use sqlx::any::{Any, AnyArguments};
 use sqlx::{Arguments, AssertSqlSafe, Row, Transaction};
@@ -41,6 +44,10 @@ use std::collections::BTreeMap;
 
 /// Runs created within this long of a seal are left to be counted row by row.
 pub const SEAL_MARGIN_MS: i64 = 5 * 60 * 1000;
+
+/// The sums' time grain: a range's partial hours at either end are counted
+/// row by row, so a finer grain reads fewer runs and more sums.
+const HOUR_MS: i64 = 60 * 60 * 1000;
 
 const TERMINAL: &str = "status IN ('completed', 'failed', 'cancelled')";
 
@@ -52,6 +59,8 @@ pub(super) struct SealedKey {
     pub failure_reason: String,
     pub tool_name: String,
     pub toolkit_name: String,
+    /// `created_at` rounded down to the hour.
+    pub created_hour: Millis,
 }
 
 impl SealedKey {
@@ -61,36 +70,93 @@ impl SealedKey {
             failure_reason: r.try_get("failure_reason")?,
             tool_name: r.try_get("tool_name")?,
             toolkit_name: r.try_get("toolkit_name")?,
+            created_hour: r.try_get("created_hour")?,
         })
     }
 }
 
+/// A run's `created_at` rounded down to the hour, in SQL (it is never negative).
+fn created_hour() -> String {
+    format!("(created_at / {HOUR_MS}) * {HOUR_MS}")
+}
+
 /// The columns of a run that [`SealedKey`] reads, as `from_row` names them.
-pub(super) const KEY_COLUMNS: &str = "status, COALESCE(failure_reason, '') AS failure_reason, tool_name, toolkit_name";
+pub(super) fn key_columns() -> String {
+    format!(
+        "status, COALESCE(failure_reason, '') AS failure_reason, tool_name, toolkit_name, {} AS created_hour",
+        created_hour()
+    )
+}
+
+/// The whole hours inside `f`'s time range: `created_from` rounded up and
+/// `created_before` rounded down. `None` when the range holds no whole hour,
+/// so it is narrow enough to count row by row.
+fn whole_hours(f: &HistoryFilter) -> Option<(Option<Millis>, Option<Millis>)> {
+    let from = match f.created_from {
+        Some(t) => Some(t.checked_add(HOUR_MS - 1)?.div_euclid(HOUR_MS) * HOUR_MS),
+        None => None,
+    };
+    let before = f.created_before.map(|t| t.div_euclid(HOUR_MS) * HOUR_MS);
+    match (from, before) {
+        (Some(a), Some(b)) if a >= b => None,
+        hours => Some(hours),
+    }
+}
 
 /// Whether the sums can answer `f`: they are kept per status, failure reason,
-/// tool and toolkit, so a user or time filter is counted row by row.
+/// tool, toolkit and hour, so a user filter, or a range within two hours, is
+/// counted row by row.
 pub(super) fn served(f: &HistoryFilter) -> bool {
-    f.user_id.is_none() && f.created_from.is_none() && f.created_before.is_none()
+    f.user_id.is_none() && whole_hours(f).is_some()
 }
 
 /// The count of `f` (which [`served`] accepts) at `now`, as one statement.
-pub(super) fn count_statement(narrowing: Where, now: Millis) -> Result<(String, AnyArguments)> {
-    let Where { clauses, mut args } = narrowing;
-    // The narrowing names only columns `history_sealed` shares with
-    // `executions`, so it reads both; `project_id = $1` comes first.
-    let cond = clauses.join(" AND ");
-    add(&mut args, now)?;
-    let now = format!("${}", args.len());
+pub(super) fn count_statement(f: &HistoryFilter, now: Millis) -> Result<(String, AnyArguments)> {
+    let (from_hour, before_hour) =
+        whole_hours(f).ok_or_else(|| Error::Corrupt("a count too narrow for the sums".into()))?;
+    // The filter without its range names only columns `history_sealed` shares
+    // with `executions`, so it reads both; `project_id = $1` comes first.
+    let Where { clauses, mut args } =
+        narrowing(&HistoryFilter { created_from: None, created_before: None, ..f.clone() })?;
+    let base = clauses.join(" AND ");
+    let mut bind = |v: Millis| -> Result<String> {
+        add(&mut args, v)?;
+        Ok(format!("${}", args.len()))
+    };
+    let now = bind(now)?;
+    let (mut sums, mut rows, mut edges) = (base.clone(), base.clone(), String::new());
+    let live = format!("{base} AND retention_expires_at > {now}");
+    if let Some(a) = from_hour {
+        let a = bind(a)?;
+        sums.push_str(&format!(" AND created_hour >= {a}"));
+        rows.push_str(&format!(" AND created_at >= {a}"));
+        if let Some(t) = f.created_from {
+            let t = bind(t)?;
+            edges.push_str(&format!(
+                " + (SELECT COUNT(*) FROM executions WHERE {live} AND created_at >= {t} AND created_at < {a})"
+            ));
+        }
+    }
+    if let Some(b) = before_hour {
+        let b = bind(b)?;
+        sums.push_str(&format!(" AND created_hour < {b}"));
+        rows.push_str(&format!(" AND created_at < {b}"));
+        if let Some(t) = f.created_before {
+            let t = bind(t)?;
+            edges.push_str(&format!(
+                " + (SELECT COUNT(*) FROM executions WHERE {live} AND created_at >= {b} AND created_at < {t})"
+            ));
+        }
+    }
     let listed = "SELECT execution_id FROM history_unsealed WHERE project_id = $1";
     let sql = format!(
         "WITH seal AS (SELECT COALESCE(MAX(sealed_before), 0) AS w FROM history_seals WHERE project_id = $1) \
-         SELECT (SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM history_sealed WHERE {cond}) \
-         - (SELECT COUNT(*) FROM executions WHERE {cond} AND retention_expires_at <= {now} \
+         SELECT (SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM history_sealed WHERE {sums}) \
+         - (SELECT COUNT(*) FROM executions WHERE {rows} AND retention_expires_at <= {now} \
             AND created_at < (SELECT w FROM seal) AND id NOT IN ({listed})) \
-         + (SELECT COUNT(*) FROM executions WHERE {cond} AND retention_expires_at > {now} AND id IN ({listed})) \
-         + (SELECT COUNT(*) FROM executions WHERE {cond} AND retention_expires_at > {now} \
-            AND created_at >= (SELECT w FROM seal)) AS n"
+         + (SELECT COUNT(*) FROM executions WHERE {rows} AND retention_expires_at > {now} AND id IN ({listed})) \
+         + (SELECT COUNT(*) FROM executions WHERE {rows} AND retention_expires_at > {now} \
+            AND created_at >= (SELECT w FROM seal)){edges} AS n"
     );
     Ok((sql, args))
 }
@@ -117,9 +183,9 @@ impl DeletedRun {
 /// Adds `by` to the sum of `key` in `project_id`.
 async fn add_to_sum(tx: &mut Transaction<'_, Any>, project_id: &str, key: &SealedKey, by: i64) -> Result<()> {
     sqlx::query(
-        "INSERT INTO history_sealed (project_id, status, failure_reason, tool_name, toolkit_name, n) \
-         VALUES ($1, $2, $3, $4, $5, $6) \
-         ON CONFLICT (project_id, status, failure_reason, tool_name, toolkit_name) \
+        "INSERT INTO history_sealed (project_id, status, failure_reason, tool_name, toolkit_name, created_hour, n) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (project_id, status, failure_reason, tool_name, toolkit_name, created_hour) \
          DO UPDATE SET n = history_sealed.n + excluded.n",
     )
     .bind(project_id)
@@ -127,9 +193,26 @@ async fn add_to_sum(tx: &mut Transaction<'_, Any>, project_id: &str, key: &Seale
     .bind(&key.failure_reason)
     .bind(&key.tool_name)
     .bind(&key.toolkit_name)
+    .bind(key.created_hour)
     .bind(by)
     .execute(&mut **tx)
     .await?;
+    if by < 0 {
+        // An hour whose runs have all expired leaves no row behind, so the
+        // sums stay as many as the retained hours.
+        sqlx::query(
+            "DELETE FROM history_sealed WHERE project_id = $1 AND status = $2 AND failure_reason = $3 \
+             AND tool_name = $4 AND toolkit_name = $5 AND created_hour = $6 AND n <= 0",
+        )
+        .bind(project_id)
+        .bind(&key.status)
+        .bind(&key.failure_reason)
+        .bind(&key.tool_name)
+        .bind(&key.toolkit_name)
+        .bind(key.created_hour)
+        .execute(&mut **tx)
+        .await?;
+    }
     Ok(())
 }
 
@@ -197,21 +280,25 @@ impl Store {
              WHERE project_id = $1 AND created_at >= $2 AND created_at < $3 AND NOT {TERMINAL}"
         );
         sqlx::query(AssertSqlSafe(unfinished)).bind(project_id).bind(from).bind(to).execute(&mut *tx).await?;
+        let hour = created_hour();
         let finished = format!(
-            "INSERT INTO history_sealed (project_id, status, failure_reason, tool_name, toolkit_name, n) \
-             SELECT project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name, COUNT(*) \
+            "INSERT INTO history_sealed \
+             (project_id, status, failure_reason, tool_name, toolkit_name, created_hour, n) \
+             SELECT project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name, \
+             {hour}, COUNT(*) \
              FROM executions WHERE project_id = $1 AND created_at >= $2 AND created_at < $3 AND {TERMINAL} \
              AND id NOT IN (SELECT execution_id FROM history_unsealed WHERE project_id = $1) \
-             GROUP BY project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name \
-             ON CONFLICT (project_id, status, failure_reason, tool_name, toolkit_name) \
+             GROUP BY project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name, {hour} \
+             ON CONFLICT (project_id, status, failure_reason, tool_name, toolkit_name, created_hour) \
              DO UPDATE SET n = history_sealed.n + excluded.n"
         );
         sqlx::query(AssertSqlSafe(finished)).bind(project_id).bind(from).bind(to).execute(&mut *tx).await?;
 
         // Listed runs that have finished since: a finished run never changes again.
         let done = format!(
-            "SELECT id, {KEY_COLUMNS} FROM executions \
-             WHERE id IN (SELECT execution_id FROM history_unsealed WHERE project_id = $1) AND {TERMINAL}"
+            "SELECT id, {} FROM executions \
+             WHERE id IN (SELECT execution_id FROM history_unsealed WHERE project_id = $1) AND {TERMINAL}",
+            key_columns()
         );
         let rows = sqlx::query(AssertSqlSafe(done)).bind(project_id).fetch_all(&mut *tx).await?;
         let mut moving: BTreeMap<SealedKey, i64> = BTreeMap::new();

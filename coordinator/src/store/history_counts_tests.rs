@@ -4,7 +4,7 @@
 //! sweeper deletes, and the sweeper deleting summed and listed runs.
 
 use super::contract_tests::{backends, new_execution, settle, tools};
-use super::history_counts::SEAL_MARGIN_MS;
+use super::history_counts::{self, SEAL_MARGIN_MS};
 use super::*;
 use crate::domain::{Event, FailureReason, Outcome, Status};
 use sqlx::Row;
@@ -131,5 +131,85 @@ async fn kept_counts_equal_full_counts_through_seals_finishes_expiry_and_deletio
         // A later seal picks up the run created after the first one.
         assert!(s.seal_history("p1", 100_000 + SEAL_MARGIN_MS).await.expect("seal"), "{name}");
         counts(s, name, "sealed again", 80_000).await;
+    }
+}
+
+const HOUR: i64 = 60 * 60 * 1000;
+const MINUTE: i64 = 60 * 1000;
+
+/// Ranges with partial hours at either end, one end only, exact hours, and
+/// one within an hour (counted row by row), alone and with a status.
+fn ranges(base: i64) -> Vec<(&'static str, HistoryFilter, bool)> {
+    let range = |from: Option<i64>, before: Option<i64>| HistoryFilter {
+        project_id: "p1".into(),
+        created_from: from,
+        created_before: before,
+        ..Default::default()
+    };
+    let cancelled = |mut f: HistoryFilter| {
+        f.status = Some(Status::Cancelled);
+        f
+    };
+    vec![
+        ("partial edges", range(Some(base + 10 * MINUTE), Some(base + 3 * HOUR + 5 * MINUTE)), true),
+        ("from only", range(Some(base + 70 * MINUTE), None), true),
+        ("before only", range(None, Some(base + 2 * HOUR + 40 * MINUTE)), true),
+        ("whole hours", range(Some(base - 7 * MINUTE + HOUR), Some(base - 7 * MINUTE + 4 * HOUR)), true),
+        ("within an hour", range(Some(base + 55 * MINUTE), Some(base + 65 * MINUTE)), false),
+        ("cancelled, partial edges", cancelled(range(Some(base + 10 * MINUTE), Some(base + 4 * HOUR))), true),
+    ]
+}
+
+async fn sums(s: &Store) -> (i64, i64) {
+    let row = sqlx::query("SELECT COUNT(*) AS rows, CAST(COALESCE(MIN(n), 1) AS BIGINT) AS least FROM history_sealed")
+        .fetch_one(&s.pool)
+        .await
+        .expect("sums");
+    (row.try_get("rows").expect("rows"), row.try_get("least").expect("least"))
+}
+
+#[tokio::test]
+async fn time_ranges_count_whole_hours_from_the_sums_and_their_edges_row_by_row() {
+    for b in backends().await {
+        let (s, name) = (&b.store, b.name);
+        // Runs every 25 minutes over five hours from 10:07; two in three
+        // cancelled (finished), the rest pending; the first four expire early.
+        let base = 10 * HOUR + 7 * MINUTE;
+        let mut ids = Vec::new();
+        for i in 0..12 {
+            let mut run = new_execution("p1", "u1", None, "f", base + i * 25 * MINUTE);
+            run.retention_expires_at = if i < 4 { 20 * HOUR } else { 100 * HOUR };
+            s.create_execution(&run).await.expect("create");
+            if i % 3 != 2 {
+                let at = run.created_at + MINUTE;
+                s.apply(&run.id, &Event::RequestCancel, &EventData::default(), at).await.expect("cancel");
+            }
+            ids.push(run.id);
+        }
+        let check = |step: &'static str, now: i64| async move {
+            for (label, f, by_sums) in ranges(base) {
+                assert_eq!(history_counts::served(&f), by_sums, "{name}: `{label}`");
+                let kept = s.history_count(&f, now).await.expect("count");
+                let scanned = s.history_count_by_scan(&f, now).await.expect("scan");
+                assert_eq!(kept, scanned, "{name}, {step}: `{label}` at {now}");
+            }
+        };
+        check("nothing sealed", 15 * HOUR).await;
+        assert!(s.seal_history("p1", 16 * HOUR).await.expect("seal"), "{name}");
+        let (rows, _) = sums(s).await;
+        assert!(rows >= 5, "{name}: finished runs are summed by hour ({rows} sums)");
+        check("sealed", 15 * HOUR).await;
+        // 10:17 to 13:12 holds the runs from 10:32 to 13:02; three of them
+        // are in the partial hours, counted row by row.
+        let edges = &ranges(base)[0].1;
+        assert_eq!(s.history_count(edges, 15 * HOUR).await.expect("count"), 7, "{name}");
+
+        check("early runs expired", 21 * HOUR).await;
+        let (report, _) = s.sweep(21 * HOUR, 1_000, 500).await;
+        assert_eq!(report.deleted, 4, "{name}: {report:?}");
+        check("early runs deleted", 21 * HOUR).await;
+        assert_eq!(s.history_count(edges, 21 * HOUR).await.expect("count"), 4, "{name}");
+        let (after, least) = sums(s).await;
+        assert!(after < rows && least > 0, "{name}: an hour whose runs are all gone leaves no sum ({after}, {least})");
     }
 }

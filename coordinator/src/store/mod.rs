@@ -121,14 +121,6 @@ impl Dialect {
         }
     }
 
-    /// A shared row lock, held to keep a row as read until the transaction ends.
-    fn share_lock(self) -> &'static str {
-        match self {
-            Dialect::Postgres => " FOR SHARE",
-            Dialect::Sqlite => "",
-        }
-    }
-
     /// Lock for claiming: other coordinators skip rows already being claimed.
     fn for_update_skip_locked(self) -> &'static str {
         match self {
@@ -202,6 +194,16 @@ impl Store {
                 (9, "tool_metadata", include_str!("../../../migrations/postgres/0009_tool_metadata.sql")),
                 (10, "history_counts", include_str!("../../../migrations/postgres/0010_history_counts.sql")),
                 (11, "admission_fence", include_str!("../../../migrations/postgres/0011_admission_fence.sql")),
+                (
+                    12,
+                    "history_counts_by_hour",
+                    include_str!("../../../migrations/postgres/0012_history_counts_by_hour.sql"),
+                ),
+                (
+                    13,
+                    "admission_fence_lock",
+                    include_str!("../../../migrations/postgres/0013_admission_fence_lock.sql"),
+                ),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -219,6 +221,11 @@ impl Store {
                 (9, "tool_metadata", include_str!("../../../migrations/sqlite/0009_tool_metadata.sql")),
                 (10, "history_counts", include_str!("../../../migrations/sqlite/0010_history_counts.sql")),
                 (11, "admission_fence", include_str!("../../../migrations/sqlite/0011_admission_fence.sql")),
+                (
+                    12,
+                    "history_counts_by_hour",
+                    include_str!("../../../migrations/sqlite/0012_history_counts_by_hour.sql"),
+                ),
             ],
         };
         let migrations = sources

@@ -7,7 +7,7 @@
 //! effects run.
 
 use super::executions::{Applied, delete_execution};
-use super::history_counts::{DeletedRun, KEY_COLUMNS, forget_deleted};
+use super::history_counts::{DeletedRun, forget_deleted, key_columns};
 use super::records::{EXECUTION_COLUMNS, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Result, Store};
@@ -157,8 +157,8 @@ impl Store {
     /// Deletes up to `limit` executions past retention, rows locked with `SKIP LOCKED`.
     async fn delete_expired(&self, now: Millis, limit: u32, report: &mut SweepReport) -> Result<()> {
         let sql = format!(
-            "SELECT id, project_id, created_at, {KEY_COLUMNS} FROM executions WHERE retention_expires_at <= $1 \
-             LIMIT $2{}",
+            "SELECT id, project_id, created_at, {} FROM executions WHERE retention_expires_at <= $1 LIMIT $2{}",
+            key_columns(),
             self.dialect.for_update_skip_locked()
         );
         let mut tx = self.pool.begin().await?;

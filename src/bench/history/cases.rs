@@ -21,7 +21,8 @@ pub struct Case {
 
 /// The filters, with values chosen from the seeded mix: the busiest tool,
 /// toolkit and user (the largest result sets of their kind), a quiet user,
-/// both outcomes, a rare failure reason, and a one-day window.
+/// both outcomes, a rare failure reason, a one-day window and windows
+/// holding most of the project.
 pub fn cases(now: Millis) -> Vec<Case> {
     let tools = mix::tools();
     let (kit, name) = tools[0];
@@ -48,6 +49,8 @@ pub fn cases(now: Millis) -> Vec<Case> {
             f.created_before = Some(day_to);
         }),
         with("start_time (last hour)", &|f| f.created_from = Some(now - 60 * 60 * 1000)),
+        with("start_time (last 6 days)", &|f| f.created_from = Some(now - RETENTION + 24 * 60 * 60 * 1000)),
+        with("end_time (older than 1 day)", &|f| f.created_before = Some(now - 24 * 60 * 60 * 1000)),
         with("tool + outcome=failure", &|f| {
             f.tool_name = Some(tool.clone());
             f.status = Some(Status::Failed);
