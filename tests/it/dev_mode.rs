@@ -26,6 +26,26 @@ async fn start_dev(dir: &Path) -> (Child, Value) {
     (child, dev)
 }
 
+/// Starts `tool` as the dev end user once the dev worker has registered it
+/// (it does just after the gateway is ready): the same Idempotency-Key on every
+/// try, so never two executions.
+async fn start_registered(http: &reqwest::Client, dev: &Value, key: &str, tool: &str, input: Value) -> Value {
+    let base = dev["rest_base"].as_str().expect("rest_base");
+    let token = dev["credentials"]["end_user"]["token"].as_str().expect("token");
+    eventually(Duration::from_secs(30), "tool registered", || async {
+        let r = http
+            .post(format!("{base}/tool-executions"))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(&json!({"gateway_id": dev["gateway_id"], "tool_name": tool, "input": input}))
+            .send()
+            .await?;
+        Ok(if r.status() == 202 { Some(r.json().await?) } else { None })
+    })
+    .await
+    .expect("started")
+}
+
 #[tokio::test]
 async fn dev_is_ready_drains_on_interrupt_and_keeps_state_across_restarts() {
     let dir = std::env::temp_dir().join(format!("baton-dev-{}", random_suffix()));
@@ -40,20 +60,7 @@ async fn dev_is_ready_drains_on_interrupt_and_keeps_state_across_restarts() {
     .expect("ready");
     let token = dev["credentials"]["end_user"]["token"].as_str().expect("token").to_owned();
     let base = dev["rest_base"].as_str().expect("rest_base").to_owned();
-    // The worker registers its tools just after the gateway is ready: retry the
-    // start (same Idempotency-Key, so never two executions) until the tool is known.
-    let started: Value = eventually(Duration::from_secs(30), "Demo.Sleep registered", || async {
-        let r = http
-            .post(format!("{base}/tool-executions"))
-            .bearer_auth(&token)
-            .header("Idempotency-Key", "dev-drain")
-            .json(&json!({"gateway_id": dev["gateway_id"], "tool_name": "Demo.Sleep", "input": {"seconds": 1.5}}))
-            .send()
-            .await?;
-        Ok(if r.status() == 202 { Some(r.json().await?) } else { None })
-    })
-    .await
-    .expect("started");
+    let started = start_registered(&http, &dev, "dev-drain", "Demo.Sleep", json!({"seconds": 1.5})).await;
     let id = started["execution_id"].as_str().expect("id").to_owned();
     eventually(Duration::from_secs(20), "working", || async {
         let v: Value =
@@ -103,18 +110,7 @@ async fn dev_serves_the_history_operator_and_audit_routes_on_sqlite() {
         (key("admin_key"), key("member_key"), key("read_only_key"), key("operator_key"));
     let user = dev["credentials"]["end_user"]["token"].as_str().expect("token").to_owned();
     let canary = format!("canary-{}", random_suffix());
-    let started: Value = eventually(Duration::from_secs(30), "Demo.Echo registered", || async {
-        let r = http
-            .post(format!("{base}/tool-executions"))
-            .bearer_auth(&user)
-            .header("Idempotency-Key", "dev-history")
-            .json(&json!({"gateway_id": dev["gateway_id"], "tool_name": "Demo.Echo", "input": {"text": canary}}))
-            .send()
-            .await?;
-        Ok(if r.status() == 202 { Some(r.json().await?) } else { None })
-    })
-    .await
-    .expect("started");
+    let started = start_registered(&http, &dev, "dev-history", "Demo.Echo", json!({"text": canary})).await;
     let id = started["execution_id"].as_str().expect("id").to_owned();
     eventually(Duration::from_secs(20), "completed", || async {
         let v: Value = http.get(format!("{base}/tool-executions/{id}")).bearer_auth(&user).send().await?.json().await?;

@@ -126,27 +126,17 @@ pub(super) fn count_statement(f: &HistoryFilter, now: Millis) -> Result<(String,
     let now = bind(now)?;
     let (mut sums, mut rows, mut edges) = (base.clone(), base.clone(), String::new());
     let live = format!("{base} AND retention_expires_at > {now}");
-    if let Some(a) = from_hour {
-        let a = bind(a)?;
-        sums.push_str(&format!(" AND created_hour >= {a}"));
-        rows.push_str(&format!(" AND created_at >= {a}"));
-        if let Some(t) = f.created_from {
-            let t = bind(t)?;
-            edges.push_str(&format!(
-                " + (SELECT COUNT(*) FROM executions WHERE {live} AND created_at >= {t} AND created_at < {a})"
-            ));
-        }
-    }
-    if let Some(b) = before_hour {
-        let b = bind(b)?;
-        sums.push_str(&format!(" AND created_hour < {b}"));
-        rows.push_str(&format!(" AND created_at < {b}"));
-        if let Some(t) = f.created_before {
-            let t = bind(t)?;
-            edges.push_str(&format!(
-                " + (SELECT COUNT(*) FROM executions WHERE {live} AND created_at >= {b} AND created_at < {t})"
-            ));
-        }
+    // `whole_hours` rounds each bound the filter sets, so both are set or neither.
+    for (hour, exact, op) in [(from_hour, f.created_from, ">="), (before_hour, f.created_before, "<")] {
+        let (Some(hour), Some(exact)) = (hour, exact) else { continue };
+        let (h, t) = (bind(hour)?, bind(exact)?);
+        sums.push_str(&format!(" AND created_hour {op} {h}"));
+        rows.push_str(&format!(" AND created_at {op} {h}"));
+        // The partial hour between the exact bound and the whole hours.
+        let (low, high) = if op == ">=" { (&t, &h) } else { (&h, &t) };
+        edges.push_str(&format!(
+            " + (SELECT COUNT(*) FROM executions WHERE {live} AND created_at >= {low} AND created_at < {high})"
+        ));
     }
     let listed = "SELECT execution_id FROM history_unsealed WHERE project_id = $1";
     let sql = format!(
