@@ -9,6 +9,7 @@ mod bench;
 mod bench_admission;
 mod config;
 mod dev;
+mod memory;
 mod ops_cli;
 mod roles;
 mod telemetry;
@@ -107,6 +108,16 @@ enum Command {
     },
 }
 
+impl Command {
+    /// A long-running role, as against a command that does its work and exits.
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Command::Dev { .. } | Command::Coordinator { .. } | Command::Gateway { .. } | Command::Worker { .. }
+        )
+    }
+}
+
 fn shutdown_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
@@ -161,6 +172,9 @@ fn configure<T>(
 async fn main() -> ExitCode {
     tls::install_crypto_provider();
     let cli = Cli::parse();
+    if cli.command.serves() {
+        memory::give_back_after_bursts();
+    }
     let code = match run(cli).await {
         Ok(code) => code,
         Err(e) => {

@@ -143,12 +143,13 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_rss_kib(&status)
+    crate::memory::status_kib(&status, "VmRSS")
 }
 
-fn parse_rss_kib(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse().ok()
+/// The largest RSS the process has had (its high-water mark).
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    crate::memory::status_kib(&status, "VmHWM")
 }
 
 #[cfg(test)]
@@ -164,8 +165,10 @@ mod tests {
 
     #[test]
     fn rss_is_read_from_the_status_file() {
-        assert_eq!(parse_rss_kib("Name:\tx\nVmRSS:\t    1964 kB\nThreads:\t1\n"), Some(1964));
-        assert_eq!(parse_rss_kib("Name:\tx\n"), None);
+        let status = "Name:\tx\nVmHWM:\t    2048 kB\nVmRSS:\t    1964 kB\nThreads:\t1\n";
+        assert_eq!(crate::memory::status_kib(status, "VmRSS"), Some(1964));
+        assert_eq!(crate::memory::status_kib(status, "VmHWM"), Some(2048));
+        assert_eq!(crate::memory::status_kib("Name:\tx\n", "VmRSS"), None);
     }
 
     #[test]

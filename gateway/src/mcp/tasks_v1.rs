@@ -27,7 +27,14 @@ use std::time::Duration;
 
 const INPUT_ID_PREFIX: &str = "baton-input.";
 const LIST_PAGE: u32 = 50;
-const WAIT_SLICE: Duration = Duration::from_secs(25);
+/// How long one wait of a `tasks/result` stream lasts while its execution
+/// asks for input: a further request comes without a status change, so it is
+/// seen within this.
+const INPUT_WAIT_SLICE: Duration = Duration::from_secs(25);
+/// In any other status a new state is a status change, which ends the wait
+/// at once: a parked stream re-reads only this rarely (a re-read per stream
+/// every 25 s was most of what 10,000 parked streams cost).
+const STATUS_WAIT_SLICE: Duration = Duration::from_secs(3600);
 
 pub fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
     let id = str_param(params, "taskId").ok_or_else(|| RpcError::invalid_params("`taskId` must be a string"))?;
@@ -148,8 +155,10 @@ impl ResultStream {
     /// The next state worth a look; `None` when the gateway began shutting down.
     async fn next_snapshot(&self) -> Result<Option<Snapshot>, RpcError> {
         let caller = &self.caller;
+        let slice =
+            if self.known_status == ExecutionStatus::InputRequired { INPUT_WAIT_SLICE } else { STATUS_WAIT_SLICE };
         let wait =
-            caller.coordinator().wait(&caller.bearer, &caller.scope, &self.execution_id, WAIT_SLICE, self.known_status);
+            caller.coordinator().wait(&caller.bearer, &caller.scope, &self.execution_id, slice, self.known_status);
         let Some(waited) = caller.state.unless_shutdown(wait).await else {
             return Ok(None);
         };

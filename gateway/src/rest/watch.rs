@@ -234,15 +234,15 @@ async fn connect(
         Err(e) => return ApiError::from(e).into_response(),
     };
     let left = Duration::from_millis(u64::try_from(ticket.until_ms.saturating_sub(now)).unwrap_or(0));
-    let watch = Watch {
+    let watch = Box::new(Watch {
         state: state.clone(),
         bearer,
         scope,
         execution_id: ticket.execution_id,
         until: Instant::now() + left,
-        first,
-        place,
-    };
+        view: first,
+        _place: place,
+    });
     // Frames from the client are only read to notice it left: keep them small.
     // A socket mostly sits parked, so its buffers are what a watch costs:
     // tungstenite's defaults (a 128 KiB read buffer, allocated up front, and
