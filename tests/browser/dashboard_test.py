@@ -11,7 +11,7 @@ import traceback
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -79,7 +79,10 @@ def browser(width=1280, height=900):
 
 def wait(driver, what, predicate, timeout=20):
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: predicate(d))
+        # A page being replaced (a navigation, a sign-out) can turn the element a
+        # predicate just found stale: that is "not yet", not a failure.
+        return WebDriverWait(driver, timeout, poll_frequency=0.2,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: predicate(d))
     except TimeoutException:
         shot(driver, "timeout-" + what.replace(" ", "-")[:40])
         raise AssertionError("timed out waiting for " + what + " at " + driver.current_url)

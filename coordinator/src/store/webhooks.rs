@@ -129,30 +129,43 @@ pub(super) async fn enqueue(tx: &mut Transaction<'_, Any>, signals: &[Signal], n
         return Ok(());
     }
     let mut args = AnyArguments::default();
-    let mut rows = Vec::with_capacity(signals.len());
-    for (i, s) in signals.iter().enumerate() {
-        rows.push(format!("(${}, ${}, ${}, ${}, ${})", i * 5 + 1, i * 5 + 2, i * 5 + 3, i * 5 + 4, i * 5 + 5));
-        add(&mut args, s.message_id.clone())?;
-        add(&mut args, s.project_id.clone())?;
-        add(&mut args, s.execution_id.clone())?;
-        add(&mut args, s.state)?;
-        add(&mut args, s.body.clone())?;
-    }
-    let now_at = signals.len() * 5 + 1;
-    add(&mut args, now)?;
-    add(&mut args, crate::webhooks::EVENT_TYPE)?;
-    let sql = format!(
-        "WITH v(message_id, project_id, execution_id, state, body) AS (VALUES {}) \
-         INSERT INTO webhook_deliveries (id, message_id, endpoint_id, project_id, execution_id, state, body, \
-         status, attempts, created_at, next_attempt_at) \
-         SELECT v.message_id || ':' || e.id, v.message_id, e.id, e.project_id, v.execution_id, v.state, v.body, \
-         'pending', 0, ${now_at}, ${now_at} \
-         FROM v JOIN webhook_endpoints e ON e.project_id = v.project_id AND e.enabled = 1 AND e.event_type = ${}",
-        rows.join(", "),
-        now_at + 1
-    );
+    let (values, insert) = enqueue_parts(&mut args, 1, signals, now)?;
+    let sql = format!("WITH {values} {insert}");
     sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).execute(&mut **tx).await?;
     Ok(())
+}
+
+/// The signals' values as a `w(…) AS (VALUES …)` list and the `INSERT … SELECT`
+/// that reads them, with placeholders numbered from `first` (their values
+/// added to `args`): the statement alone, or a part of a larger one.
+pub(super) fn enqueue_parts(
+    args: &mut AnyArguments,
+    first: usize,
+    signals: &[Signal],
+    now: Millis,
+) -> Result<(String, String)> {
+    let mut rows = Vec::with_capacity(signals.len());
+    for (i, s) in signals.iter().enumerate() {
+        rows.push(format!("({})", list(first + i * 5, 5)));
+        add(args, s.message_id.clone())?;
+        add(args, s.project_id.clone())?;
+        add(args, s.execution_id.clone())?;
+        add(args, s.state)?;
+        add(args, s.body.clone())?;
+    }
+    let now_at = first + signals.len() * 5;
+    add(args, now)?;
+    add(args, crate::webhooks::EVENT_TYPE)?;
+    let values = format!("w(message_id, project_id, execution_id, state, body) AS (VALUES {})", rows.join(", "));
+    let insert = format!(
+        "INSERT INTO webhook_deliveries (id, message_id, endpoint_id, project_id, execution_id, state, body, \
+         status, attempts, created_at, next_attempt_at) \
+         SELECT w.message_id || ':' || e.id, w.message_id, e.id, e.project_id, w.execution_id, w.state, w.body, \
+         'pending', 0, ${now_at}, ${now_at} \
+         FROM w JOIN webhook_endpoints e ON e.project_id = w.project_id AND e.enabled = 1 AND e.event_type = ${}",
+        now_at + 1
+    );
+    Ok((values, insert))
 }
 
 impl Store {

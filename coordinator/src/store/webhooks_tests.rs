@@ -4,7 +4,7 @@
 
 use super::contract_tests::{backends, new_execution, settle, tools};
 use super::*;
-use crate::domain::Outcome;
+use crate::domain::{Event, Outcome, Status};
 
 fn endpoint(id: &str, project_id: &str, enabled: bool) -> EndpointRecord {
     EndpointRecord {
@@ -88,5 +88,78 @@ async fn signals_are_written_with_their_transition_and_leased_to_one_deliverer()
         // A deleted endpoint takes its owed signals with it.
         assert!(s.delete_webhook("wh_a").await.expect("delete"));
         assert!(s.webhook_deliveries("wh_a", 10).await.expect("read").is_empty());
+    }
+}
+
+/// A worker's batch of settlements is written together (on Postgres as one
+/// statement): each execution's row, its event, its attempt's outcome and
+/// its signal, for every execution of the batch and only for those applied.
+#[tokio::test]
+async fn a_batch_of_settlements_writes_each_row_event_attempt_and_signal() {
+    for b in backends().await {
+        b.store.create_org("org_1", "o", 1).await.expect("org");
+        b.store.create_project("p1", "org_1", "p1", 1).await.expect("project");
+        b.store.create_webhook(&endpoint("we_batch", "p1", true)).await.expect("endpoint");
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let new = new_execution("p1", "u1", None, "f", 1_000 + i);
+            b.store.create_execution(&new).await.expect("create");
+            ids.push(new.id);
+        }
+        assert_eq!(b.store.claim("p1", &tools(), "w", 3, 1_100, 9_000).await.expect("claim").len(), 3);
+        // The third was settled already: the batch's event for it is ignored.
+        settle(&b.store, &ids[2], 1, Outcome::Success, 1_150).await;
+        let settle_as = |outcome: Outcome| Event::Settle { worker_id: "w".into(), attempt: 1, outcome };
+        let items = vec![
+            (
+                ids[0].clone(),
+                settle_as(Outcome::Success),
+                EventData { output_ct: Some(vec![7; 3]), payload_bytes: 3, ..Default::default() },
+            ),
+            (
+                ids[1].clone(),
+                settle_as(Outcome::ToolError { retryable: false }),
+                EventData { error_message: Some("it broke".into()), ..Default::default() },
+            ),
+            (ids[2].clone(), settle_as(Outcome::Success), EventData::default()),
+        ];
+        let answers = b.store.apply_batch(&items, 1_200).await.expect("batch");
+        let applied: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(_)))).collect();
+        assert_eq!(applied, [true, true, false], "{}", b.name);
+
+        for (id, status, success, kinds) in [
+            (&ids[0], Status::Completed, true, ["created", "claimed", "settled"]),
+            (&ids[1], Status::Failed, false, ["created", "claimed", "settled"]),
+        ] {
+            let row = b.store.get_execution(id).await.expect("get").expect("exists");
+            assert_eq!((row.status(), row.finished_at), (status, Some(1_200)), "{}", b.name);
+            let attempts = b.store.list_attempts(id).await.expect("attempts");
+            assert_eq!(attempts.len(), 1, "{}", b.name);
+            assert_eq!((attempts[0].success, attempts[0].finished_at), (Some(success), Some(1_200)), "{}", b.name);
+            let events: Vec<String> =
+                b.store.list_events(id).await.expect("events").into_iter().map(|e| e.kind).collect();
+            assert_eq!(events, kinds, "{}", b.name);
+        }
+        let row = b.store.get_execution(&ids[1]).await.expect("get").expect("exists");
+        assert_eq!(row.error_message.as_deref(), Some("it broke"), "{}", b.name);
+        let attempts = b.store.list_attempts(&ids[0]).await.expect("attempts");
+        assert_eq!(attempts[0].output_ct.as_deref(), Some(&[7u8; 3][..]), "{}", b.name);
+
+        let mut signalled: Vec<(String, String)> = b
+            .store
+            .webhook_deliveries("we_batch", 10)
+            .await
+            .expect("deliveries")
+            .into_iter()
+            .map(|d| (d.execution_id, d.state))
+            .collect();
+        signalled.sort();
+        let mut expected = vec![
+            (ids[0].clone(), "completed".into()),
+            (ids[1].clone(), "failed".into()),
+            (ids[2].clone(), "completed".into()),
+        ];
+        expected.sort();
+        assert_eq!(signalled, expected, "{}: one signal per settlement, none for the ignored event", b.name);
     }
 }

@@ -1,10 +1,10 @@
 //! Writing transitions. Every transition — one or a batch — is written with a
-//! fixed number of statements (one row update, one event insert, one attempt
-//! insert, one attempt update), whatever the batch size: a batch of claims or
-//! settlements costs a handful of round trips and one commit, not several per
-//! execution. Rows are guarded by their version. The statements' text varies
-//! with the batch size, so they are not kept as prepared statements (that would
-//! churn every connection's statement cache).
+//! fixed number of statements whatever the batch size (on Postgres one: the
+//! row update, the event, attempt and webhook-signal writes as parts of it):
+//! a batch of claims or settlements costs a round trip or a few and one
+//! commit, not several per execution. Rows are guarded by their version. The
+//! statements' text varies with the batch size, so they are not kept as
+//! prepared statements (that would churn every connection's statement cache).
 
 use super::records::{ExecutionRecord, phase_columns};
 use super::{Error, Result};
@@ -55,11 +55,11 @@ pub fn default_message(reason: FailureReason) -> &'static str {
     }
 }
 
-/// `($1, $2, …), ($k, …)` for `rows` rows of `width` placeholders.
-fn placeholders(rows: usize, width: usize) -> String {
+/// `($first, …), (…)` for `rows` rows of `width` placeholders, numbered from `first`.
+fn placeholders(first: usize, rows: usize, width: usize) -> String {
     (0..rows)
         .map(|r| {
-            let cells: Vec<String> = (1..=width).map(|c| format!("${}", r * width + c)).collect();
+            let cells: Vec<String> = (0..width).map(|c| format!("${}", first + r * width + c)).collect();
             format!("({})", cells.join(", "))
         })
         .collect::<Vec<_>>()
@@ -77,6 +77,32 @@ const ROW_COLUMNS: &str = "id, old_version, status, failure_reason, not_before, 
     lease_expires_at, attempts, cancel_requested, owner_loss_detection_at, started_at, finished_at, updated_at, \
     error_message, summary, output_ct, error_detail_ct, payload_bytes, version, deadline, remote_task_id";
 const ROW_WIDTH: usize = 22;
+/// Reads the rows' values from `v`; guarded by each row's version.
+const UPDATE_ROWS: &str = "UPDATE executions SET status = v.status, failure_reason = v.failure_reason, \
+    not_before = v.not_before, worker_id = v.worker_id, lease_attempt = v.lease_attempt, \
+    lease_expires_at = v.lease_expires_at, attempts = v.attempts, cancel_requested = v.cancel_requested, \
+    owner_loss_detection_at = v.owner_loss_detection_at, started_at = v.started_at, \
+    finished_at = v.finished_at, updated_at = v.updated_at, error_message = v.error_message, \
+    summary = v.summary, output_ct = v.output_ct, error_detail_ct = v.error_detail_ct, \
+    payload_bytes = v.payload_bytes, version = v.version, execution_deadline = v.deadline, \
+    remote_task_id = v.remote_task_id \
+    FROM v WHERE executions.id = v.id AND executions.version = v.old_version";
+const INSERT_EVENTS: &str = "INSERT INTO execution_events (execution_id, seq, at, kind, status) VALUES";
+const EVENT_WIDTH: usize = 5;
+const INSERT_STARTED: &str = "INSERT INTO attempts (execution_id, attempt, worker_id, started_at) VALUES";
+const STARTED_WIDTH: usize = 4;
+const FINISHED_COLUMNS: &str = "f(execution_id, attempt, success, error_message, output_ct, error_detail_ct)";
+const FINISHED_WIDTH: usize = 6;
+
+/// `UPDATE attempts` from `f`, finishing at placeholder `$now`.
+fn update_finished(now: usize) -> String {
+    format!(
+        "UPDATE attempts SET finished_at = ${now}, success = f.success, error_message = f.error_message, \
+         output_ct = f.output_ct, error_detail_ct = f.error_detail_ct FROM f \
+         WHERE attempts.execution_id = f.execution_id AND attempts.attempt = f.attempt \
+         AND attempts.finished_at IS NULL"
+    )
+}
 
 /// The error this transition reports: the tool's own message, or a system
 /// message for failures the tool did not report itself.
@@ -111,6 +137,11 @@ pub fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
 }
 
 /// Writes the transitions (distinct executions) and returns the rows as written.
+///
+/// On Postgres the whole batch (rows, events, attempts, webhook signals) is one
+/// statement of data-modifying CTEs: one round trip where there were up to five,
+/// inside the caller's transaction all the same. SQLite, which has no such
+/// statements, writes each part as its own.
 pub async fn persist_many(
     tx: &mut Transaction<'_, Any>,
     items: &[Pending<'_>],
@@ -119,125 +150,230 @@ pub async fn persist_many(
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let mut rows = AnyArguments::default();
-    let mut events = AnyArguments::default();
-    let mut event_rows = 0;
-    let mut started = AnyArguments::default();
-    let mut started_rows = 0;
-    let mut finished = AnyArguments::default();
-    let mut finished_rows = 0;
-    let mut written = Vec::with_capacity(items.len());
-    // The outbox: signals are written with the transitions that cause them.
-    let mut signals = Vec::new();
-    for p in items {
-        let after = next_row(p, now);
-        signals.extend(crate::webhooks::signal::of_transition(p.before, &after));
-        let cols = phase_columns(&after.state.phase);
-        add(&mut rows, after.id.clone())?;
-        add(&mut rows, p.before.version)?;
-        add(&mut rows, cols.status)?;
-        add(&mut rows, cols.failure_reason)?;
-        add(&mut rows, cols.not_before)?;
-        add(&mut rows, cols.worker_id.clone())?;
-        add(&mut rows, cols.lease_attempt)?;
-        add(&mut rows, cols.lease_expires_at)?;
-        add(&mut rows, i64::from(after.state.attempts))?;
-        add(&mut rows, i64::from(after.state.cancel_requested))?;
-        add(&mut rows, after.state.owner_loss_detection_at)?;
-        add(&mut rows, after.started_at)?;
-        add(&mut rows, after.finished_at)?;
-        add(&mut rows, after.updated_at)?;
-        add(&mut rows, after.error_message.clone())?;
-        add(&mut rows, after.summary.clone())?;
-        add(&mut rows, after.output_ct.clone())?;
-        add(&mut rows, after.error_detail_ct.clone())?;
-        add(&mut rows, after.payload_bytes)?;
-        add(&mut rows, after.version)?;
-        add(&mut rows, after.execution_deadline)?;
-        add(&mut rows, after.remote_task_id.clone())?;
-        // Heartbeats only move the lease; they are not part of the history.
-        if !matches!(p.event, Event::Heartbeat { .. }) {
-            add(&mut events, after.id.clone())?;
-            add(&mut events, after.version)?;
-            add(&mut events, now)?;
-            add(&mut events, p.event.name())?;
-            add(&mut events, cols.status)?;
-            event_rows += 1;
-        }
-        for effect in &p.transition.effects {
-            match effect {
-                Effect::Invoke { worker_id, attempt } => {
-                    add(&mut started, after.id.clone())?;
-                    add(&mut started, i64::from(*attempt))?;
-                    add(&mut started, worker_id.clone())?;
-                    add(&mut started, now)?;
-                    started_rows += 1;
-                }
-                Effect::AttemptFinished { attempt, success } => {
-                    add(&mut finished, after.id.clone())?;
-                    add(&mut finished, i64::from(*attempt))?;
-                    add(&mut finished, i64::from(*success))?;
-                    // What this attempt reported, not what an earlier one did.
-                    add(&mut finished, reported_error(p))?;
-                    add(&mut finished, p.data.output_ct.clone())?;
-                    add(&mut finished, p.data.error_detail_ct.clone())?;
-                    finished_rows += 1;
-                }
-                _ => {}
-            }
-        }
-        written.push(after);
+    let batch = Batch::plan(items, now);
+    if tx.backend_name() == "PostgreSQL" && batch.one_statement_holds() {
+        batch.write_as_one(tx).await?;
+    } else {
+        batch.write_each(tx).await?;
     }
-
-    let sql = format!(
-        "WITH v({ROW_COLUMNS}) AS (VALUES {}) \
-         UPDATE executions SET status = v.status, failure_reason = v.failure_reason, not_before = v.not_before, \
-         worker_id = v.worker_id, lease_attempt = v.lease_attempt, lease_expires_at = v.lease_expires_at, \
-         attempts = v.attempts, cancel_requested = v.cancel_requested, \
-         owner_loss_detection_at = v.owner_loss_detection_at, started_at = v.started_at, \
-         finished_at = v.finished_at, updated_at = v.updated_at, error_message = v.error_message, \
-         summary = v.summary, output_ct = v.output_ct, error_detail_ct = v.error_detail_ct, \
-         payload_bytes = v.payload_bytes, version = v.version, execution_deadline = v.deadline, \
-         remote_task_id = v.remote_task_id \
-         FROM v WHERE executions.id = v.id AND executions.version = v.old_version",
-        placeholders(items.len(), ROW_WIDTH)
-    );
-    let updated = sqlx::query_with(AssertSqlSafe(sql), rows).persistent(false).execute(&mut **tx).await?;
-    if updated.rows_affected() != items.len() as u64 {
-        return Err(Error::Corrupt("concurrent write to an execution in a batch".into()));
-    }
-    if event_rows > 0 {
-        let sql = format!(
-            "INSERT INTO execution_events (execution_id, seq, at, kind, status) VALUES {}",
-            placeholders(event_rows, 5)
-        );
-        sqlx::query_with(AssertSqlSafe(sql), events).persistent(false).execute(&mut **tx).await?;
-    }
-    if started_rows > 0 {
-        let sql = format!(
-            "INSERT INTO attempts (execution_id, attempt, worker_id, started_at) VALUES {}",
-            placeholders(started_rows, 4)
-        );
-        sqlx::query_with(AssertSqlSafe(sql), started).persistent(false).execute(&mut **tx).await?;
-    }
-    if finished_rows > 0 {
-        let mut sql = format!(
-            "WITH v(execution_id, attempt, success, error_message, output_ct, error_detail_ct) AS (VALUES {}) \
-             UPDATE attempts SET finished_at = $FINISHED, success = v.success, error_message = v.error_message, \
-             output_ct = v.output_ct, error_detail_ct = v.error_detail_ct FROM v \
-             WHERE attempts.execution_id = v.execution_id AND attempts.attempt = v.attempt \
-             AND attempts.finished_at IS NULL",
-            placeholders(finished_rows, 6)
-        );
-        sql = sql.replace("$FINISHED", &format!("${}", finished_rows * 6 + 1));
-        add(&mut finished, now)?;
-        sqlx::query_with(AssertSqlSafe(sql), finished).persistent(false).execute(&mut **tx).await?;
-    }
-    super::webhooks::enqueue(tx, &signals, now).await?;
     for p in items {
         extras(tx, p, now).await?;
     }
-    Ok(written)
+    Ok(batch.written)
+}
+
+/// A batch's rows as written, and how many of each part it writes.
+struct Batch<'a> {
+    items: &'a [Pending<'a>],
+    now: Millis,
+    written: Vec<ExecutionRecord>,
+    /// The outbox: signals are written with the transitions that cause them.
+    signals: Vec<crate::webhooks::signal::Signal>,
+    events: usize,
+    started: usize,
+    finished: usize,
+}
+
+impl<'a> Batch<'a> {
+    fn plan(items: &'a [Pending<'a>], now: Millis) -> Batch<'a> {
+        let mut batch = Batch {
+            items,
+            now,
+            written: Vec::with_capacity(items.len()),
+            signals: Vec::new(),
+            events: 0,
+            started: 0,
+            finished: 0,
+        };
+        for p in items {
+            let after = next_row(p, now);
+            batch.signals.extend(crate::webhooks::signal::of_transition(p.before, &after));
+            // Heartbeats only move the lease; they are not part of the history.
+            batch.events += usize::from(!matches!(p.event, Event::Heartbeat { .. }));
+            for effect in &p.transition.effects {
+                match effect {
+                    Effect::Invoke { .. } => batch.started += 1,
+                    Effect::AttemptFinished { .. } => batch.finished += 1,
+                    _ => {}
+                }
+            }
+            batch.written.push(after);
+        }
+        batch
+    }
+
+    /// In one statement every part reads the rows as they were before it, so
+    /// an attempt started and finished by the same batch needs two.
+    fn one_statement_holds(&self) -> bool {
+        let started: std::collections::HashSet<(&str, u32)> = self
+            .pairs()
+            .flat_map(|(p, after)| {
+                p.transition.effects.iter().filter_map(move |e| match e {
+                    Effect::Invoke { attempt, .. } => Some((after.id.as_str(), *attempt)),
+                    _ => None,
+                })
+            })
+            .collect();
+        !self.pairs().any(|(p, after)| {
+            p.transition.effects.iter().any(
+                |e| matches!(e, Effect::AttemptFinished { attempt, .. } if started.contains(&(after.id.as_str(), *attempt))),
+            )
+        })
+    }
+
+    fn pairs(&self) -> impl Iterator<Item = (&Pending<'a>, &ExecutionRecord)> {
+        self.items.iter().zip(&self.written)
+    }
+
+    fn add_rows(&self, args: &mut AnyArguments) -> Result<()> {
+        for (p, after) in self.pairs() {
+            let cols = phase_columns(&after.state.phase);
+            add(args, after.id.clone())?;
+            add(args, p.before.version)?;
+            add(args, cols.status)?;
+            add(args, cols.failure_reason)?;
+            add(args, cols.not_before)?;
+            add(args, cols.worker_id.clone())?;
+            add(args, cols.lease_attempt)?;
+            add(args, cols.lease_expires_at)?;
+            add(args, i64::from(after.state.attempts))?;
+            add(args, i64::from(after.state.cancel_requested))?;
+            add(args, after.state.owner_loss_detection_at)?;
+            add(args, after.started_at)?;
+            add(args, after.finished_at)?;
+            add(args, after.updated_at)?;
+            add(args, after.error_message.clone())?;
+            add(args, after.summary.clone())?;
+            add(args, after.output_ct.clone())?;
+            add(args, after.error_detail_ct.clone())?;
+            add(args, after.payload_bytes)?;
+            add(args, after.version)?;
+            add(args, after.execution_deadline)?;
+            add(args, after.remote_task_id.clone())?;
+        }
+        Ok(())
+    }
+
+    fn add_events(&self, args: &mut AnyArguments) -> Result<()> {
+        for (p, after) in self.pairs().filter(|(p, _)| !matches!(p.event, Event::Heartbeat { .. })) {
+            add(args, after.id.clone())?;
+            add(args, after.version)?;
+            add(args, self.now)?;
+            add(args, p.event.name())?;
+            add(args, phase_columns(&after.state.phase).status)?;
+        }
+        Ok(())
+    }
+
+    fn add_started(&self, args: &mut AnyArguments) -> Result<()> {
+        for (p, after) in self.pairs() {
+            for effect in &p.transition.effects {
+                if let Effect::Invoke { worker_id, attempt } = effect {
+                    add(args, after.id.clone())?;
+                    add(args, i64::from(*attempt))?;
+                    add(args, worker_id.clone())?;
+                    add(args, self.now)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The finished attempts' values, then the time they finished.
+    fn add_finished(&self, args: &mut AnyArguments) -> Result<()> {
+        for (p, after) in self.pairs() {
+            for effect in &p.transition.effects {
+                if let Effect::AttemptFinished { attempt, success } = effect {
+                    add(args, after.id.clone())?;
+                    add(args, i64::from(*attempt))?;
+                    add(args, i64::from(*success))?;
+                    // What this attempt reported, not what an earlier one did.
+                    add(args, reported_error(p))?;
+                    add(args, p.data.output_ct.clone())?;
+                    add(args, p.data.error_detail_ct.clone())?;
+                }
+            }
+        }
+        add(args, self.now)
+    }
+
+    fn check_updated(&self, updated: u64) -> Result<()> {
+        if updated != self.items.len() as u64 {
+            return Err(Error::Corrupt("concurrent write to an execution in a batch".into()));
+        }
+        Ok(())
+    }
+
+    /// Every part in one statement; the count of rows updated says whether
+    /// each row still had the version it was read at.
+    async fn write_as_one(&self, tx: &mut Transaction<'_, Any>) -> Result<()> {
+        let mut args = AnyArguments::default();
+        let n = self.items.len();
+        self.add_rows(&mut args)?;
+        let mut next = n * ROW_WIDTH + 1;
+        let mut sql = format!(
+            "WITH v({ROW_COLUMNS}) AS (VALUES {}), u AS ({UPDATE_ROWS} RETURNING 1)",
+            placeholders(1, n, ROW_WIDTH)
+        );
+        if self.events > 0 {
+            self.add_events(&mut args)?;
+            sql += &format!(", e AS ({INSERT_EVENTS} {})", placeholders(next, self.events, EVENT_WIDTH));
+            next += self.events * EVENT_WIDTH;
+        }
+        if self.started > 0 {
+            self.add_started(&mut args)?;
+            sql += &format!(", s AS ({INSERT_STARTED} {})", placeholders(next, self.started, STARTED_WIDTH));
+            next += self.started * STARTED_WIDTH;
+        }
+        if self.finished > 0 {
+            self.add_finished(&mut args)?;
+            let values = placeholders(next, self.finished, FINISHED_WIDTH);
+            next += self.finished * FINISHED_WIDTH;
+            sql += &format!(", {FINISHED_COLUMNS} AS (VALUES {values}), g AS ({})", update_finished(next));
+            next += 1;
+        }
+        if !self.signals.is_empty() {
+            let (values, insert) = super::webhooks::enqueue_parts(&mut args, next, &self.signals, self.now)?;
+            sql += &format!(", {values}, h AS ({insert})");
+        }
+        sql += " SELECT count(*) FROM u";
+        let updated: i64 =
+            sqlx::query_scalar_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&mut **tx).await?;
+        self.check_updated(u64::try_from(updated).unwrap_or(0))
+    }
+
+    /// Each part as a statement of its own.
+    async fn write_each(&self, tx: &mut Transaction<'_, Any>) -> Result<()> {
+        let n = self.items.len();
+        let mut rows = AnyArguments::default();
+        self.add_rows(&mut rows)?;
+        let sql = format!("WITH v({ROW_COLUMNS}) AS (VALUES {}) {UPDATE_ROWS}", placeholders(1, n, ROW_WIDTH));
+        let updated = sqlx::query_with(AssertSqlSafe(sql), rows).persistent(false).execute(&mut **tx).await?;
+        self.check_updated(updated.rows_affected())?;
+        if self.events > 0 {
+            let mut events = AnyArguments::default();
+            self.add_events(&mut events)?;
+            let sql = format!("{INSERT_EVENTS} {}", placeholders(1, self.events, EVENT_WIDTH));
+            sqlx::query_with(AssertSqlSafe(sql), events).persistent(false).execute(&mut **tx).await?;
+        }
+        if self.started > 0 {
+            let mut started = AnyArguments::default();
+            self.add_started(&mut started)?;
+            let sql = format!("{INSERT_STARTED} {}", placeholders(1, self.started, STARTED_WIDTH));
+            sqlx::query_with(AssertSqlSafe(sql), started).persistent(false).execute(&mut **tx).await?;
+        }
+        if self.finished > 0 {
+            let mut finished = AnyArguments::default();
+            self.add_finished(&mut finished)?;
+            let sql = format!(
+                "WITH {FINISHED_COLUMNS} AS (VALUES {}) {}",
+                placeholders(1, self.finished, FINISHED_WIDTH),
+                update_finished(self.finished * FINISHED_WIDTH + 1)
+            );
+            sqlx::query_with(AssertSqlSafe(sql), finished).persistent(false).execute(&mut **tx).await?;
+        }
+        super::webhooks::enqueue(tx, &self.signals, self.now).await
+    }
 }
 
 /// The rare per-transition writes: published input requests, undelivered attempts.
