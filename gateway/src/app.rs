@@ -49,8 +49,26 @@ pub struct Options {
     pub wait_limits: crate::waits::Limits,
 }
 
+/// The handlers' state: one pointer, since every request's future and every
+/// open watch holds a clone for as long as it lasts.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub struct Shared {
     pub options: Arc<Options>,
     pub coordinator: Coordinator,
     pub waits: Arc<Waits>,

@@ -123,8 +123,13 @@ impl IntoResponse for ApiError {
 /// Errors produced by the framework rather than a handler (unknown route,
 /// wrong method, body over the limit) get the same JSON shape as ours; headers
 /// such as `Allow` are kept. Malformed requests it refused are [`Unverified`]:
-/// no handler, hence no coordinator, saw their credential.
-pub async fn json_framework_errors(response: Response) -> Response {
+/// no handler, hence no coordinator, saw their credential. Any body type: the
+/// body limit's own answers come through here too.
+pub async fn json_framework_errors<B>(response: http::Response<B>) -> Response
+where
+    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
     let status = response.status();
     let is_json = response
         .headers()
@@ -132,7 +137,7 @@ pub async fn json_framework_errors(response: Response) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/json"));
     if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return response;
+        return response.map(axum::body::Body::new);
     }
     let (code, message) = match status.as_u16() {
         400 => ("invalid_request", "malformed request"),

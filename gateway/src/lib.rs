@@ -27,6 +27,7 @@ use axum::Router;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
 
 pub use app::{AppState, Options};
 pub use coordinator::{Bearer, Coordinator, Scope};
@@ -41,34 +42,42 @@ pub enum Error {
 }
 
 pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .merge(health::router())
-        .merge(rest::router())
-        .merge(mcp::router())
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(state.options.max_body_bytes))
+    // Each `Router::layer` boxes every request's future once more, and a
+    // parked wait keeps them all: the layers are composed first and applied
+    // once per router (outermost first).
+    let api_layers = ServiceBuilder::new()
+        .layer(credentials::AuthenticateRefusals::new(state.clone()))
+        .layer(axum::middleware::map_response(
+            error::json_framework_errors::<tower_http::limit::ResponseBody<axum::body::Body>>,
+        ))
         // A body that stalls is a slowloris too: each chunk must come in time.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(state.options.header_read_timeout))
-        .layer(axum::middleware::map_response(error::json_framework_errors))
-        .layer(credentials::AuthenticateRefusals::new(state.clone()));
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(state.options.max_body_bytes));
+    let api = Router::new().merge(health::router()).merge(rest::router()).merge(mcp::router()).layer(api_layers);
     // The dashboard answers people in HTML, so it stays outside the JSON error
     // mapping and has limits of its own; merged into it, the API keeps its
     // fallback (unknown routes answer JSON).
-    dashboard::router()
-        .merge(api)
-        .layer(telemetry::HttpMetrics::new())
+    let edge_layers = ServiceBuilder::new()
         // The root span of every request, continuing the caller's trace; its
         // context travels to the coordinator. Named by route, never by path.
         .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(telemetry::span).on_response(
             |r: &axum::response::Response, _: std::time::Duration, s: &tracing::Span| telemetry::on_response(r, s),
         ))
-        .with_state(state)
+        .layer(telemetry::HttpMetrics::new());
+    dashboard::router().merge(api).layer(edge_layers).with_state(state)
 }
 
 /// The handlers' state; `shutdown` ends every parked wait when it fires.
 pub fn state(options: Options, shutdown: CancellationToken) -> Result<AppState, Error> {
     let coordinator = Coordinator::connect_lazy(&options.coordinator_url, options.coordinator_tls.clone())?;
     let waits = Arc::new(waits::Waits::new(options.max_waits_per_principal, options.max_waits));
-    Ok(AppState { options: Arc::new(options), coordinator, waits, shutdown, tool_defs: Default::default() })
+    Ok(AppState::new(app::Shared {
+        options: Arc::new(options),
+        coordinator,
+        waits,
+        shutdown,
+        tool_defs: Default::default(),
+    }))
 }
 
 /// Serves until `shutdown` fires, then drains: the listener closes, parked

@@ -1,6 +1,13 @@
-//! The HTTP server: hyper-util's auto connection builder (HTTP/1.1 and h2c)
-//! over the axum router, with the bounds a public listener needs.
+//! The HTTP server: hyper's HTTP/1.1 and h2c connections over the axum
+//! router, with the bounds a public listener needs.
 //!
+//! - Which protocol a connection speaks is told by peeking at its first
+//!   bytes (the HTTP/2 preface or not), so nothing is read before hyper reads
+//!   it. hyper-util's auto builder read the first 24 bytes itself and handed
+//!   them back in front of the socket; hyper's 8 KiB read buffer then took
+//!   those 24 bytes first and had to grow to 16 KiB for the rest of the
+//!   request, and an HTTP/1.1 connection keeps that buffer while a long poll
+//!   is parked on it: half of a parked poll's memory.
 //! - A connection must bring a request within `header_read_timeout`, and one
 //!   with no request in flight for that long is closed: a slowloris client
 //!   that never finishes its request line or headers, or opens connections
@@ -19,9 +26,10 @@ use axum::body::{Body, Bytes};
 use http::Request;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -57,20 +65,57 @@ pub fn no_delay(tcp: &TcpStream) {
     }
 }
 
-fn builder(limits: Limits) -> Builder<TokioExecutor> {
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(H2_KEEPALIVE_INTERVAL)
-        .keep_alive_timeout(H2_KEEPALIVE_TIMEOUT);
-    builder
+/// The HTTP/2 connection preface: a connection that opens with it speaks h2c.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// How soon a connection that sent only part of the preface is peeked at again.
+const PREFACE_RECHECK: Duration = Duration::from_millis(5);
+
+/// The protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Version {
+    Http1,
+    Http2,
+}
+
+/// Tells the connection's protocol from its first bytes, leaving them
+/// unread; `None` when it closed first.
+async fn sniff(tcp: &TcpStream) -> std::io::Result<Option<Version>> {
+    let mut first = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = tcp.peek(&mut first).await?;
+        let seen = &first[..n];
+        if n == 0 {
+            return Ok(None);
+        }
+        if !H2_PREFACE.starts_with(seen) {
+            return Ok(Some(Version::Http1));
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(Some(Version::Http2));
+        }
+        // Part of the preface so far (peeking again at once would spin on
+        // the same bytes); the caller's timeout bounds the wait.
+        tokio::time::sleep(PREFACE_RECHECK).await;
+    }
+}
+
+/// The connection builders, made once per listener.
+struct Builders {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
+fn builders(limits: Limits) -> Builders {
+    let mut http1 = http1::Builder::new();
+    http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
+    let mut http2 = http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new()).keep_alive_interval(H2_KEEPALIVE_INTERVAL).keep_alive_timeout(H2_KEEPALIVE_TIMEOUT);
+    Builders { http1, http2 }
 }
 
 /// Serves `app` on `listener` until `shutdown`, then drains (see the module).
 pub async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown: CancellationToken) {
-    let builder = Arc::new(builder(limits));
+    let builders = Arc::new(builders(limits));
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -78,7 +123,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown:
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => {
                     no_delay(&tcp);
-                    let connection = connection(Arc::clone(&builder), tcp, app.clone(), limits, shutdown.clone());
+                    let connection = connection(Arc::clone(&builders), tcp, app.clone(), limits, shutdown.clone());
                     connections.spawn(connection);
                 }
                 Err(e) if is_connection_error(&e) => {}
@@ -125,15 +170,14 @@ fn report(ended: Result<(), JoinError>) {
 /// Serves one connection: closes it when it brings no request within
 /// `header_read_timeout` of opening, or idles for `idle_timeout` between
 /// requests, and finishes it gracefully on shutdown.
-async fn connection(
-    builder: Arc<Builder<TokioExecutor>>,
-    tcp: TcpStream,
-    app: Router,
-    limits: Limits,
-    shutdown: CancellationToken,
-) {
-    let idle = |a: &Activity| if a.served_any() { limits.idle_timeout } else { limits.header_read_timeout };
-    let activity = Arc::new(Activity::new());
+async fn connection(builders: Arc<Builders>, tcp: TcpStream, app: Router, limits: Limits, shutdown: CancellationToken) {
+    let opened = Instant::now();
+    let version = match tokio::time::timeout(limits.header_read_timeout, sniff(&tcp)).await {
+        Ok(Ok(Some(version))) => version,
+        // Closed, failed, or silent past the header timeout: nothing to serve.
+        Ok(Ok(None) | Err(_)) | Err(_) => return,
+    };
+    let activity = Arc::new(Activity::new(opened));
     let tracked = Arc::clone(&activity);
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let busy = tracked.begin();
@@ -143,32 +187,65 @@ async fn connection(
             Ok::<_, Infallible>(response.map(|body| Body::new(Tracked { body, _busy: busy })))
         }
     });
-    // With upgrades: the execution watch is a websocket (`rest::watch`).
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
-    tokio::pin!(conn);
-    let mut closing = false;
-    let mut check = Instant::now() + limits.header_read_timeout;
-    loop {
-        tokio::select! {
-            served = conn.as_mut() => {
-                if let Err(e) = served {
-                    tracing::debug!(error = %e, "connection ended");
+    let io = TokioIo::new(tcp);
+    let watch = Watch { activity, limits, shutdown, opened };
+    // Each protocol's connection boxed on its own: inline, every HTTP/1.1
+    // connection's task would be laid out for the larger HTTP/2 one too.
+    match version {
+        // With upgrades: the execution watch is a websocket (`rest::watch`).
+        Version::Http1 => {
+            let conn = builders.http1.serve_connection(io, service).with_upgrades();
+            Box::pin(watch.drive(conn, |c| c.graceful_shutdown())).await;
+        }
+        Version::Http2 => {
+            let conn = builders.http2.serve_connection(io, service);
+            Box::pin(watch.drive(conn, |c| c.graceful_shutdown())).await;
+        }
+    }
+}
+
+/// What a connection is watched for while hyper serves it.
+struct Watch {
+    activity: Arc<Activity>,
+    limits: Limits,
+    shutdown: CancellationToken,
+    opened: Instant,
+}
+
+impl Watch {
+    /// Runs `conn` to its end, asking it to finish (`graceful`) when it
+    /// idles too long or the gateway shuts down.
+    async fn drive<C>(self, conn: C, graceful: impl Fn(Pin<&mut C>))
+    where
+        C: Future<Output = Result<(), hyper::Error>>,
+    {
+        let Watch { activity, limits, shutdown, opened } = self;
+        let idle = |a: &Activity| if a.served_any() { limits.idle_timeout } else { limits.header_read_timeout };
+        tokio::pin!(conn);
+        let mut closing = false;
+        let mut check = opened + limits.header_read_timeout;
+        loop {
+            tokio::select! {
+                served = conn.as_mut() => {
+                    if let Err(e) = served {
+                        tracing::debug!(error = %e, "connection ended");
+                    }
+                    return;
                 }
-                return;
-            }
-            () = shutdown.cancelled(), if !closing => {
-                conn.as_mut().graceful_shutdown();
-                closing = true;
-            }
-            () = tokio::time::sleep_until(check), if !closing => match activity.idle_until(idle(&activity)) {
-                Some(deadline) if deadline <= Instant::now() => {
-                    tracing::debug!("closing an idle connection");
-                    conn.as_mut().graceful_shutdown();
+                () = shutdown.cancelled(), if !closing => {
+                    graceful(conn.as_mut());
                     closing = true;
                 }
-                Some(deadline) => check = deadline,
-                None => check = Instant::now() + idle(&activity),
-            },
+                () = tokio::time::sleep_until(check), if !closing => match activity.idle_until(idle(&activity)) {
+                    Some(deadline) if deadline <= Instant::now() => {
+                        tracing::debug!("closing an idle connection");
+                        graceful(conn.as_mut());
+                        closing = true;
+                    }
+                    Some(deadline) => check = deadline,
+                    None => check = Instant::now() + idle(&activity),
+                },
+            }
         }
     }
 }
@@ -184,9 +261,10 @@ struct Activity {
 }
 
 impl Activity {
-    fn new() -> Self {
+    /// A connection opened at `origin`.
+    fn new(origin: Instant) -> Self {
         Activity {
-            origin: Instant::now(),
+            origin,
             in_flight: AtomicUsize::new(0),
             begun: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
@@ -250,10 +328,44 @@ impl http_body::Body for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    /// A loopback connection: the client's end and the accepted one.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).await.expect("connect");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        (client, accepted)
+    }
+
+    #[tokio::test]
+    async fn the_protocol_is_told_from_the_first_bytes_without_reading_them() {
+        let (mut client, server) = pair().await;
+        client.write_all(b"GET /livez HTTP/1.1\r\n").await.expect("write");
+        assert_eq!(sniff(&server).await.expect("sniff"), Some(Version::Http1));
+        let mut left = [0u8; 4];
+        server.peek(&mut left).await.expect("peek");
+        assert_eq!(&left, b"GET ", "the bytes are still there for hyper");
+
+        // A preface that arrives in two pieces is waited for.
+        let (mut client, server) = pair().await;
+        client.write_all(&H2_PREFACE[..9]).await.expect("write");
+        let sniffing = tokio::spawn(async move { sniff(&server).await.map(|v| (v, server)) });
+        tokio::time::sleep(PREFACE_RECHECK * 4).await;
+        assert!(!sniffing.is_finished(), "part of the preface decides nothing");
+        client.write_all(&H2_PREFACE[9..]).await.expect("write");
+        let (version, _server) = sniffing.await.expect("join").expect("sniff");
+        assert_eq!(version, Some(Version::Http2));
+
+        // A client that leaves without a byte.
+        let (client, server) = pair().await;
+        drop(client);
+        assert_eq!(sniff(&server).await.expect("sniff"), None);
+    }
 
     #[tokio::test]
     async fn a_connection_is_idle_only_without_requests() {
-        let activity = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::new(Instant::now()));
         let idle = Duration::from_secs(10);
         assert!(activity.idle_until(idle).is_some(), "idle before its first request");
         let first = activity.begin();

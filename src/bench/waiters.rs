@@ -77,21 +77,27 @@ pub enum Wake {
 /// default) 200 concurrent streams per connection.
 const STREAMS_PER_CONNECTION: usize = 190;
 
+/// Kept-alive connections the watchers' offers leave open: an offer is one
+/// short request, and a connection per watcher left idle beside its socket
+/// would be counted as the watch's cost.
+const OFFER_CONNECTIONS: usize = 64;
+
 /// The targets the waiters use: `t` itself over HTTP/1.1 (a connection per
-/// wait), or with `http2` one HTTP/2 client per `STREAMS_PER_CONNECTION` waits.
-fn wait_targets(t: &Arc<Target>, waiters: usize, http2: bool) -> Result<Vec<Arc<Target>>, Failure> {
+/// wait), with `http2` one HTTP/2 client per `STREAMS_PER_CONNECTION` waits,
+/// and for watches a client that keeps at most `OFFER_CONNECTIONS` idle.
+fn wait_targets(t: &Arc<Target>, waiters: usize, form: WaitForm, http2: bool) -> Result<Vec<Arc<Target>>, Failure> {
+    let client = |http: reqwest::ClientBuilder| -> Result<Arc<Target>, Failure> {
+        let http = http.tcp_nodelay(true).build().map_err(|e| Failure::transport(&e))?;
+        Ok(Arc::new(Target { http, ..(**t).clone() }))
+    };
+    if form == WaitForm::Ws {
+        return Ok(vec![client(reqwest::Client::builder().pool_max_idle_per_host(OFFER_CONNECTIONS))?]);
+    }
     if !http2 {
         return Ok(vec![t.clone()]);
     }
     (0..waiters.div_ceil(STREAMS_PER_CONNECTION))
-        .map(|_| {
-            let http = reqwest::Client::builder()
-                .http2_prior_knowledge()
-                .tcp_nodelay(true)
-                .build()
-                .map_err(|e| Failure::transport(&e))?;
-            Ok(Arc::new(Target { http, ..(**t).clone() }))
-        })
+        .map(|_| client(reqwest::Client::builder().http2_prior_knowledge()))
         .collect()
 }
 
@@ -353,7 +359,7 @@ pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
             }
         },
     };
-    let targets = match wait_targets(&target, s.waiters, http2) {
+    let targets = match wait_targets(&target, s.waiters, s.wait_form, http2) {
         Ok(t) => t,
         Err(f) => {
             errors.add(&f);

@@ -114,6 +114,16 @@ async fn slow_and_idle_connections_are_closed_and_waits_say_how_they_ended() {
     assert_eq!((view["timed_out"].as_bool(), view["shutdown"].as_bool()), (Some(true), Some(false)), "{view}");
     assert_eq!(view["status"], "working");
 
+    // h2c (HTTP/2 with prior knowledge) is told from HTTP/1.1 by its first
+    // bytes and served the same, a long poll included.
+    let h2 = reqwest::Client::builder().http2_prior_knowledge().build().expect("client");
+    let live = h2.get(format!("http://{addr}/livez")).send().await.expect("h2c request");
+    assert_eq!((live.status().as_u16(), live.version()), (200, reqwest::Version::HTTP_2));
+    let alice_h2 = Rest { http: h2, ..c.rest(0, &c.id.user_token) };
+    let (status, view, _) = long_poll(&alice_h2, &id, 1_000).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!((view["timed_out"].as_bool(), view["status"].as_str()), (Some(true), Some("working")), "{view}");
+
     // A wait that ends because of a change says it did not time out.
     let done = alice.start("Demo.Echo", json!({"text": "hi"}), None).await.expect("start").json();
     let done = done["execution_id"].as_str().expect("id").to_owned();

@@ -91,10 +91,14 @@ impl Coordinator {
         if differs(&read.view) || Instant::now() >= until {
             return Parked::Answered(Box::new(Ok(read.view.clone())));
         }
+        // Parked from here on: only the read's version is kept, not its view
+        // (every waiter's own read is a view of its own, half a KiB each).
+        let read_version = read.version;
+        drop(read);
         loop {
             let news = match &*member.latest.borrow_and_update() {
                 Latest::Lost => return Parked::Again,
-                Latest::Seen(seen) if seen.version > read.version && differs(&seen.view) => Some(Arc::clone(seen)),
+                Latest::Seen(seen) if seen.version > read_version && differs(&seen.view) => Some(Arc::clone(seen)),
                 _ => None,
             };
             if let Some(seen) = news {

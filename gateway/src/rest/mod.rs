@@ -203,9 +203,12 @@ pub(crate) async fn read_waiting(
     let wait = Duration::from_millis(wait_ms);
     let began = Instant::now();
     let any_change = ExecutionStatus::Unspecified;
-    Ok(match state.unless_shutdown(state.coordinator.wait(bearer, scope, id, wait, any_change)).await {
+    // Boxed as it comes: a view-sized answer matched on inline would be laid
+    // out in every parked poll's future, since the shutdown arm awaits.
+    let waited = state.unless_shutdown(state.coordinator.wait(bearer, scope, id, wait, any_change)).await.map(Box::new);
+    Ok(match waited {
         Some(waited) => {
-            let execution = waited?;
+            let execution = (*waited)?;
             // The coordinator answers early only for a change (or a
             // terminal execution); a full wait found none.
             let timed_out = !is_terminal(&execution) && began.elapsed() >= wait;
@@ -296,4 +299,26 @@ pub(crate) fn cancel_reply(answer: &baton_proto::coordinator::v1::CancelExecutio
         out["execution"] = view::owner(e);
     }
     out
+}
+
+#[cfg(test)]
+mod sizes {
+    use super::*;
+
+    fn output_size<A, B, C, D, R, F: Fn(A, B, C, D) -> R>(_: &F) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    fn output_size5<A, B, C, D, E, R, F: Fn(A, B, C, D, E) -> R>(_: &F) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    #[test]
+    fn a_long_poll_is_a_small_future() {
+        let handler = output_size(&get_execution);
+        let waiting =
+            output_size5(&|s: &AppState, b: &Bearer, sc: &Scope, id: &str, w: u64| read_waiting(s, b, sc, id, w));
+        println!("get_execution future: {handler} bytes; read_waiting: {waiting} bytes");
+        assert!(handler <= 1536, "a long poll's future is {handler} bytes");
+    }
 }

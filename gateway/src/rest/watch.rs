@@ -229,7 +229,9 @@ async fn connect(
         Err(e) => return ApiError::from(e).into_response(),
     }
     let scope = Scope { org_id: ticket.org_id.clone(), project_id: ticket.project_id.clone(), gateway_id: None };
-    let first = match state.coordinator.execution(&bearer, &scope, &ticket.execution_id).await {
+    // Through the wait hub, as a long poll's first read: a burst of sockets
+    // opening is answered in batches on its stream, not a call each.
+    let first = match state.coordinator.read_before_wait(&bearer, &scope, &ticket.execution_id).await {
         Ok(v) => v,
         Err(e) => return ApiError::from(e).into_response(),
     };
@@ -240,7 +242,8 @@ async fn connect(
         scope,
         execution_id: ticket.execution_id,
         until: Instant::now() + left,
-        view: first,
+        status: first.status(),
+        view: Some(Box::new(first)),
         _place: place,
     });
     // Frames from the client are only read to notice it left: keep them small.

@@ -9,7 +9,6 @@
 
 use crate::app::AppState;
 use crate::coordinator::{Bearer, Scope};
-use crate::execution::is_terminal;
 use crate::rest::view;
 use crate::waits::WaitPermit;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
@@ -35,8 +34,12 @@ pub struct Watch {
     pub scope: Scope,
     pub execution_id: String,
     pub until: Instant,
-    /// The latest view read: the first until a change arrives.
-    pub view: ExecutionView,
+    /// The view read and not yet sent: the first, then each change. Once
+    /// sent only its status is kept (below), not the whole view, and the
+    /// view is boxed so that a parked watch does not keep room for one.
+    pub view: Option<Box<ExecutionView>>,
+    /// The status of the last view sent.
+    pub status: ExecutionStatus,
     /// The wait place this socket holds while it is open (kept for its drop).
     pub _place: WaitPermit,
 }
@@ -141,14 +144,20 @@ async fn while_connected<F: std::future::Future>(
 pub async fn run(mut socket: WebSocket, mut watch: Box<Watch>) {
     let mut sent = Sent::default();
     loop {
-        let Watch { state, bearer, scope, execution_id, until, view, _place } = &mut *watch;
+        let Watch { state, bearer, scope, execution_id, until, view, status, _place } = &mut *watch;
         let until = *until;
-        for message in sent.news(view) {
+        // Taken apart here, not across the sends below: a view held over an
+        // await would be laid out in this future for the socket's life.
+        let news = view.take().map(|view| {
+            *status = view.status();
+            sent.news(&view)
+        });
+        for message in news.unwrap_or_default() {
             if !send(&mut socket, &message).await {
                 return;
             }
         }
-        let end = if is_terminal(view) {
+        let end = if status.is_terminal() {
             Some(End::Terminal)
         } else if Instant::now() >= until {
             Some(End::TimedOut)
@@ -164,21 +173,21 @@ pub async fn run(mut socket: WebSocket, mut watch: Box<Watch>) {
             return;
         }
         let left = until.saturating_duration_since(Instant::now());
-        let chunk = if view.status() == ExecutionStatus::InputRequired { left.min(INPUT_WAIT_CHUNK) } else { left };
+        let chunk = if *status == ExecutionStatus::InputRequired { left.min(INPUT_WAIT_CHUNK) } else { left };
         // Boxed: inline, the wait was laid out in this future twice (as the
         // local and inside `while_connected`), for as long as the socket is open.
-        let wait = Box::pin(state.coordinator.wait(bearer, scope, execution_id, chunk, view.status()));
+        let wait = Box::pin(state.coordinator.wait(bearer, scope, execution_id, chunk, *status));
         let Some(waited) = while_connected(&mut socket, state, wait).await else { return };
         match waited {
             // The loop's head answers the shutdown.
             None => continue,
-            Some(Ok(next)) => *view = next,
+            Some(Ok(next)) => *view = Some(Box::new(next)),
             Some(Err(e)) if matches!(e.code, ErrorCode::Unavailable | ErrorCode::CapacityExceeded) => {
                 // The coordinator is busy or out of reach for a moment: the
                 // watch pauses as asked and waits again, rather than ending.
                 let pause = Duration::from_millis(e.retry_after_ms.unwrap_or(1_000).clamp(100, 10_000))
                     .min(until.saturating_duration_since(Instant::now()));
-                if while_connected(&mut socket, state, tokio::time::sleep(pause)).await.is_none() {
+                if while_connected(&mut socket, state, Box::pin(tokio::time::sleep(pause))).await.is_none() {
                     return;
                 }
             }
@@ -253,11 +262,17 @@ mod sizes {
 
     /// A socket's task lives as long as the watch: its future's size is paid
     /// per open watch (it was 4.6 KiB before the watch was boxed and read in
-    /// place and the coordinator wait boxed).
+    /// place, the coordinator wait and the pause boxed, and no view held
+    /// across a send).
     #[test]
     fn a_watch_socket_is_a_small_future() {
         let size = output_size(&|ws: WebSocket, w: Box<Watch>| run(ws, w));
-        println!("socket::run future: {size} bytes");
+        println!(
+            "socket::run future: {size} bytes; WebSocket {}, Watch {}, ExecutionView {}",
+            std::mem::size_of::<WebSocket>(),
+            std::mem::size_of::<Watch>(),
+            std::mem::size_of::<ExecutionView>()
+        );
         assert!(size <= 2048, "a watch socket's future is {size} bytes");
     }
 }
