@@ -143,7 +143,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     let coordinator_addr = coordinator_listener.local_addr()?;
     let mut coordinator_options = roles::coordinator_options(&config, coordinator_addr)?;
     coordinator_options.migrate = true;
-    let gateway_listener = TcpListener::bind(args.listen).await?;
+    let gateway_listener = baton_gateway::bind(args.listen)?;
     let http = gateway_listener.local_addr()?;
     let mut gateway_options = roles::gateway_options(&config, http)?;
     gateway_options.coordinator_url = format!("http://{coordinator_addr}");

@@ -234,7 +234,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(at) = config.telemetry.metrics_addr {
                 telemetry::serve_metrics(at, guard.metrics(), shutdown.clone()).await?;
             }
-            let listener = TcpListener::bind(addr).await?;
+            let listener = baton_gateway::bind(addr)?;
             let result = baton_gateway::run(options, listener, shutdown).await;
             guard.shutdown().await;
             result?;

@@ -124,8 +124,10 @@ impl IntoResponse for ApiError {
 /// wrong method, body over the limit) get the same JSON shape as ours; headers
 /// such as `Allow` are kept. Malformed requests it refused are [`Unverified`]:
 /// no handler, hence no coordinator, saw their credential. Any body type: the
-/// body limit's own answers come through here too.
-pub async fn json_framework_errors<B>(response: http::Response<B>) -> Response
+/// body limit's own answers come through here too. A plain function, applied
+/// with `tower::util::MapResponseLayer`: axum's `map_response` boxed every
+/// request's future once more, and a parked wait keeps that box.
+pub fn json_framework_errors<B>(response: http::Response<B>) -> Response
 where
     B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,

@@ -31,7 +31,7 @@ use tower::ServiceBuilder;
 
 pub use app::{AppState, Options};
 pub use coordinator::{Bearer, Coordinator, Scope};
-pub use serve::no_delay;
+pub use serve::{bind, no_delay};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -47,7 +47,7 @@ pub fn router(state: AppState) -> Router {
     // once per router (outermost first).
     let api_layers = ServiceBuilder::new()
         .layer(credentials::AuthenticateRefusals::new(state.clone()))
-        .layer(axum::middleware::map_response(
+        .layer(tower::util::MapResponseLayer::new(
             error::json_framework_errors::<tower_http::limit::ResponseBody<axum::body::Body>>,
         ))
         // A body that stalls is a slowloris too: each chunk must come in time.

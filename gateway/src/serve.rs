@@ -41,6 +41,22 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
+/// Connections the kernel may hold accepted-but-not-yet-taken (capped by
+/// `net.core.somaxconn`): a burst of clients opening at once (10,000 waits
+/// reconnecting after a deploy) must not find the queue full, or their SYNs
+/// are dropped and each connect waits out the retransmits (1 s, then 3 s…).
+/// tokio's own default is 1,024.
+const ACCEPT_BACKLOG: u32 = 4096;
+
+/// The listener a gateway serves on, with a deep accept queue.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    // As std's and tokio's own `bind` do: a restarted gateway rebinds at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 /// HTTP/2 pings: one after this long without a frame, and the connection is
 /// dropped when its answer takes longer than the timeout.
 const H2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);

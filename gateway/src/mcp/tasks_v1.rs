@@ -74,7 +74,7 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
         caller: ctx.caller.clone(),
         execution_id: id.to_owned(),
         elicitation: ctx.elicitation,
-        first: Some(snap),
+        first: Some(Box::new(snap)),
         known_status: ExecutionStatus::Unspecified,
         sent: HashSet::new(),
         queue: VecDeque::new(),
@@ -100,7 +100,9 @@ struct ResultStream {
     caller: Caller,
     execution_id: String,
     elicitation: bool,
-    first: Option<Snapshot>,
+    /// The first read, until the first step sends it; boxed, since a
+    /// parked stream would otherwise keep room for a view inline.
+    first: Option<Box<Snapshot>>,
     known_status: ExecutionStatus,
     /// Input requests already sent on this stream.
     sent: HashSet<String>,
@@ -111,7 +113,7 @@ struct ResultStream {
 impl ResultStream {
     async fn step(&mut self) {
         let snap = match self.first.take() {
-            Some(s) => Ok(Some(s)),
+            Some(s) => Ok(Some(*s)),
             None => self.next_snapshot().await,
         };
         let snap = match snap {
