@@ -87,7 +87,8 @@ const OFFER_CONNECTIONS: usize = 64;
 /// and for watches a client that keeps at most `OFFER_CONNECTIONS` idle.
 fn wait_targets(t: &Arc<Target>, waiters: usize, form: WaitForm, http2: bool) -> Result<Vec<Arc<Target>>, Failure> {
     let client = |http: reqwest::ClientBuilder| -> Result<Arc<Target>, Failure> {
-        let http = http.tcp_nodelay(true).build().map_err(|e| Failure::transport(&e))?;
+        // No TCP_USER_TIMEOUT, as for the bench's own client (`bench::run`).
+        let http = http.tcp_nodelay(true).tcp_user_timeout(None).build().map_err(|e| Failure::transport(&e))?;
         Ok(Arc::new(Target { http, ..(**t).clone() }))
     };
     if form == WaitForm::Ws {
