@@ -188,10 +188,15 @@ fn report(ended: Result<(), JoinError>) {
 /// requests, and finishes it gracefully on shutdown.
 async fn connection(builders: Arc<Builders>, tcp: TcpStream, app: Router, limits: Limits, shutdown: CancellationToken) {
     let opened = Instant::now();
-    let version = match tokio::time::timeout(limits.header_read_timeout, sniff(&tcp)).await {
-        Ok(Ok(Some(version))) => version,
-        // Closed, failed, or silent past the header timeout: nothing to serve.
-        Ok(Ok(None) | Err(_)) | Err(_) => return,
+    let version = tokio::select! {
+        sniffed = tokio::time::timeout(limits.header_read_timeout, sniff(&tcp)) => match sniffed {
+            Ok(Ok(Some(version))) => version,
+            // Closed, failed, or silent past the header timeout: nothing to serve.
+            Ok(Ok(None) | Err(_)) | Err(_) => return,
+        },
+        // Nothing was asked yet, so nothing is owed: a silent connection
+        // must not hold up the drain.
+        () = shutdown.cancelled() => return,
     };
     let activity = Arc::new(Activity::new(opened));
     let tracked = Arc::clone(&activity);

@@ -163,8 +163,16 @@ async fn a_credential_over_its_wait_bound_gets_429_while_others_are_served() {
 
 #[tokio::test]
 async fn sigterm_ends_a_parked_long_poll_at_once_saying_so() {
-    // A bound of one wait lets the test see when its long poll is parked.
-    let mut c = cluster(&[("BATON_GATEWAY__MAX_WAITS_PER_PRINCIPAL", "1")]).await;
+    // A bound of one wait lets the test see when its long poll is parked;
+    // header and drain bounds longer than the test's patience show that a
+    // connection that never said anything does not hold up the exit.
+    let mut c = cluster(&[
+        ("BATON_GATEWAY__MAX_WAITS_PER_PRINCIPAL", "1"),
+        ("BATON_GATEWAY__HEADER_READ_TIMEOUT_MS", "60000"),
+        ("BATON_GATEWAY__DRAIN_TIMEOUT_MS", "60000"),
+    ])
+    .await;
+    let _silent = TcpStream::connect(&c.gateways[0].addr).await.expect("connect");
     let alice = c.rest(0, &c.id.user_token);
     let id = sleeping(&alice).await;
     let began = Instant::now();
