@@ -140,16 +140,11 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
-/// Resident memory of a process, in KiB.
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    crate::memory::status_kib(&status, "VmRSS")
-}
-
-/// The largest RSS the process has had (its high-water mark).
-pub fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    crate::memory::status_kib(&status, "VmHWM")
+/// Resident memory of a process (`VmRSS`) and its high-water mark
+/// (`VmHWM`), in KiB, from one read of its status.
+pub fn rss_and_peak_kib(pid: u32) -> (Option<u64>, Option<u64>) {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return (None, None) };
+    (crate::memory::status_kib(&status, "VmRSS"), crate::memory::status_kib(&status, "VmHWM"))
 }
 
 #[cfg(test)]
@@ -175,6 +170,6 @@ mod tests {
     fn this_process_can_be_measured() {
         let me = std::process::id();
         assert!(cpu_ticks(me).is_some());
-        assert!(rss_kib(me).is_some_and(|kib| kib > 0));
+        assert!(rss_and_peak_kib(me).0.is_some_and(|kib| kib > 0));
     }
 }

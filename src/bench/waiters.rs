@@ -17,7 +17,7 @@
 //! loses a waiter. The process's file-descriptor limit is raised (soft to
 //! hard) by `scripts/bench-waiters.sh`, which runs this on the cluster topology.
 
-use super::probe::{Probe, cpu_ticks, peak_rss_kib, rss_kib};
+use super::probe::{Probe, cpu_ticks, rss_and_peak_kib};
 use super::report::Table;
 use super::stats::{Errors, Failure, Samples};
 use super::watch::{self, Watched};
@@ -123,7 +123,8 @@ struct Sample {
 }
 
 fn sample(pid: Option<u32>) -> Sample {
-    Sample { rss_kib: pid.and_then(rss_kib), peak_kib: pid.and_then(peak_rss_kib), ticks: pid.and_then(cpu_ticks) }
+    let (rss_kib, peak_kib) = pid.map_or((None, None), rss_and_peak_kib);
+    Sample { rss_kib, peak_kib, ticks: pid.and_then(cpu_ticks) }
 }
 
 /// One long-polling waiter: polls `id` until it has ended; when the answer arrived.
