@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit and store-contract tests, the
 # black-box tests against real processes, and the external checks (official
-# clients and fuzzers) that have landed. Needs PostgreSQL on 127.0.0.1:5432
-# (trust auth, user postgres) and Redis on 127.0.0.1:6379; TEST_POSTGRES_URL
-# and TEST_REDIS_URL override them. Tests create their own databases and key
+# clients and fuzzers) that have landed. scripts/setup.sh runs first: it
+# installs the Debian packages that are missing and, when nothing answers at
+# TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres, trust
+# auth) or TEST_REDIS_URL (default redis://127.0.0.1:6379/), starts a private
+# server for this run instead. Tests create their own databases and key
 # prefixes, so they run in parallel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
-export TEST_POSTGRES_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
-export TEST_REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/}"
 export BATON_TOOLS_DIR="${BATON_TOOLS_DIR:-$HOME/.cache/baton-tools}"
+# Sourced, not run: the URLs it exports and the servers it starts (stopped
+# when this script exits) are for the steps below.
+. scripts/setup.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 

@@ -136,6 +136,10 @@ pub struct CoordinatorSection {
     /// The most concurrent assignments one worker session may declare; larger
     /// declared capacities are clamped to it.
     pub max_worker_capacity: u32,
+    /// The largest tool description a worker may register; larger is refused.
+    pub max_tool_description_bytes: usize,
+    /// The largest tool input schema a worker may register; larger is refused.
+    pub max_tool_schema_bytes: usize,
 }
 
 impl Default for CoordinatorSection {
@@ -144,6 +148,8 @@ impl Default for CoordinatorSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             advertise_url: None,
             max_worker_capacity: 512,
+            max_tool_description_bytes: 16 << 10,
+            max_tool_schema_bytes: 64 << 10,
         }
     }
 }
@@ -366,6 +372,15 @@ impl Config {
         }
         if !(1..=MAX_SESSION_CAPACITY).contains(&self.coordinator.max_worker_capacity) {
             return Err(field("coordinator.max_worker_capacity", format!("must be 1 to {MAX_SESSION_CAPACITY}")));
+        }
+        // A limit above what one gRPC message carries (4 MiB) could never be met.
+        for (name, bytes) in [
+            ("coordinator.max_tool_description_bytes", self.coordinator.max_tool_description_bytes),
+            ("coordinator.max_tool_schema_bytes", self.coordinator.max_tool_schema_bytes),
+        ] {
+            if !(1..=4 << 20).contains(&bytes) {
+                return Err(field(name, "must be 1 to 4194304"));
+            }
         }
         if self.security.cluster_secret.as_ref().is_some_and(|s| s.trim().len() < 32) {
             return Err(field("security.cluster_secret", "must be at least 32 characters"));

@@ -152,6 +152,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     }
     let mut worker_options = baton_worker::Options {
         coordinator_url: format!("http://{coordinator_addr}"),
+        coordinator_urls: Vec::new(),
         token: secrets.worker_token.clone().unwrap_or_default(),
         worker_id: "wk_dev".into(),
         capacity: 64,

@@ -32,6 +32,10 @@ pub fn coordinator_options(
         migrate: false,
         cluster_secret: c.security.cluster_secret.clone(),
         max_worker_capacity: c.coordinator.max_worker_capacity,
+        tool_limits: baton_coordinator::options::ToolLimits {
+            max_description_bytes: c.coordinator.max_tool_description_bytes,
+            max_schema_bytes: c.coordinator.max_tool_schema_bytes,
+        },
         server_tls,
         client_tls: crate::tls::client(c)?,
         webhooks: c.webhooks.options(),
@@ -82,6 +86,7 @@ pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton
 pub fn worker_options(c: &Config) -> Result<baton_worker::Options, config::Error> {
     Ok(baton_worker::Options {
         coordinator_url: c.worker.coordinator_url.clone(),
+        coordinator_urls: c.worker.coordinator_urls.clone(),
         token: c
             .worker
             .token

@@ -36,6 +36,8 @@ pub struct Options {
     pub cluster_secret: Option<String>,
     /// Declared worker capacities are clamped to this.
     pub max_worker_capacity: u32,
+    /// Bounds on what a worker may declare about a tool.
+    pub tool_limits: ToolLimits,
     /// Serve gRPC over TLS with this identity (and, when it names a client CA,
     /// verify client certificates: mTLS). `None` serves plaintext.
     pub server_tls: Option<tonic::transport::ServerTlsConfig>,
@@ -45,4 +47,19 @@ pub struct Options {
     pub client_tls: Option<tonic::transport::ClientTlsConfig>,
     /// Lifecycle webhooks: target policy, retries, delivery.
     pub webhooks: crate::webhooks::Options,
+}
+
+/// The largest tool description and input schema a worker may register.
+/// Every caller's `tools/list` carries them, so an unbounded one costs every
+/// caller (a 3 MB description made every list 3 MB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolLimits {
+    pub max_description_bytes: usize,
+    pub max_schema_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        ToolLimits { max_description_bytes: 16 << 10, max_schema_bytes: 64 << 10 }
+    }
 }

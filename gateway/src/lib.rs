@@ -83,7 +83,10 @@ pub fn state(options: Options, shutdown: CancellationToken) -> Result<AppState, 
 /// Serves until `shutdown` fires, then drains: the listener closes, parked
 /// waits answer at once, in-flight requests finish, and connections still
 /// open after `options.drain_timeout` are dropped.
-pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
+pub async fn run(mut options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
+    // The address actually bound (a configured port 0 is one the kernel chose):
+    // what this gateway names itself by when no configured host applies.
+    options.listen = listener.local_addr()?;
     let limits = serve::Limits {
         header_read_timeout: options.header_read_timeout,
         idle_timeout: options.idle_timeout,

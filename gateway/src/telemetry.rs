@@ -184,6 +184,38 @@ pub async fn mcp_operation<T>(
     baton_proto::trace::record_trace_id(&span);
     let started = Instant::now();
     let answer = operation.instrument(span).await;
-    mcp_duration().record(started.elapsed().as_secs_f64(), &[KeyValue::new("mcp.method.name", method.to_owned())]);
+    mcp_duration().record(started.elapsed().as_secs_f64(), &[KeyValue::new("mcp.method.name", method_label(method))]);
     answer
+}
+
+/// The methods Baton serves, in either era.
+const SERVED_METHODS: [&str; 10] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/update",
+];
+
+/// A method as a metric label: a method a caller made up is `other`, so
+/// callers cannot mint series.
+fn method_label(method: &str) -> &'static str {
+    SERVED_METHODS.into_iter().find(|m| *m == method).unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_method_nobody_serves_is_labelled_other() {
+        assert_eq!(super::method_label("tools/call"), "tools/call");
+        assert_eq!(super::method_label("tasks/update"), "tasks/update");
+        for made_up in ["evil/1", "tools/call2", "", "notifications/whatever"] {
+            assert_eq!(super::method_label(made_up), "other", "{made_up}");
+        }
+    }
 }

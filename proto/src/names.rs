@@ -119,6 +119,7 @@ names! {
         OwnerLost => "owner_lost",
         UnsupportedInteraction => "unsupported_interaction",
         InvocationRefused => "invocation_refused",
+        ProtocolError => "protocol_error",
     }
     TimelineEvent {
         Created => "created",

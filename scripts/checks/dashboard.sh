@@ -12,7 +12,7 @@ venv="$tools/venv-selenium"
   python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check "selenium==4.38.0"
 }
 command -v chromium >/dev/null && command -v chromedriver >/dev/null || {
-  echo "dashboard check needs Debian's chromium and chromium-driver (.ci/run installs them)" >&2
+  echo "dashboard check needs chromium and chromedriver: 'bash scripts/setup.sh' installs them (Debian's chromium and chromium-driver)" >&2
   exit 1
 }
 bin="${CARGO_TARGET_DIR:-target}/debug/baton"

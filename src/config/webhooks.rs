@@ -28,6 +28,8 @@ pub struct WebhooksSection {
     pub rotation_overlap_ms: i64,
     /// Delivery attempts one coordinator makes at once.
     pub concurrency: usize,
+    /// Endpoints one project may have; creating one more is refused.
+    pub max_endpoints_per_project: u32,
 }
 
 impl Default for WebhooksSection {
@@ -43,6 +45,7 @@ impl Default for WebhooksSection {
             poll_interval_ms: d.poll_interval_ms,
             rotation_overlap_ms: d.rotation_overlap_ms,
             concurrency: d.concurrency,
+            max_endpoints_per_project: d.max_endpoints_per_project,
         }
     }
 }
@@ -59,6 +62,7 @@ impl WebhooksSection {
             poll_interval_ms: self.poll_interval_ms,
             rotation_overlap_ms: self.rotation_overlap_ms,
             concurrency: self.concurrency,
+            max_endpoints_per_project: self.max_endpoints_per_project,
         }
     }
 
@@ -71,6 +75,7 @@ impl WebhooksSection {
             ("webhooks.poll_interval_ms", self.poll_interval_ms > 0),
             ("webhooks.rotation_overlap_ms", self.rotation_overlap_ms >= 0),
             ("webhooks.concurrency", (1..=4096).contains(&self.concurrency)),
+            ("webhooks.max_endpoints_per_project", (1..=1000).contains(&self.max_endpoints_per_project)),
         ] {
             if !positive {
                 return Err(field(name, "must be positive (concurrency at most 4096)"));

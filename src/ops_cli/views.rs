@@ -12,9 +12,19 @@ pub fn pretty(v: &Value) -> String {
 fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".to_owned(),
-        Value::String(s) => or_dash(Some(s)),
+        Value::String(s) => or_dash(Some(&printable(s))),
         other => other.to_string(),
     }
+}
+
+/// A string a worker or caller filled (a tool's error, a user id), with its
+/// control characters escaped: an escape sequence in a tool's error must not
+/// reach the operator's terminal, and a newline must not forge a line.
+fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_owned();
+    }
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// A page of the history: one row per run, and where the page sits.
@@ -79,7 +89,7 @@ pub fn detail(run: &Value) -> String {
                 None => "running",
             };
             let error = match (a["error"].as_str(), a["system_error_message"].as_str()) {
-                (Some(e), _) | (None, Some(e)) => e.to_owned(),
+                (Some(e), _) | (None, Some(e)) => printable(e),
                 (None, None) => "-".to_owned(),
             };
             vec![text(&a["attempt"]), text(&a["started_at"]), text(&a["duration_ms"]), outcome.to_owned(), error]
@@ -134,5 +144,17 @@ mod tests {
         assert!(!text.contains("input:"), "{text}");
         let text = detail(&json!({"id": "te_1", "input": {"q": 1}}));
         assert!(text.contains("input:\n  {\n    \"q\": 1\n  }"), "{text}");
+    }
+
+    #[test]
+    fn what_a_tool_or_caller_wrote_reaches_the_terminal_escaped() {
+        let hostile = "planned\u{1b}[2J\u{1b}]0;owned\u{7}\nforged: line";
+        let run = json!({"id": "te_1", "error_message": hostile, "user_id": "a\rb",
+            "attempts": [{"attempt": 1, "success": false, "error": hostile}]});
+        let text = detail(&run);
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        assert!(text.contains(r"planned\u{1b}[2J\u{1b}]0;owned\u{7}\nforged: line"), "{text}");
+        assert!(text.contains(r"a\rb"), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("forged")), "{text}");
     }
 }

@@ -224,6 +224,7 @@ async fn a_hosted_tool_declaring_task_time_input_is_refused_at_registration() {
     c.start_coordinator().await.expect("coordinator");
     let options = baton_worker::Options {
         coordinator_url: format!("http://{}", c.coordinators[0].addr),
+        coordinator_urls: Vec::new(),
         token: c.id.worker_token.clone(),
         worker_id: "wk_ask".into(),
         capacity: 1,

@@ -85,6 +85,16 @@ async fn rmcp_drives_the_tasks_extension_including_cancel() {
         other => panic!("Demo.Echo should answer at once, got {other:?}"),
     }
 
+    // The tool's own failure is a tool result the caller reads, not a JSON-RPC error.
+    let failing = client.peer().call_tool_once(call("Demo.Fail", json!({"retryable": false, "times": 1}))).await;
+    match failing.expect("tools/call of a failing tool") {
+        CallToolResponse::Complete(r) => {
+            assert_eq!(r.is_error, Some(true), "{r:?}");
+            assert_eq!(r.content[0].as_text().map(|t| t.text.as_str()), Some("planned failure 1 of 1"));
+        }
+        other => panic!("Demo.Fail should answer at once, got {other:?}"),
+    }
+
     // Two long calls at once: both wait out the same foreground budget.
     let (finishing, cancelling) = tokio::join!(start_task(&client, BEYOND_BUDGET), start_task(&client, 300.0));
     for created in [&finishing, &cancelling] {

@@ -85,6 +85,18 @@ async def main(dev):
             else:
                 raise AssertionError("the result of a cancelled task must raise")
 
+        async def tool_failure():
+            # fastmcp raises a tool result's isError as ToolError unless asked not to.
+            res = await c.call_tool("Demo.Fail", {"retryable": False, "times": 1}, raise_on_error=False)
+            check(res.is_error, f"is_error not set: {res}")
+            check(res.content[0].text == "planned failure 1 of 1", f"content {res.content}")
+            try:
+                await c.call_tool("Demo.Fail", {"retryable": False, "times": 1})
+            except ToolError as e:
+                check("planned failure 1 of 1" in str(e), f"ToolError says {e}")
+            else:
+                raise AssertionError("fastmcp must raise a tool's failure as ToolError")
+
         async def cancel_terminal():
             check("done" in state, "no finished task from the earlier case")
             await state["done"].cancel()  # an empty ack, also for a terminal task
@@ -110,6 +122,7 @@ async def main(dev):
             cases.run("a long tool becomes a task; tasks/get polls it to the inline result", task_to_completion),
             cases.run("tasks/cancel of a running task ends it cancelled", cancel_running),
         )
+        await cases.run("a tool's failure is a result with isError and its message", tool_failure)
         await cases.run("tasks/cancel of a terminal task is an ack and changes nothing", cancel_terminal)
         await cases.run("tasks/get without Mcp-Name is refused with -32020", mcp_name_required)
     return cases

@@ -103,6 +103,23 @@ async def session_test(dev):
                 else:
                     raise AssertionError(f"cancel of the {key} task must fail with -32602")
 
+        async def tool_failure_foreground():
+            # The tool's own failure is a result the model reads, not an exception.
+            res = await s.call_tool("Demo.Fail", {"retryable": False, "times": 1})
+            check(res.isError, f"isError not set: {res}")
+            check(res.content[0].text == "planned failure 1 of 1", f"content {res.content}")
+
+        async def tool_failure_task():
+            created = await s.experimental.call_tool_as_task("Demo.Fail", {"retryable": False, "times": 1})
+            tid = created.task.taskId
+            with anyio.fail_after(30):
+                async for st in s.experimental.poll_task(tid):
+                    final = st
+            check(final.status == "failed", f"a tool's failure ends the 2025-11-25 task failed: {final.status}")
+            res = await s.experimental.get_task_result(tid, types.CallToolResult)
+            check(res.isError, f"tasks/result must be the isError result: {res}")
+            check(res.content[0].text == "planned failure 1 of 1", f"content {res.content}")
+
         async def unknown_task():
             try:
                 await s.experimental.get_task("te_000000000000000000000000000")
@@ -118,6 +135,8 @@ async def session_test(dev):
         await cases.run("tasks/cancel of a running task answers cancelled", cancel_running)
         await cases.run("tasks/cancel of a terminal task is -32602", cancel_terminal)
         await cases.run("tasks/get of an unknown task is -32602", unknown_task)
+        await cases.run("a tool's failure in the foreground is a result with isError and its message", tool_failure_foreground)
+        await cases.run("a tool's failure as a task: status failed, tasks/result the isError result", tool_failure_task)
     return cases
 
 

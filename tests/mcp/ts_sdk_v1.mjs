@@ -80,6 +80,12 @@ await run("callToolStream of a failing tool ends in an error message", async () 
   check(last.type === "error", `last message ${JSON.stringify(last)}`);
 });
 
+await run("callTool of a failing tool answers a result with isError and its message", async () => {
+  const result = await client.callTool({ name: "Demo.Fail", arguments: { retryable: false, times: 1 } });
+  check(result.isError === true, `isError ${JSON.stringify(result)}`);
+  check(result.content[0].text === "planned failure 1 of 1", `content ${JSON.stringify(result.content)}`);
+});
+
 await run("listTasks shows the finished task; cancelTask of a running task", async () => {
   check(finished, "no finished task from the earlier case");
   const listed = (await client.experimental.tasks.listTasks()).tasks;

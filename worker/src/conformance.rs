@@ -132,7 +132,7 @@ impl Tool for ProtocolErrorJob {
 
     async fn call(&self, _input: Value, cx: Context) -> Result<Output, Failure> {
         sleep_or_cancel(Duration::from_millis(200), &cx).await?;
-        Err(Failure::error("protocol_error_job: the job failed before producing a result")
+        Err(Failure::protocol("protocol_error_job: the job failed before producing a result")
             .with_detail(json!({"developer_message": "conformance fixture; always fails"})))
     }
 }

@@ -8,6 +8,7 @@ pub mod conformance;
 pub mod dial;
 pub mod examples;
 pub mod metrics;
+pub mod reconnect;
 pub mod remote;
 pub mod runtime;
 pub mod sdk;

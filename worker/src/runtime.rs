@@ -7,6 +7,7 @@ mod attempts;
 mod wire;
 
 use crate::metrics::Metrics;
+use crate::reconnect::Reconnect;
 use crate::remote::link::{Relay, Uplink};
 use crate::remote::{RemoteServer, RemoteTool};
 use crate::sdk::{Context, Failure, Progress, ProgressSink, Tool};
@@ -28,6 +29,9 @@ use wire::{PROGRESS_INTERVAL, registration_of};
 #[derive(Clone, Debug)]
 pub struct Options {
     pub coordinator_url: String,
+    /// Further coordinators, tried in turn with `coordinator_url` whenever
+    /// the current one cannot be reached (see `crate::reconnect`).
+    pub coordinator_urls: Vec<String>,
     pub token: String,
     pub worker_id: String,
     pub capacity: u32,
@@ -154,24 +158,26 @@ impl Worker {
                 .collect();
             let _ = self.remote.set(found);
         }
-        let mut backoff = Duration::from_millis(100);
+        let mut reconnect = Reconnect::new(&self.options.coordinator_url, &self.options.coordinator_urls);
         while !self.drained(drain) {
-            match self.clone().session(&shutdown, drain).await {
-                Ok(()) => backoff = Duration::from_millis(100),
+            let url = reconnect.endpoint().to_owned();
+            match self.clone().session(&url, &shutdown, drain).await {
+                Ok(()) => {}
                 Err(SessionEnd::Refused(why)) => return Err(Error::Refused(why)),
                 Err(SessionEnd::Transport(why)) => {
-                    tracing::warn!(error = %why, "coordinator session failed; reconnecting");
+                    tracing::warn!(coordinator = %url, error = %why, "coordinator session failed; reconnecting");
                 }
             }
-            self.with_state(|s| s.outbox = None);
+            // The outbox is set once the coordinator accepted the registration.
+            let registered = self.with_state(|s| s.outbox.take().is_some());
+            let pause = reconnect.ended(registered);
             if self.drained(drain) {
                 break;
             }
             tokio::select! {
                 _ = shutdown.cancelled(), if !self.draining() => self.start_draining(),
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(pause) => {}
             }
-            backoff = (backoff * 2).min(Duration::from_secs(5));
         }
         let unfinished = self.with_state(|s| {
             s.attempts.cancel_all();
@@ -203,8 +209,13 @@ impl Worker {
         })
     }
 
-    async fn session(self: Arc<Self>, shutdown: &CancellationToken, drain: Duration) -> Result<(), SessionEnd> {
-        let channel = crate::dial::connect(&self.options.coordinator_url, self.options.tls.as_ref())
+    async fn session(
+        self: Arc<Self>,
+        url: &str,
+        shutdown: &CancellationToken,
+        drain: Duration,
+    ) -> Result<(), SessionEnd> {
+        let channel = crate::dial::connect(url, self.options.tls.as_ref())
             .await
             .map_err(|e| SessionEnd::Transport(e.to_string()))?;
         let mut client = WorkerSessionClient::new(channel);
@@ -424,6 +435,7 @@ impl Worker {
                 message: format!("this worker does not serve {:?}", a.tool_name),
                 retryable: false,
                 detail_json: String::new(),
+                protocol_error: true,
             });
         };
         let input = serde_json::from_str(&a.input_json).unwrap_or(serde_json::Value::Null);
@@ -484,6 +496,13 @@ impl Worker {
                 message,
                 retryable,
                 detail_json: if detail.is_null() { String::new() } else { detail.to_string() },
+                protocol_error: false,
+            }),
+            Err(Failure::Protocol { message, detail }) => settlement::Outcome::Error(wpb::ToolError {
+                message,
+                retryable: false,
+                detail_json: if detail.is_null() { String::new() } else { detail.to_string() },
+                protocol_error: true,
             }),
         }
     }
@@ -528,6 +547,7 @@ mod resend_tests {
     async fn an_unacknowledged_settlement_is_sent_again_after_a_heartbeat_interval() {
         let options = Options {
             coordinator_url: "http://127.0.0.1:1".into(),
+            coordinator_urls: Vec::new(),
             token: "t".into(),
             worker_id: "wk".into(),
             capacity: 1,

@@ -251,11 +251,20 @@ pub enum Failure {
     /// is shown to every reader; `detail` (developer message, extra fields,
     /// stack) is stored encrypted with the payload.
     Error { message: String, retryable: bool, detail: Value },
+    /// The tool's server could not handle the call at all (what MCP answers
+    /// with a JSON-RPC error rather than a tool result): MCP callers get a
+    /// protocol error, and the attempt is never retried. A tool's own
+    /// failure, which a model should read, is [`Failure::Error`].
+    Protocol { message: String, detail: Value },
     /// The tool stopped because it was asked to.
     Cancelled,
 }
 
 impl Failure {
+    pub fn protocol(message: impl Into<String>) -> Self {
+        Failure::Protocol { message: message.into(), detail: Value::Null }
+    }
+
     pub fn error(message: impl Into<String>) -> Self {
         Failure::Error { message: message.into(), retryable: false, detail: Value::Null }
     }
@@ -267,6 +276,7 @@ impl Failure {
     pub fn with_detail(self, detail: Value) -> Self {
         match self {
             Failure::Error { message, retryable, .. } => Failure::Error { message, retryable, detail },
+            Failure::Protocol { message, .. } => Failure::Protocol { message, detail },
             Failure::Cancelled => Failure::Cancelled,
         }
     }

@@ -107,6 +107,9 @@ pub enum Outcome {
     Cancelled,
     /// A remote server asked for an interaction Baton does not support.
     UnsupportedInteraction,
+    /// The tool's server failed the call at protocol level. Never retried:
+    /// whether the tool ran is unknown.
+    ProtocolError,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -299,6 +302,7 @@ pub fn apply(state: &State, event: &Event, now: Millis) -> Result<Transition, Ig
                 Outcome::UnsupportedInteraction => {
                     next.phase = Phase::Failed { reason: FailureReason::UnsupportedInteraction }
                 }
+                Outcome::ProtocolError => next.phase = Phase::Failed { reason: FailureReason::ProtocolError },
                 Outcome::ToolError { retryable: true }
                     if state.attempts < state.max_attempts && !state.cancel_requested =>
                 {

@@ -219,6 +219,7 @@ fn any_event() -> impl Strategy<Value = Event> {
         Just(Outcome::Success),
         Just(Outcome::Cancelled),
         Just(Outcome::UnsupportedInteraction),
+        Just(Outcome::ProtocolError),
         any::<bool>().prop_map(|retryable| Outcome::ToolError { retryable }),
     ];
     prop_oneof![
@@ -293,4 +294,14 @@ proptest! {
             prop_assert_eq!(state.phase.lease().is_some(), matches!(state.status(), Status::Working | Status::InputRequired));
         }
     }
+}
+
+#[test]
+fn a_protocol_error_fails_at_once_even_with_attempts_left() {
+    let s = run(&pending(), &[claim("w1")], 1);
+    assert!(s.max_attempts > 1, "the test needs attempts left");
+    let settle = Event::Settle { worker_id: "w1".into(), attempt: 1, outcome: Outcome::ProtocolError };
+    let t = apply(&s, &settle, 2).expect("settle");
+    assert_eq!(t.next.phase, Phase::Failed { reason: FailureReason::ProtocolError });
+    assert!(!t.effects.iter().any(|e| matches!(e, Effect::RetryAt(_))));
 }

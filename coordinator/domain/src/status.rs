@@ -52,15 +52,19 @@ pub enum FailureReason {
     UnsupportedInteraction,
     /// Refused before the tool ran (policy forbids it).
     InvocationRefused,
+    /// The tool's server failed the call at protocol level instead of
+    /// answering with a result (a remote MCP server's JSON-RPC error).
+    ProtocolError,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 5] = [
+    pub const ALL: [FailureReason; 6] = [
         FailureReason::ToolError,
         FailureReason::DeadlineExceeded,
         FailureReason::OwnerLost,
         FailureReason::UnsupportedInteraction,
         FailureReason::InvocationRefused,
+        FailureReason::ProtocolError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -70,6 +74,7 @@ impl FailureReason {
             FailureReason::OwnerLost => "owner_lost",
             FailureReason::UnsupportedInteraction => "unsupported_interaction",
             FailureReason::InvocationRefused => "invocation_refused",
+            FailureReason::ProtocolError => "protocol_error",
         }
     }
 

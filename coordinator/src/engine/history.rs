@@ -21,6 +21,9 @@ pub const DEFAULT_LIMIT: u32 = 100;
 /// Filter values (tool, toolkit, user) are at most this many characters.
 const MAX_FILTER_CHARS: usize = 512;
 
+/// What an attempt stopped by a cancel says where a failure would say why.
+pub const STOPPED_BY_CANCEL: &str = "stopped because the execution was cancelled";
+
 /// The outcome filter: success is `completed`, failure is `failed`. A
 /// cancelled run is neither (the owner stopped it; nothing failed), so it
 /// matches no outcome and appears only when the outcome is not filtered.
@@ -75,6 +78,9 @@ pub struct AttemptView {
     pub finished_at: Option<Millis>,
     /// `None` while the attempt runs.
     pub success: Option<bool>,
+    /// The attempt ended because its execution was cancelled (the tool was
+    /// stopped; it did not fail).
+    pub cancelled: bool,
     /// What the attempt reported when it failed (its settlement's message).
     pub error: Option<String>,
     /// The system's message when the system, not the tool, ended the attempt
@@ -257,8 +263,14 @@ impl Engine {
     /// An attempt's error is the tool's when a settlement ended it (the
     /// `settled` event written with it), the system's otherwise.
     fn attempt_view(&self, id: &str, a: AttemptRecord, timeline: &[EventRecord], outputs: bool) -> Result<AttemptView> {
-        let settled = a.finished_at.is_some_and(|at| timeline.iter().any(|e| e.at == at && e.kind == "settled"));
-        let (error, system_error) = if settled { (a.error_message, None) } else { (None, a.error_message) };
+        let ending: Vec<&EventRecord> =
+            a.finished_at.map(|at| timeline.iter().filter(|e| e.at == at).collect()).unwrap_or_default();
+        let settled = ending.iter().any(|e| e.kind == "settled");
+        let cancelled = a.success == Some(false) && ending.iter().any(|e| e.status == Status::Cancelled.as_str());
+        let (error, mut system_error) = if settled { (a.error_message, None) } else { (None, a.error_message) };
+        if cancelled && error.is_none() && system_error.is_none() {
+            system_error = Some(STOPPED_BY_CANCEL.to_owned());
+        }
         let open = |ct: &Option<Vec<u8>>, field: Field| -> Result<Option<String>> {
             match ct {
                 Some(ct) if outputs => Ok(Some(text(self.ring.open(id, field, ct)?))),
@@ -270,6 +282,7 @@ impl Engine {
             started_at: a.started_at,
             finished_at: a.finished_at,
             success: a.success,
+            cancelled,
             output: open(&a.output_ct, Field::Output)?,
             error_detail: open(&a.error_detail_ct, Field::ErrorDetail)?,
             error,

@@ -7,7 +7,7 @@ use super::{Engine, Error, Result, Scope, now_ms, token_hash};
 use crate::admission::Ticket;
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
-use crate::domain::{Event, ExecutionId, Ignored, Lifetime, Status};
+use crate::domain::{Event, ExecutionId, FailureReason, Ignored, Lifetime, Status};
 use crate::store::{Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
 use base64::Engine as _;
 use std::sync::atomic::Ordering;
@@ -27,6 +27,16 @@ pub struct StartRequest {
     pub idempotency_key: Option<String>,
     pub request_fingerprint: String,
     pub surface: &'static str,
+}
+
+/// What the owner reads of a finished execution besides its view.
+#[derive(Debug)]
+pub struct ResultRead {
+    pub record: ExecutionRecord,
+    /// The tool result, once completed.
+    pub result: Option<String>,
+    /// The detail the tool attached to its own failure (payload, like the result).
+    pub error_detail: Option<String>,
 }
 
 /// The provable outcome of a cancel request.
@@ -340,21 +350,22 @@ impl Engine {
         Ok((rows, next))
     }
 
-    /// The original tool result, when the execution completed.
-    pub async fn result(
-        &self,
-        authorization: Option<&str>,
-        scope: Scope<'_>,
-        id: &str,
-    ) -> Result<(ExecutionRecord, Option<String>)> {
+    /// The original tool result when the execution completed, or the detail
+    /// the tool attached to its own failure.
+    pub async fn result(&self, authorization: Option<&str>, scope: Scope<'_>, id: &str) -> Result<ResultRead> {
         let (_, record) = self.read_owned(authorization, scope, id).await?;
+        let open = |field, ct: &[u8]| -> Result<String> {
+            Ok(String::from_utf8(self.ring.open(&record.id, field, ct)?).unwrap_or_default())
+        };
         let result = match (&record.output_ct, record.status()) {
-            (Some(ct), Status::Completed) => {
-                Some(String::from_utf8(self.ring.open(&record.id, Field::Output, ct)?).unwrap_or_default())
-            }
+            (Some(ct), Status::Completed) => Some(open(Field::Output, ct)?),
             _ => None,
         };
-        Ok((record, result))
+        let error_detail = match (&record.error_detail_ct, record.failure_reason()) {
+            (Some(ct), Some(FailureReason::ToolError)) => Some(open(Field::ErrorDetail, ct)?),
+            _ => None,
+        };
+        Ok(ResultRead { record, result, error_detail })
     }
 
     pub async fn cancel(

@@ -47,6 +47,8 @@ pub enum Reported {
         message: String,
         retryable: bool,
         detail_json: String,
+        /// The server failed the call at protocol level (see the wire's `ToolError`).
+        protocol: bool,
     },
     /// The tool stopped because it was asked to.
     Cancelled,

@@ -77,6 +77,7 @@ impl World {
             migrate: false,
             cluster_secret: None,
             max_worker_capacity: 8,
+            tool_limits: Default::default(),
             server_tls: None,
             client_tls: None,
             webhooks: Default::default(),
@@ -195,7 +196,7 @@ async fn start_dispatch_settle_and_read_the_result() {
     assert!(matches!(rx.recv().await, Some(Command::SettlementAck(a)) if a == attempt));
     let woke = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("the wait answered");
     assert_eq!(woke.expect("task").expect("wait"), Status::Completed);
-    let (_, result) = w.engine.result(w.bearer().as_deref(), w.scope(), &id).await.expect("result");
+    let result = w.engine.result(w.bearer().as_deref(), w.scope(), &id).await.expect("result").result;
     assert_eq!(result.as_deref(), Some(r#"{"content":[]}"#));
 }
 

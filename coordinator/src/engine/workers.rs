@@ -12,6 +12,7 @@ use super::{Engine, Error, Result, now_ms};
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, Outcome, StopReason};
+use crate::options::ToolLimits;
 use crate::store::{EventData, ToolRecord};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,9 +50,42 @@ pub enum Settled {
 }
 
 /// Checks a declared tool and clamps what the worker may not decide alone.
-fn validated(mut t: ToolRecord) -> Result<ToolRecord> {
-    if t.name.is_empty() || t.name.len() > 128 {
-        return Err(Error::Invalid("tool name must be 1 to 128 characters".into()));
+/// MCP's tool-name alphabet: nothing a log line, a terminal or a client's
+/// parser could read as anything but a name.
+fn is_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/'))
+}
+
+fn validated(mut t: ToolRecord, limits: ToolLimits) -> Result<ToolRecord> {
+    if !is_tool_name(&t.name) {
+        // Quoted and escaped: the name is the worker's, and this error is logged.
+        let shown: String = t.name.chars().take(140).collect();
+        return Err(Error::Invalid(format!("tool name {shown:?} must be 1 to 128 of A-Z a-z 0-9 _ - . /")));
+    }
+    for (what, text) in [("toolkit name", &t.toolkit_name), ("toolkit version", &t.toolkit_version)] {
+        if text.len() > 128 || text.chars().any(char::is_control) {
+            return Err(Error::Invalid(format!(
+                "tool {:?}: {what} must be at most 128 bytes without control characters",
+                t.name
+            )));
+        }
+    }
+    if t.description.len() > limits.max_description_bytes {
+        return Err(Error::Invalid(format!(
+            "tool {:?}: description is {} bytes, over coordinator.max_tool_description_bytes ({})",
+            t.name,
+            t.description.len(),
+            limits.max_description_bytes
+        )));
+    }
+    if t.input_schema.len() > limits.max_schema_bytes {
+        return Err(Error::Invalid(format!(
+            "tool {:?}: input schema is {} bytes, over coordinator.max_tool_schema_bytes ({})",
+            t.name,
+            t.input_schema.len(),
+            limits.max_schema_bytes
+        )));
     }
     if t.task_time_input && !t.remote {
         return Err(Error::PolicyRefused(format!(
@@ -123,17 +157,23 @@ impl Engine {
         // A remote server's tool whose schema cannot be compiled (say, a `$ref`
         // to a URL) is left out rather than refusing the worker: the author of
         // that server is not this worker's author, and the other tools still work.
-        let tools = std::mem::take(&mut reg.tools)
-            .into_iter()
-            .filter(|t| {
-                let unusable = t.remote && crate::schema::check(&t.input_schema).is_err();
-                if unusable {
-                    tracing::warn!(tool = %t.name, worker_id = %reg.worker_id, "remote tool left out: its input schema does not compile");
-                }
-                !unusable
-            })
-            .map(validated)
-            .collect::<Result<Vec<_>>>()?;
+        if reg.capacity == 0 {
+            return Err(Error::Invalid("capacity must be at least 1".into()));
+        }
+        let limits = self.options.tool_limits;
+        // A remote server's tool that fails a check (a schema that does not
+        // compile, a name or description out of bounds) is left out rather
+        // than refusing the worker: the author of that server is not this
+        // worker's author, and the other tools still work.
+        let mut tools = Vec::with_capacity(reg.tools.len());
+        for t in std::mem::take(&mut reg.tools) {
+            let remote = t.remote;
+            match validated(t, limits) {
+                Ok(t) => tools.push(t),
+                Err(e) if remote => tracing::warn!(worker_id = %reg.worker_id, error = %e, "remote tool left out"),
+                Err(e) => return Err(e),
+            }
+        }
         let now = now_ms();
         if !self.store.bind_worker(&reg.worker_id, &credential_id, &project_id, now).await? {
             tracing::warn!(
@@ -343,13 +383,14 @@ impl Engine {
                 let payload_bytes = ct.len() as i64;
                 (Outcome::Success, EventData { output_ct: Some(ct), payload_bytes, ..Default::default() })
             }
-            Some(Reported::ToolError { message, retryable, detail_json }) => {
+            Some(Reported::ToolError { message, retryable, detail_json, protocol }) => {
                 let detail = (!detail_json.is_empty())
                     .then(|| self.ring.seal(&id, Field::ErrorDetail, detail_json.as_bytes()))
                     .transpose()?;
                 let message: String = message.chars().take(2_000).collect();
                 let data = EventData { error_message: Some(message), error_detail_ct: detail, ..Default::default() };
-                (Outcome::ToolError { retryable }, data)
+                let outcome = if protocol { Outcome::ProtocolError } else { Outcome::ToolError { retryable } };
+                (outcome, data)
             }
             Some(Reported::Cancelled) => (Outcome::Cancelled, EventData::default()),
             Some(Reported::UnsupportedInteraction(what)) => {

@@ -186,12 +186,16 @@ impl Coordinator for Api {
 
     async fn get_result(&self, req: Request<pb::GetResultRequest>) -> Reply<pb::GetResultResponse> {
         let r = req.get_ref();
-        let (record, result) = self
+        let read = self
             .engine
             .result(authorization(&req), scope(&r.org_id, &r.project_id), &r.execution_id)
             .await
             .map_err(to_status)?;
-        Ok(Response::new(pb::GetResultResponse { execution: Some(self.view(&record).await?), result_json: result }))
+        Ok(Response::new(pb::GetResultResponse {
+            execution: Some(self.view(&read.record).await?),
+            result_json: read.result,
+            error_detail_json: read.error_detail,
+        }))
     }
 
     async fn provide_input(&self, req: Request<pb::ProvideInputRequest>) -> Reply<pb::ProvideInputResponse> {

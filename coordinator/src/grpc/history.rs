@@ -34,6 +34,7 @@ pub fn failure_reason(r: FailureReason) -> pb::FailureReason {
         FailureReason::OwnerLost => pb::FailureReason::OwnerLost,
         FailureReason::UnsupportedInteraction => pb::FailureReason::UnsupportedInteraction,
         FailureReason::InvocationRefused => pb::FailureReason::InvocationRefused,
+        FailureReason::ProtocolError => pb::FailureReason::ProtocolError,
     }
 }
 
@@ -86,6 +87,7 @@ fn attempt(a: &AttemptView) -> pb::HistoryAttempt {
         started_at_ms: a.started_at,
         finished_at_ms: a.finished_at,
         success: a.success,
+        cancelled: a.cancelled,
         error_message: a.error.clone().unwrap_or_default(),
         system_error_message: a.system_error.clone().unwrap_or_default(),
         output_json: a.output.clone(),

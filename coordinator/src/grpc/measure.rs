@@ -48,6 +48,13 @@ pub struct RpcMetrics<S> {
     duration: Histogram<f64>,
 }
 
+/// The labels of a call: tonic answers a path it does not serve with
+/// UNIMPLEMENTED (12) before any handler, so such a call is `unknown`, and a
+/// caller cannot mint series by making paths up.
+fn served(service: String, method: String, code: &str) -> (String, String) {
+    if code == "12" { ("unknown".to_owned(), "unknown".to_owned()) } else { (service, method) }
+}
+
 /// `("baton.coordinator.v1.Coordinator", "StartExecution")` from `/baton.coordinator.v1.Coordinator/StartExecution`.
 fn service_and_method(path: &str) -> (String, String) {
     match path.trim_start_matches('/').split_once('/') {
@@ -82,6 +89,7 @@ where
                 Ok(r) => r.headers().get("grpc-status").and_then(|v| v.to_str().ok()).unwrap_or("0").to_owned(),
                 Err(_) => "transport".to_owned(),
             };
+            let (service, method) = served(service, method, &code);
             let labels = [
                 KeyValue::new("rpc.system", "grpc"),
                 KeyValue::new("rpc.service", service),
@@ -101,5 +109,13 @@ mod tests {
         let (s, m) = super::service_and_method("/baton.coordinator.v1.Coordinator/StartExecution");
         assert_eq!((s.as_str(), m.as_str()), ("baton.coordinator.v1.Coordinator", "StartExecution"));
         assert_eq!(super::service_and_method("/").0, "unknown");
+    }
+
+    #[test]
+    fn paths_nobody_serves_share_one_label() {
+        let made_up = super::service_and_method("/evil.Service/Method123");
+        assert_eq!(super::served(made_up.0, made_up.1, "12"), ("unknown".to_owned(), "unknown".to_owned()));
+        let real = super::service_and_method("/baton.coordinator.v1.Coordinator/GetExecution");
+        assert_eq!(super::served(real.0, real.1, "5").1, "GetExecution");
     }
 }

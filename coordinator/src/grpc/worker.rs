@@ -198,9 +198,12 @@ fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
             attempt: attempt(s.execution_id, s.attempt),
             outcome: s.outcome.map(|o| match o {
                 settlement::Outcome::ResultJson(json) => Reported::Result(json),
-                settlement::Outcome::Error(e) => {
-                    Reported::ToolError { message: e.message, retryable: e.retryable, detail_json: e.detail_json }
-                }
+                settlement::Outcome::Error(e) => Reported::ToolError {
+                    message: e.message,
+                    retryable: e.retryable,
+                    detail_json: e.detail_json,
+                    protocol: e.protocol_error,
+                },
                 settlement::Outcome::Cancelled(_) => Reported::Cancelled,
                 settlement::Outcome::UnsupportedInteraction(what) => Reported::UnsupportedInteraction(what),
             }),

@@ -169,10 +169,12 @@ pub(super) fn enqueue_parts(
 }
 
 impl Store {
-    pub async fn create_webhook(&self, e: &EndpointRecord) -> Result<()> {
-        sqlx::query(
+    /// Stores `e` unless its project already has `cap` endpoints; false then.
+    pub async fn create_webhook(&self, e: &EndpointRecord, cap: u32) -> Result<bool> {
+        let done = sqlx::query(
             "INSERT INTO webhook_endpoints (id, org_id, project_id, url, event_type, secret_ct, previous_secret_ct, \
-             previous_until, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, NULL, NULL, $7, $8, $8)",
+             previous_until, enabled, created_at, updated_at) SELECT $1, $2, $3, $4, $5, $6, NULL, NULL, $7, $8, $8 \
+             WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE project_id = $3) < $9",
         )
         .bind(&e.id)
         .bind(&e.org_id)
@@ -182,9 +184,10 @@ impl Store {
         .bind(&e.secret_ct)
         .bind(i64::from(e.enabled))
         .bind(e.created_at)
+        .bind(i64::from(cap))
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     /// A project's endpoints, oldest first.

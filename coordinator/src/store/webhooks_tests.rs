@@ -30,9 +30,9 @@ async fn signals_are_written_with_their_transition_and_leased_to_one_deliverer()
         for p in ["p1", "p2"] {
             s.create_project(p, "org_1", p, 1).await.expect("project");
         }
-        s.create_webhook(&endpoint("wh_a", "p1", true)).await.expect("endpoint");
-        s.create_webhook(&endpoint("wh_b", "p1", true)).await.expect("endpoint");
-        s.create_webhook(&endpoint("wh_off", "p2", false)).await.expect("endpoint");
+        assert!(s.create_webhook(&endpoint("wh_a", "p1", true), 10).await.expect("endpoint"));
+        assert!(s.create_webhook(&endpoint("wh_b", "p1", true), 10).await.expect("endpoint"));
+        assert!(s.create_webhook(&endpoint("wh_off", "p2", false), 10).await.expect("endpoint"));
         let signalled = new_execution("p1", "u1", None, "f", 1_000);
         let quiet = new_execution("p2", "u1", None, "f", 1_000);
         s.create_execution(&signalled).await.expect("create");
@@ -99,7 +99,7 @@ async fn a_batch_of_settlements_writes_each_row_event_attempt_and_signal() {
     for b in backends().await {
         b.store.create_org("org_1", "o", 1).await.expect("org");
         b.store.create_project("p1", "org_1", "p1", 1).await.expect("project");
-        b.store.create_webhook(&endpoint("we_batch", "p1", true)).await.expect("endpoint");
+        assert!(b.store.create_webhook(&endpoint("we_batch", "p1", true), 10).await.expect("endpoint"));
         let mut ids = Vec::new();
         for i in 0..3 {
             let new = new_execution("p1", "u1", None, "f", 1_000 + i);
@@ -161,5 +161,21 @@ async fn a_batch_of_settlements_writes_each_row_event_attempt_and_signal() {
         ];
         expected.sort();
         assert_eq!(signalled, expected, "{}: one signal per settlement, none for the ignored event", b.name);
+    }
+}
+
+#[tokio::test]
+async fn a_project_holds_at_most_its_cap_of_endpoints() {
+    for b in backends().await {
+        let s = &b.store;
+        s.create_org("org_1", "o", 1).await.expect("org");
+        for p in ["p1", "p2"] {
+            s.create_project(p, "org_1", p, 1).await.expect("project");
+        }
+        assert!(s.create_webhook(&endpoint("wh_1", "p1", true), 2).await.expect("first"));
+        assert!(s.create_webhook(&endpoint("wh_2", "p1", false), 2).await.expect("second"));
+        assert!(!s.create_webhook(&endpoint("wh_3", "p1", true), 2).await.expect("third"), "{}", b.name);
+        assert!(s.create_webhook(&endpoint("wh_4", "p2", true), 2).await.expect("another project"), "{}", b.name);
+        assert_eq!(s.webhooks("p1").await.expect("list").len(), 2, "{}", b.name);
     }
 }

@@ -8,7 +8,7 @@
 
 use super::records::{ExecutionRecord, phase_columns};
 use super::{Error, Result};
-use crate::domain::{Effect, Event, FailureReason, Millis, Phase, Transition};
+use crate::domain::{Effect, Event, FailureReason, Millis, Phase, Status, Transition};
 use sqlx::any::{Any, AnyArguments};
 use sqlx::{Arguments, AssertSqlSafe, Transaction};
 
@@ -52,6 +52,7 @@ pub fn default_message(reason: FailureReason) -> &'static str {
         FailureReason::OwnerLost => "the worker running this execution stopped responding",
         FailureReason::UnsupportedInteraction => "the tool requested an interaction Baton does not support",
         FailureReason::InvocationRefused => "the tool's execution policy refused this invocation",
+        FailureReason::ProtocolError => "the tool's server failed the call with a protocol error",
     }
 }
 
@@ -130,6 +131,12 @@ pub fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
     after.summary = p.data.summary.clone().or(after.summary);
     after.output_ct = p.data.output_ct.clone().or(after.output_ct);
     after.error_detail_ct = p.data.error_detail_ct.clone().or(after.error_detail_ct);
+    if next.status() == Status::Completed {
+        // An earlier attempt's failure is the attempt's, not the execution's:
+        // a completed execution carries no error (its attempts keep theirs).
+        after.error_message = None;
+        after.error_detail_ct = None;
+    }
     after.payload_bytes += p.data.payload_bytes;
     after.remote_task_id = if next.remote_task { p.data.remote_task_id.clone().or(after.remote_task_id) } else { None };
     after.version = before.version + 1;

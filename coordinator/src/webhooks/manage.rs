@@ -123,9 +123,24 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    store.create_webhook(&endpoint).await?;
-    audit(store, actor, &endpoint, action::CREATE, Some(format!("url={}", endpoint.url))).await?;
+    let cap = options.max_endpoints_per_project;
+    if !store.create_webhook(&endpoint, cap).await? {
+        return Err(Error::Invalid(format!(
+            "the project has {cap} webhook endpoints, the most webhooks.max_endpoints_per_project allows: delete one first"
+        )));
+    }
+    audit(store, actor, &endpoint, action::CREATE, Some(format!("url={}", redacted(&checked)))).await?;
     Ok(WithSecret { endpoint, secret })
+}
+
+/// A URL as the audit log keeps it: scheme, host, port and path; a query
+/// string or fragment (where secrets ride) only as `?…`.
+fn redacted(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    let hidden = shown.query().is_some() || shown.fragment().is_some();
+    shown.set_query(None);
+    shown.set_fragment(None);
+    if hidden { format!("{shown}?…") } else { shown.to_string() }
 }
 
 /// The endpoint, if it exists.

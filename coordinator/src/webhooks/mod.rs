@@ -41,6 +41,9 @@ pub struct Options {
     pub rotation_overlap_ms: i64,
     /// Attempts one replica makes at once.
     pub concurrency: usize,
+    /// Endpoints one project may have: each is one more delivery per run,
+    /// written in the settlement's own transaction.
+    pub max_endpoints_per_project: u32,
 }
 
 impl Default for Options {
@@ -55,6 +58,7 @@ impl Default for Options {
             poll_interval_ms: 1_000,
             rotation_overlap_ms: 24 * 3_600_000,
             concurrency: 64,
+            max_endpoints_per_project: 10,
         }
     }
 }

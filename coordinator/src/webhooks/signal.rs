@@ -42,6 +42,7 @@ fn reason_text(reason: FailureReason) -> &'static str {
         FailureReason::OwnerLost => "the worker running it stopped responding",
         FailureReason::UnsupportedInteraction => "the tool requested an unsupported interaction",
         FailureReason::InvocationRefused => "the tool's execution policy refused it",
+        FailureReason::ProtocolError => "the tool's server failed the call with a protocol error",
     }
 }
 

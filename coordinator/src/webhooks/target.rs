@@ -20,10 +20,42 @@ pub enum Class {
 pub fn classify(ip: IpAddr) -> Class {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => classify_v4(v4),
-            None => classify_v6(v6),
-        },
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+/// The stricter of two classes: an address carrying two IPv4 addresses
+/// (Teredo) is judged by the worse of them.
+fn stricter(a: Class, b: Class) -> Class {
+    match (a, b) {
+        (Class::Internal, _) | (_, Class::Internal) => Class::Internal,
+        (Class::Loopback, _) | (_, Class::Loopback) => Class::Loopback,
+        _ => Class::Public,
+    }
+}
+
+/// The IPv4 address(es) an IPv6 address carries, by the transition schemes
+/// that route it to that IPv4 host: behind NAT64, a 6to4 relay or a Teredo
+/// server, `[64:ff9b::7f00:1]` reaches 127.0.0.1, so it is judged as such.
+fn embedded_v4(ip: Ipv6Addr) -> Option<(Ipv4Addr, Option<Ipv4Addr>)> {
+    let s = ip.segments();
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        // IPv4-mapped ::ffff:0:0/96 and IPv4-translated ::ffff:0:0:0/96 (SIIT).
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => Some((low, None)),
+        // IPv4-compatible ::/96 (deprecated); `::` and `::1` are IPv6's own.
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi != 0 || lo > 1 => Some((low, None)),
+        // NAT64 well-known prefix 64:ff9b::/96.
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some((low, None)),
+        // 6to4 2002::/16: the relay's IPv4 in bits 16..48.
+        [0x2002, a, b, ..] => Some((Ipv4Addr::new((a >> 8) as u8, a as u8, (b >> 8) as u8, b as u8), None)),
+        // Teredo 2001::/32: the server's IPv4 in bits 32..64, the client's
+        // in the last 32 bits, inverted.
+        [0x2001, 0, a, b, ..] => {
+            let server = Ipv4Addr::new((a >> 8) as u8, a as u8, (b >> 8) as u8, b as u8);
+            Some((Ipv4Addr::from(!u32::from(low)), Some(server)))
+        }
+        _ => None,
     }
 }
 
@@ -53,7 +85,11 @@ fn classify_v4(ip: Ipv4Addr) -> Class {
 }
 
 fn classify_v6(ip: Ipv6Addr) -> Class {
-    let first = ip.segments()[0];
+    if let Some((carried, also)) = embedded_v4(ip) {
+        let class = classify_v4(carried);
+        return also.map_or(class, |v4| stricter(class, classify_v4(v4)));
+    }
+    let [first, second, third, ..] = ip.segments();
     if ip.is_loopback() {
         Class::Loopback
     } else if ip.is_unspecified()
@@ -62,8 +98,15 @@ fn classify_v6(ip: Ipv6Addr) -> Class {
         || (first & 0xfe00) == 0xfc00
         || (first & 0xffc0) == 0xfe80
         || (first & 0xffc0) == 0xfec0
-        // documentation 2001:db8::/32
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8)
+        // documentation 2001:db8::/32 and 3fff::/20
+        || (first == 0x2001 && second == 0x0db8)
+        || (first & 0xfff0) == 0x3ff0
+        // NAT64 local-use 64:ff9b:1::/48: where it carries the IPv4 address
+        // is the deployment's choice, so it is never called
+        || (first == 0x64 && second == 0xff9b && third == 1)
+        // discard-only 100::/64, benchmarking 2001:2::/48
+        || (first == 0x100 && second == 0 && third == 0 && ip.segments()[3] == 0)
+        || (first == 0x2001 && second == 2 && third == 0)
     {
         Class::Internal
     } else {
@@ -198,6 +241,85 @@ mod tests {
         }
         for s in ["93.184.215.14", "8.8.8.8", "2606:4700::1111", "172.32.0.1"] {
             assert_eq!(classify(ip(s)), Class::Public, "{s}");
+        }
+    }
+
+    /// Every spelling of an address that reaches an IPv4 host through a
+    /// transition scheme is judged as that host, when the endpoint is
+    /// created and when a delivery connects.
+    #[tokio::test]
+    async fn ipv6_carrying_ipv4_is_judged_by_the_ipv4_it_carries() {
+        use Class::{Internal as I, Loopback as L, Public as P};
+        let table: &[(&str, Class)] = &[
+            // IPv4-compatible ::/96
+            ("::7f00:1", L),
+            ("::127.0.0.1", L),
+            ("::a00:1", I),
+            ("::10.0.0.1", I),
+            ("::a9fe:a9fe", I),
+            ("::808:808", P),
+            ("::2", I),
+            // IPv4-mapped ::ffff:0:0/96
+            ("::ffff:127.0.0.1", L),
+            ("::ffff:7f00:1", L),
+            ("::ffff:169.254.169.254", I),
+            ("::ffff:192.168.0.1", I),
+            ("::ffff:8.8.8.8", P),
+            // IPv4-translated ::ffff:0:0:0/96
+            ("::ffff:0:7f00:1", L),
+            ("::ffff:0:127.0.0.1", L),
+            ("::ffff:0:a9fe:a9fe", I),
+            ("::ffff:0:ac10:1", I),
+            ("::ffff:0:808:808", P),
+            // NAT64 well-known 64:ff9b::/96
+            ("64:ff9b::7f00:1", L),
+            ("64:ff9b::127.0.0.1", L),
+            ("64:ff9b::a9fe:a9fe", I),
+            ("64:ff9b::169.254.169.254", I),
+            ("64:ff9b::c0a8:101", I),
+            ("64:ff9b::6440:1", I),
+            ("64:ff9b::808:808", P),
+            ("64:ff9b::1.1.1.1", P),
+            // NAT64 local-use 64:ff9b:1::/48, whatever follows
+            ("64:ff9b:1::808:808", I),
+            ("64:ff9b:1:7f00:1::", I),
+            // 6to4 2002::/16
+            ("2002:7f00:1::", L),
+            ("2002:7f00:0001:0:0:0:0:1", L),
+            ("2002:a00:1::1", I),
+            ("2002:a9fe:a9fe::", I),
+            ("2002:c0a8:101::1", I),
+            ("2002:808:808::1", P),
+            // Teredo 2001::/32: server 8.8.8.8 or 10.0.0.1, client inverted in the last 32 bits
+            ("2001:0:808:808::80ff:fffe", L),
+            ("2001:0:808:808::f5ff:fffe", I),
+            ("2001:0:a00:1::f7f7:f7f7", I),
+            ("2001:0:808:808::f7f7:f7f7", P),
+            // Other special IPv6 ranges
+            ("100::1", I),
+            ("2001:2::1", I),
+            ("3fff::1", I),
+            ("2001:db8::1", I),
+            ("fe80::7f00:1", I),
+            ("fc00::7f00:1", I),
+            ("::", I),
+            ("::1", L),
+            // Public IPv6 that only looks like it carries something
+            ("2606:4700::7f00:1", P),
+            ("2001:4860:4860::8888", P),
+            ("2003:7f00:1::", P),
+        ];
+        assert!(table.len() >= 40);
+        let strict = Policy { allow_loopback: false, allow_private: false };
+        for (spelling, class) in table {
+            assert_eq!(classify(ip(spelling)), *class, "{spelling}");
+            let url = format!("http://[{spelling}]:8080/hook");
+            // At creation: the endpoint is refused unless the address is public.
+            let created = check(&url, strict).await;
+            assert_eq!(created.is_ok(), *class == Class::Public, "{spelling} at creation: {created:?}");
+            // At connection time: a stored URL is re-judged before each delivery.
+            let parsed = parse(&url).expect("a well-formed URL");
+            assert_eq!(literal_allowed(&parsed, strict), *class == Class::Public, "{spelling} at connection");
         }
     }
 

@@ -195,6 +195,7 @@ fn problem(d: &pb::HistoryDetail) -> String {
         FailureReason::ToolError => "The tool reported an error it did not mark as retryable, or ran out of retries.",
         FailureReason::UnsupportedInteraction => "The tool asked for an interaction the caller could not provide.",
         FailureReason::InvocationRefused => "The worker refused to invoke the tool.",
+        FailureReason::ProtocolError => "The tool's server failed the call with a protocol error instead of a result.",
         FailureReason::Unspecified => "",
     };
     let message = if d.error_message.is_empty() {
@@ -253,6 +254,8 @@ fn attempts(d: &pb::HistoryDetail, now: i64) -> String {
         .map(|a| {
             let (class, label) = match a.success {
                 Some(true) => ("completed", "Succeeded"),
+                // Stopped because someone cancelled the run: the tool did not fail.
+                Some(false) if a.cancelled => ("cancelled", "Stopped by cancel"),
                 Some(false) => ("failed", "Failed"),
                 None => ("working", "Running"),
             };
@@ -522,6 +525,17 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("Owner lost"), "owner loss is explained");
         assert!(!html.contains("cancel-form"), "no cancel for a finished run");
+    }
+
+    #[test]
+    fn an_attempt_stopped_by_a_cancel_is_not_labelled_failed() {
+        let mut d = hostile(ExecutionStatus::Cancelled);
+        d.attempts[0].error_message.clear();
+        d.attempts[0].cancelled = true;
+        let html = attempts(&d, 3);
+        assert!(html.contains("Stopped by cancel") && !html.contains(">Failed<"), "{html}");
+        d.attempts[0].cancelled = false;
+        assert!(attempts(&d, 3).contains(">Failed<"));
     }
 
     #[test]

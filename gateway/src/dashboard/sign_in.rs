@@ -23,6 +23,15 @@ pub struct FormQuery {
     signed_out: Option<String>,
 }
 
+/// No dot segment, plain or percent-encoded, in the path: a browser resolves
+/// `…/p/../../q` to another project's page (or out of the dashboard).
+fn stays_put(next: &str) -> bool {
+    let path = next.split(['?', '#']).next().unwrap_or_default();
+    let lower = path.to_ascii_lowercase();
+    !path.split('/').any(|segment| segment == "." || segment == "..")
+        && !["%2e", "%2f", "%5c"].iter().any(|encoded| lower.contains(encoded))
+}
+
 /// Where to go after signing in: a dashboard page of this project, else the list.
 fn safe_next(path: &ProjectPath, next: Option<&str>) -> String {
     let base = path.base();
@@ -32,7 +41,8 @@ fn safe_next(path: &ProjectPath, next: Option<&str>) -> String {
                 && !n.contains("//")
                 && !n.contains('\\')
                 && !n.contains("/sign-")
-                && n.chars().all(|c| c.is_ascii_graphic()) =>
+                && n.chars().all(|c| c.is_ascii_graphic())
+                && stays_put(n) =>
         {
             n.to_owned()
         }
@@ -209,9 +219,18 @@ mod tests {
             "/dashboard/orgs/o/projects/p//evil",
             "/dashboard/orgs/o/projects/p/sign-out",
             "/dashboard/orgs/o/projects/p/\\evil",
+            "/dashboard/orgs/o/projects/p/../q/tool-executions",
+            "/dashboard/orgs/o/projects/p/../../../../admin",
+            "/dashboard/orgs/o/projects/p/./tool-executions",
+            "/dashboard/orgs/o/projects/p/%2e%2e/q/tool-executions",
+            "/dashboard/orgs/o/projects/p/%2E./q",
+            "/dashboard/orgs/o/projects/p/x%2f..%2fq",
         ] {
             assert_eq!(safe_next(&p, Some(bad)), list, "{bad}");
         }
         assert_eq!(safe_next(&p, None), list);
+        // A query may say anything; only the path is walked by the browser.
+        let query = "/dashboard/orgs/o/projects/p/tool-executions?user_id=a..b";
+        assert_eq!(safe_next(&p, Some(query)), query);
     }
 }

@@ -292,7 +292,12 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
             let mut structured = base();
             structured["result"] = result.clone();
             let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
-            let mut content = vec![json!({"type": "text", "text": format!("Execution {} completed.", v.execution_id)})];
+            let failed = task_view::is_tool_failure(v);
+            if failed {
+                structured["error"] = json!({"message": v.error_message, "failure_reason": v.failure_reason});
+            }
+            let ended = if failed { "failed" } else { "completed" };
+            let mut content = vec![json!({"type": "text", "text": format!("Execution {} {ended}.", v.execution_id)})];
             if let Some(items) = result.get("content").and_then(Value::as_array) {
                 content.extend(items.iter().cloned());
             }

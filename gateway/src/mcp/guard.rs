@@ -60,7 +60,7 @@ fn host_and_origin_checked(headers: &HeaderMap, authority: Option<&str>, allowed
 
 /// `host[:port]`, compared without the port against loopback names, and with
 /// or without it against the configured list.
-fn authority_allowed(authority: &str, allowed: &[String]) -> bool {
+pub fn authority_allowed(authority: &str, allowed: &[String]) -> bool {
     let authority = authority.trim();
     if authority.is_empty() || authority.contains('@') {
         return false;

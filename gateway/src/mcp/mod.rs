@@ -22,7 +22,7 @@ mod tool_defs;
 pub use tool_defs::ToolDefs;
 mod context;
 mod error;
-mod guard;
+pub(crate) mod guard;
 mod http;
 mod jsonrpc;
 mod legacy;

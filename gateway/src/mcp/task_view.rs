@@ -4,21 +4,35 @@
 //! inputRequests inline, `isError:true` → completed). Also the outcome a
 //! finished execution gives its original `tools/call`. Pure shaping, no I/O
 //! besides `snapshot`.
+//!
+//! The MCP tools spec keeps two kinds of failure apart, and so does this
+//! module: the tool's own failure (`tool_error`) is a tool result with
+//! `isError: true`, which the model reads and can correct itself by; a
+//! failure of the system around the tool (deadline, lost owner, revoked
+//! policy) or the caller's own cancel is a JSON-RPC error (README, "When a
+//! tool fails").
 
 use super::context::Caller;
 use super::error::{INTERNAL_ERROR, RpcError};
 use crate::json::rfc3339;
-use baton_proto::coordinator::v1::{CancelState, ExecutionStatus, ExecutionView, InputRequestState};
+use baton_proto::coordinator::v1::{CancelState, ExecutionStatus, ExecutionView, FailureReason, InputRequestState};
 use baton_proto::error::WireError;
 use serde_json::{Map, Value, json};
 
-/// An execution plus its tool result once it completed.
+/// An execution plus its tool result once it completed, or the detail the
+/// tool attached to its own failure.
 pub struct Snapshot {
     pub view: ExecutionView,
     pub result: Option<Value>,
+    pub error_detail: Option<Value>,
 }
 
 impl Snapshot {
+    /// A view alone, for an execution not finished (or not read further).
+    pub fn bare(view: ExecutionView) -> Snapshot {
+        Snapshot { view, result: None, error_detail: None }
+    }
+
     fn is_error_result(&self) -> bool {
         self.result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(false)
     }
@@ -37,19 +51,37 @@ pub async fn snapshot_before_wait(caller: &Caller, id: &str) -> Result<Snapshot,
     complete(caller, view).await
 }
 
-/// Adds the result to a view already read, when it completed.
+/// Adds the result (or the tool's error detail) to a view already read, when
+/// it completed (or the tool failed).
 pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
-    if view.status() != ExecutionStatus::Completed {
-        return Ok(Snapshot { view, result: None });
+    if view.status() != ExecutionStatus::Completed && !is_tool_failure(&view) {
+        return Ok(Snapshot::bare(view));
     }
     let answer = caller.coordinator().result(&caller.bearer, &caller.scope, &view.execution_id).await?;
     let result = answer.result_json.as_deref().map(parse_result);
-    Ok(Snapshot { view: answer.execution.unwrap_or(view), result })
+    let error_detail = answer.error_detail_json.as_deref().and_then(|d| serde_json::from_str(d).ok());
+    Ok(Snapshot { view: answer.execution.unwrap_or(view), result, error_detail })
 }
 
 /// The snapshot a settled `CallExecution` carries: its view and tool result.
 pub fn settled(view: ExecutionView, result_json: Option<&str>) -> Snapshot {
-    Snapshot { view, result: result_json.map(parse_result) }
+    Snapshot { view, result: result_json.map(parse_result), error_detail: None }
+}
+
+/// Whether the execution ended because the tool itself reported a failure.
+pub fn is_tool_failure(view: &ExecutionView) -> bool {
+    view.status() == ExecutionStatus::Failed && view.failure_reason == FailureReason::ToolError.name()
+}
+
+/// The tool's own failure as MCP's `CallToolResult`: its message as text
+/// content, and its detail as `structuredContent` when it gave an object.
+fn tool_failure_result(s: &Snapshot) -> Value {
+    let message = if s.view.error_message.is_empty() { "the tool failed" } else { s.view.error_message.as_str() };
+    let mut result = json!({"content": [{"type": "text", "text": message}], "isError": true});
+    if let Some(detail @ Value::Object(_)) = &s.error_detail {
+        result["structuredContent"] = detail.clone();
+    }
+    result
 }
 
 fn parse_result(raw: &str) -> Value {
@@ -67,13 +99,15 @@ fn parse_result(raw: &str) -> Value {
 }
 
 /// What the original `tools/call` answers for a finished execution: its tool
-/// result, or the JSON-RPC error of a failed or cancelled one. `None` while it
-/// still runs.
+/// result (an `isError` one when the tool failed), or the JSON-RPC error of an
+/// execution the system failed or the caller cancelled. `None` while it still
+/// runs.
 pub fn outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
     match s.view.status() {
         ExecutionStatus::Completed => {
             Some(Ok(s.result.clone().unwrap_or_else(|| json!({"content": [], "isError": false}))))
         }
+        ExecutionStatus::Failed if is_tool_failure(&s.view) => Some(Ok(tool_failure_result(s))),
         ExecutionStatus::Failed => Some(Err(failure(&s.view))),
         ExecutionStatus::Cancelled => Some(Err(
             RpcError::new(INTERNAL_ERROR, "the execution was cancelled").with_data(json!({"code": "cancelled"}))
@@ -166,11 +200,17 @@ pub fn mcp_status(status: ExecutionStatus) -> &'static str {
     }
 }
 
+/// The 2026-07-28 status: the tool's own failure is a `completed` task whose
+/// result says `isError: true`.
+pub fn v2_status(view: &ExecutionView) -> &'static str {
+    if is_tool_failure(view) { "completed" } else { mcp_status(view.status()) }
+}
+
 /// 2026-07-28 `Task` fields (the body of a CreateTaskResult).
 pub fn v2_task(view: &ExecutionView) -> Map<String, Value> {
     let mut task = Map::new();
     task.insert("taskId".into(), view.execution_id.clone().into());
-    task.insert("status".into(), mcp_status(view.status()).into());
+    task.insert("status".into(), v2_status(view).into());
     task.insert("createdAt".into(), rfc3339(view.created_at_ms));
     task.insert("lastUpdatedAt".into(), rfc3339(view.updated_at_ms));
     task.insert("ttlMs".into(), ttl_ms(view));

@@ -216,7 +216,7 @@ pub async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcEr
     let page = caller.coordinator().list(&caller.bearer, &caller.scope, cursor, LIST_PAGE).await?;
     // A completed execution needs its result to tell `completed` from `failed`.
     let snaps = futures_util::future::join_all(page.executions.into_iter().map(|view| async move {
-        let fallback = Snapshot { view: view.clone(), result: None };
+        let fallback = Snapshot::bare(view.clone());
         task_view::complete(caller, view).await.unwrap_or(fallback)
     }))
     .await;
@@ -247,7 +247,7 @@ pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, Rpc
         _ => {
             // The cancel is on record: in this dialect the task is cancelled from now on.
             view.set_cancel_state(CancelState::Requested);
-            Ok(task_view::v1_task(&Snapshot { view, result: None }))
+            Ok(task_view::v1_task(&Snapshot::bare(view)))
         }
     }
 }

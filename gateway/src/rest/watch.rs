@@ -104,8 +104,11 @@ fn refusal(status: StatusCode, code: ErrorCode, reason: &str, message: &str) -> 
     (status, axum::Json(body)).into_response()
 }
 
-/// `ws://` or `wss://` and the authority the caller used to reach us (a
-/// proxy's `X-Forwarded-Proto` says whether it terminated TLS).
+/// `ws://` or `wss://` and an authority the configuration names: the one the
+/// caller used when it is a loopback name or in `gateway.allowed_hosts`, else
+/// the gateway's own listen address. Never an arbitrary `Host`, which would
+/// send the single-use token wherever a forged header points. (A proxy's
+/// `X-Forwarded-Proto` says whether it terminated TLS.)
 fn socket_base(state: &AppState, headers: &HeaderMap) -> String {
     let secure = headers
         .get("x-forwarded-proto")
@@ -114,7 +117,8 @@ fn socket_base(state: &AppState, headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .filter(|h| h.bytes().all(|b| b.is_ascii_graphic()))
+        .filter(|h| crate::mcp::guard::authority_allowed(h, &state.options.allowed_hosts))
         .map_or_else(|| state.options.listen.to_string(), str::to_owned);
     format!("{}://{host}", if secure { "wss" } else { "ws" })
 }

@@ -78,6 +78,20 @@ async fn foreground(client: &Client) -> Outcome {
     }
 }
 
+/// The tool's own failure reaches the caller as a tool result it can read.
+async fn tool_failure(client: &Client) -> Outcome {
+    match client.peer().call_tool_once(call("Demo.Fail", json!({"retryable": false, "times": 1}))).await {
+        Ok(CallToolResponse::Complete(r))
+            if r.is_error == Some(true)
+                && r.content.first().and_then(|c| c.as_text()).map(|t| t.text.as_str())
+                    == Some("planned failure 1 of 1") =>
+        {
+            Ok(())
+        }
+        other => Err(format!("expected a result with isError and the tool's message: {other:?}")),
+    }
+}
+
 /// Demo.Sleep past `baton dev`'s foreground budget (10 s) becomes a task.
 const BEYOND_BUDGET: f64 = 11.0;
 
@@ -160,6 +174,7 @@ async fn main() -> ExitCode {
     } else {
         vec![
             ("foreground call", foreground(&client).await),
+            ("a tool's failure is a result with isError and its message", tool_failure(&client).await),
             ("task completes with its result inline", task_completes(&client).await),
             ("task cancelled, terminal cancel acknowledged", task_cancelled(&client).await),
             ("unknown task is -32602", unknown_task(&client).await),

@@ -29,12 +29,29 @@ pub enum Flow {
     Abandon,
 }
 
+/// The remote server failed the call (a JSON-RPC error, no usable answer):
+/// a protocol failure, which the caller sees as one, not the tool's own
+/// `isError` result (that arrives as a result and is passed on as it is).
 fn error(message: impl Into<String>, detail: Option<&Value>) -> Flow {
     Flow::Settle(Outcome::Error(wpb::ToolError {
         message: message.into(),
         retryable: false,
         detail_json: detail.map(Value::to_string).unwrap_or_default(),
+        protocol_error: true,
     }))
+}
+
+/// How a call that got no result settles; `task_known` when a remote task
+/// was started (or recorded by an earlier owner).
+fn failure(e: CallError, task_known: bool) -> Flow {
+    match e {
+        CallError::Unsupported(what) => Flow::Settle(Outcome::UnsupportedInteraction(what)),
+        CallError::Rpc { code, message, data } => error(message, Some(&json!({"code": code, "data": data}))),
+        CallError::Transport(_) if !task_known => {
+            error("the remote tool call's outcome is unknown (no answer from the server)", None)
+        }
+        other => error(other.to_string(), None),
+    }
 }
 
 /// What the 2025-11-25 `tasks/result` reader passes on.
@@ -234,14 +251,7 @@ impl<'a> Driver<'a> {
     }
 
     fn failed(&self, e: CallError) -> Flow {
-        match e {
-            CallError::Unsupported(what) => Flow::Settle(Outcome::UnsupportedInteraction(what)),
-            CallError::Rpc { code, message, data } => error(message, Some(&json!({"code": code, "data": data}))),
-            CallError::Transport(_) if !self.recorded && self.task.is_none() => {
-                error("the remote tool call's outcome is unknown (no answer from the server)", None)
-            }
-            other => error(other.to_string(), None),
-        }
+        failure(e, self.recorded || self.task.is_some())
     }
 
     /// The deadline passed: ask the remote task to stop, report a stop.
@@ -308,3 +318,24 @@ impl<'a> Driver<'a> {
 pub(crate) enum Never {}
 
 mod poll;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A remote server's JSON-RPC error, or no usable answer, is the server
+    /// failing the call: it settles as a protocol error (the caller gets a
+    /// JSON-RPC error), never as the tool's own `isError` failure.
+    #[test]
+    fn a_remote_protocol_failure_settles_as_a_protocol_error() {
+        let rpc = CallError::Rpc { code: -32603, message: "upstream exploded".into(), data: None };
+        let lost = CallError::Transport("reset".into());
+        for (e, message) in [(rpc, "upstream exploded"), (lost, "the remote tool call's outcome is unknown")] {
+            let Flow::Settle(Outcome::Error(err)) = failure(e, false) else { panic!("an error settlement") };
+            assert!(err.protocol_error && !err.retryable, "{err:?}");
+            assert!(err.message.starts_with(message), "{err:?}");
+        }
+        let asked = failure(CallError::Unsupported("sampling".into()), true);
+        assert_eq!(asked, Flow::Settle(Outcome::UnsupportedInteraction("sampling".into())));
+    }
+}

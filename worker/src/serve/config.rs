@@ -31,6 +31,9 @@ fn field(field: &'static str, problem: impl Into<String>) -> ConfigError {
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerSection {
     pub coordinator_url: String,
+    /// Further coordinators the worker tries in turn with `coordinator_url`
+    /// when the one it uses cannot be reached.
+    pub coordinator_urls: Vec<String>,
     pub token: Option<String>,
     pub id: Option<String>,
     pub capacity: u32,
@@ -49,6 +52,7 @@ impl Default for WorkerSection {
     fn default() -> Self {
         WorkerSection {
             coordinator_url: "http://127.0.0.1:7070".into(),
+            coordinator_urls: Vec::new(),
             token: None,
             id: None,
             capacity: 64,
@@ -169,6 +173,7 @@ impl WorkerConfig {
         let w = &self.worker;
         Ok(crate::Options {
             coordinator_url: w.coordinator_url.clone(),
+            coordinator_urls: w.coordinator_urls.clone(),
             token: w.token.clone().ok_or_else(|| field("worker.token", "is required"))?,
             worker_id: w.id.clone().unwrap_or_else(random_worker_id),
             capacity: w.capacity,

@@ -99,6 +99,7 @@ async fn the_history_shows_every_attempt_and_opens_payloads_for_admins_only() {
         message: "provider said 502".into(),
         retryable: true,
         detail_json: r#"{"stack":"canary-detail"}"#.into(),
+        protocol: false,
     };
     w.engine.handle(&session, vec![settlement(&first, failure)]).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -123,6 +124,7 @@ async fn the_history_shows_every_attempt_and_opens_payloads_for_admins_only() {
 
     let plain = w.engine.history_detail(key(&member).as_deref(), scope, &id, Reveal::default()).await.expect("detail");
     assert_eq!(plain.record.status(), Status::Completed);
+    assert_eq!(plain.record.error_message, None, "a completed run keeps no error of an earlier attempt");
     assert_eq!((plain.input.as_deref(), plain.output.as_deref()), (None, None));
     let errors: Vec<_> = plain.attempts.iter().map(|a| (a.number, a.success, a.error.as_deref())).collect();
     assert_eq!(errors, [(1, Some(false), Some("provider said 502")), (2, Some(true), None)]);

@@ -62,6 +62,23 @@ async fn get_waits_for_the_result() {
 }
 
 #[tokio::test]
+async fn get_answers_a_tools_failure_as_an_is_error_result_with_its_message() {
+    let h = harness().await;
+    call(&h, "slow", json!({})).await;
+    let id = h.fake.last_id();
+    h.fake.fail_with(&id, "tool_error", "planned failure 1 of 1", Some(r#"{"provider":"acme"}"#));
+    let r = call(&h, "Baton_GetToolExecution", json!({"execution_id": id})).await.result().clone();
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["structuredContent"]["state"], "failed");
+    assert_eq!(r["structuredContent"]["result"]["isError"], true);
+    assert_eq!(r["structuredContent"]["result"]["structuredContent"]["provider"], "acme");
+    assert_eq!(r["structuredContent"]["error"]["failure_reason"], "tool_error");
+    let texts: Vec<&str> =
+        r["content"].as_array().expect("content").iter().filter_map(|c| c["text"].as_str()).collect();
+    assert_eq!(texts, [format!("Execution {id} failed.").as_str(), "planned failure 1 of 1"]);
+}
+
+#[tokio::test]
 async fn get_refuses_long_waits_and_unknown_ids_alike() {
     let h = harness().await;
     call(&h, "slow", json!({})).await;

@@ -21,6 +21,7 @@ struct Exec {
     owner: String,
     view: ExecutionView,
     result: Option<String>,
+    error_detail: Option<String>,
 }
 
 #[derive(Default)]
@@ -136,11 +137,18 @@ impl Fake {
         });
     }
 
+    /// The tool itself failed, with `message` and no detail.
     pub fn fail(&self, id: &str, message: &str) {
+        self.fail_with(id, "tool_error", message, None);
+    }
+
+    /// The execution failed for `reason`; `detail` is what the tool attached.
+    pub fn fail_with(&self, id: &str, reason: &str, message: &str, detail: Option<&str>) {
         self.update(id, |e| {
             e.view.set_status(ExecutionStatus::Failed);
-            e.view.failure_reason = "tool_error".into();
+            e.view.failure_reason = reason.into();
             e.view.error_message = message.into();
+            e.error_detail = detail.map(str::to_owned);
         });
     }
 
@@ -255,7 +263,7 @@ impl Coordinator for Fake {
             cancel_state: CancelState::None as i32,
             ..Default::default()
         };
-        state.executions.insert(id, Exec { owner: user.into(), view: view.clone(), result });
+        state.executions.insert(id, Exec { owner: user.into(), view: view.clone(), result, error_detail: None });
         Ok(Response::new(StartExecutionResponse { execution: Some(view), replayed: false, result_json: None }))
     }
 
@@ -321,9 +329,13 @@ impl Coordinator for Fake {
     async fn get_result(&self, request: Request<GetResultRequest>) -> Result<Response<GetResultResponse>, Status> {
         let user = user_of(&request)?;
         let view = self.owned(user, &request.get_ref().execution_id)?;
-        let result = self.lock().executions.get(&view.execution_id).and_then(|e| e.result.clone());
+        let (result, detail) = match self.lock().executions.get(&view.execution_id) {
+            Some(e) => (e.result.clone(), e.error_detail.clone()),
+            None => (None, None),
+        };
         let result_json = if view.status() == ExecutionStatus::Completed { result } else { None };
-        Ok(Response::new(GetResultResponse { execution: Some(view), result_json }))
+        let error_detail_json = if view.failure_reason == "tool_error" { detail } else { None };
+        Ok(Response::new(GetResultResponse { execution: Some(view), result_json, error_detail_json }))
     }
 
     async fn provide_input(

@@ -126,6 +126,32 @@ async fn v1_is_error_result_ends_failed_and_replays_the_result() {
 }
 
 #[tokio::test]
+async fn v1_a_tools_failure_ends_failed_and_its_result_says_is_error() {
+    let h = harness().await;
+    let (_, session) = h.initialize("alice", V1, json!({})).await;
+    let tool = task(&h, &session, "slow").await;
+    let system = task(&h, &session, "slow").await;
+    h.fake.fail_with(&tool, "tool_error", "planned failure 1 of 1", None);
+    h.fake.fail_with(&system, "owner_lost", "the worker running the tool was lost", None);
+
+    let got = h.legacy("alice", &session, "tasks/get", json!({"taskId": tool})).await;
+    assert_eq!(got.result()["status"], "failed");
+    assert_eq!(got.result()["statusMessage"], "planned failure 1 of 1");
+    let result = h.legacy("alice", &session, "tasks/result", json!({"taskId": tool})).await;
+    assert_eq!(result.result()["isError"], true);
+    assert_eq!(result.result()["content"][0]["text"], "planned failure 1 of 1");
+    assert!(result.result().get("structuredContent").is_none(), "no detail was attached");
+    assert_eq!(result.result()["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], tool.as_str());
+
+    // A failure of the system around the tool replays as the JSON-RPC error.
+    let got = h.legacy("alice", &session, "tasks/get", json!({"taskId": system})).await;
+    assert_eq!(got.result()["status"], "failed");
+    let result = h.legacy("alice", &session, "tasks/result", json!({"taskId": system})).await;
+    assert_eq!(result.error_code(), -32603);
+    assert_eq!(result.body()["error"]["data"]["failureReason"], "owner_lost");
+}
+
+#[tokio::test]
 async fn v1_result_streams_input_requests_and_takes_answers_anywhere() {
     let h = harness().await;
     let (_, session) = h.initialize("alice", V1, json!({"elicitation": {}})).await;

@@ -78,23 +78,36 @@ async fn long_tool_becomes_a_flat_task_whose_result_is_inlined() {
 }
 
 #[tokio::test]
-async fn tool_error_ends_completed_and_failure_ends_failed() {
+async fn a_tools_failure_ends_completed_with_is_error_and_a_system_failure_ends_failed() {
     let h = harness().await;
-    let first = h.modern("alice", "tools/call", json!({"name": "slow", "arguments": {}}), true).await;
-    let second = h.modern("alice", "tools/call", json!({"name": "slow", "arguments": {}}), true).await;
-    let (a, b) = (first.result()["taskId"].as_str().expect("a"), second.result()["taskId"].as_str().expect("b"));
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let created = h.modern("alice", "tools/call", json!({"name": "slow", "arguments": {}}), true).await;
+        ids.push(created.result()["taskId"].as_str().expect("taskId").to_owned());
+    }
+    let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
     h.fake.finish(a, &text_result("nope", true));
-    h.fake.fail(b, "the tool crashed");
+    h.fake.fail_with(b, "tool_error", "the tool crashed", Some(r#"{"hint":"retry with a smaller page"}"#));
+    h.fake.fail_with(c, "deadline_exceeded", "the execution ran past its deadline", None);
 
     let got = h.modern("alice", "tasks/get", json!({"taskId": a}), true).await;
     assert_eq!(got.result()["status"], "completed");
     assert_eq!(got.result()["result"]["isError"], true);
 
+    // The tool's own failure is a result the model reads, detail included.
     let got = h.modern("alice", "tasks/get", json!({"taskId": b}), true).await;
+    assert_eq!(got.result()["status"], "completed");
+    assert!(got.result().get("error").is_none());
+    assert_eq!(got.result()["result"]["isError"], true);
+    assert_eq!(got.result()["result"]["content"][0]["text"], "the tool crashed");
+    assert_eq!(got.result()["result"]["structuredContent"]["hint"], "retry with a smaller page");
+
+    let got = h.modern("alice", "tasks/get", json!({"taskId": c}), true).await;
     assert_eq!(got.result()["status"], "failed");
     assert!(got.result().get("result").is_none());
     assert!(got.result()["error"]["code"].is_i64());
-    assert_eq!(got.result()["error"]["message"], "the tool crashed");
+    assert_eq!(got.result()["error"]["message"], "the execution ran past its deadline");
+    assert_eq!(got.result()["error"]["data"]["failureReason"], "deadline_exceeded");
 }
 
 #[tokio::test]
@@ -111,6 +124,21 @@ async fn no_task_without_the_extension_the_call_waits() {
     assert_eq!(message["result"]["resultType"], "complete");
     assert_eq!(message["result"]["content"][0]["text"], "waited");
     assert!(message["result"].get("taskId").is_none());
+}
+
+#[tokio::test]
+async fn a_waiting_call_whose_tool_fails_answers_an_is_error_result() {
+    let h = harness_with(|o| o.mcp_tasks_compatibility = false).await;
+    let (_, _, body) = h.open(modern_request("alice", "tools/call", json!({"name": "slow"}), false)).await;
+    let seen = h.fake.waits();
+    let reader = tokio::spawn(async move { read_until(&mut sse_messages(body), |m| m.get("id").is_some()).await });
+    h.fake.until_waits_exceed(seen).await;
+    h.fake.fail(&h.fake.last_id(), "planned failure 1 of 1");
+    let message = reader.await.expect("reader");
+    assert!(message.get("error").is_none(), "a tool's failure is no protocol error: {message}");
+    assert_eq!(message["result"]["resultType"], "complete");
+    assert_eq!(message["result"]["isError"], true);
+    assert_eq!(message["result"]["content"][0]["text"], "planned failure 1 of 1");
 }
 
 #[tokio::test]

@@ -1,0 +1,192 @@
+//! MCP and seed fidelity against a real cluster, in both protocol eras: a
+//! tool's own failure reaches the caller as a tool result it can read
+//! (`isError: true`, the tool's message as text, its detail as
+//! `structuredContent`), never as a JSON-RPC error; a completed execution
+//! carries no error of an earlier attempt.
+
+use crate::harness::{Cluster, Settings, eventually};
+use anyhow::{Context, Result, anyhow};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const V1: &str = "2025-11-25";
+const FAIL_ONCE: &str = "planned failure 1 of 1";
+
+/// An MCP client of one gateway, speaking either era by hand so the test sees
+/// the wire as it is.
+struct Mcp {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    /// Speaks 2025-11-25 (sessions) rather than 2026-07-28 (stateless).
+    legacy: bool,
+    /// The 2025-11-25 session, once initialized.
+    session: Option<String>,
+}
+
+impl Mcp {
+    fn modern(c: &Cluster, token: &str) -> Mcp {
+        Mcp {
+            http: c.http.clone(),
+            url: format!("http://{}/mcp/{}", c.gateways[0].addr, c.id.gateway_id),
+            token: token.to_owned(),
+            legacy: false,
+            session: None,
+        }
+    }
+
+    async fn legacy(c: &Cluster, token: &str) -> Result<Mcp> {
+        let mut mcp = Mcp { legacy: true, ..Mcp::modern(c, token) };
+        let init = mcp
+            .post(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": V1,
+                "capabilities": {}, "clientInfo": {"name": "baton-it-fidelity", "version": "1"}}}))
+            .await?;
+        let session = init.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).context("no session id")?;
+        mcp.session = Some(session.to_owned());
+        mcp.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
+        Ok(mcp)
+    }
+
+    async fn post(&self, body: Value) -> Result<reqwest::Response> {
+        let mut req =
+            self.http.post(&self.url).bearer_auth(&self.token).header("accept", "application/json, text/event-stream");
+        match &self.session {
+            Some(s) => req = req.header("mcp-session-id", s).header("mcp-protocol-version", V1),
+            None if self.legacy => {}
+            None => {
+                let method = body["method"].as_str().unwrap_or_default().to_owned();
+                req = req.header("mcp-protocol-version", "2026-07-28").header("mcp-method", method);
+                if let Some(name) = body["params"]["name"].as_str().or(body["params"]["taskId"].as_str()) {
+                    req = req.header("mcp-name", name.to_owned());
+                }
+            }
+        }
+        Ok(req.json(&body).send().await?)
+    }
+
+    /// One request; the JSON-RPC answer carrying its id (from JSON or SSE).
+    async fn request(&self, method: &str, mut params: Value) -> Result<Value> {
+        if !self.legacy {
+            params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "baton-it-fidelity", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
+        }
+        let reply = self.post(json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})).await?;
+        let status = reply.status();
+        let text = reply.text().await?;
+        anyhow::ensure!(status.is_success(), "{method}: HTTP {status}: {text}");
+        if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            return Ok(v);
+        }
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m["id"] == 7)
+            .ok_or_else(|| anyhow!("{method}: no answer in {text}"))
+    }
+
+    async fn call(&self, tool: &str, arguments: Value) -> Result<Value> {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments})).await
+    }
+}
+
+/// What every era must show for Demo.Fail's own failure.
+fn assert_tool_failure(answer: &Value, what: &str) {
+    assert!(answer.get("error").is_none(), "{what}: a tool's failure is no JSON-RPC error: {answer}");
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{what}: {answer}");
+    assert_eq!(result["content"][0]["text"], FAIL_ONCE, "{what}: {answer}");
+    assert!(result["structuredContent"]["developer_message"].is_string(), "{what}: the tool's detail: {answer}");
+}
+
+#[tokio::test]
+async fn a_tools_failure_is_a_tool_result_in_both_eras_foreground_task_and_handle() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let fail = json!({"retryable": false, "times": 1});
+
+    let modern = Mcp::modern(&c, &c.id.user_token);
+    // The worker registers its tools just after the gateway is ready.
+    let answer = eventually(Duration::from_secs(30), "Demo.Fail known", || async {
+        let a = modern.call("Demo.Fail", fail.clone()).await?;
+        Ok((a["error"]["code"] != -32602).then_some(a))
+    })
+    .await?;
+    assert_tool_failure(&answer, "2026-07-28 foreground");
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+
+    let legacy = Mcp::legacy(&c, &c.id.user_token).await?;
+    assert_tool_failure(&legacy.call("Demo.Fail", fail.clone()).await?, "2025-11-25 foreground");
+
+    // 2025-11-25 task: status `failed`, and tasks/result is the isError result.
+    let created =
+        legacy.request("tools/call", json!({"name": "Demo.Fail", "arguments": fail, "task": {"ttl": 60_000}})).await?;
+    let id = created["result"]["task"]["taskId"].as_str().with_context(|| format!("a task: {created}"))?.to_owned();
+    let got = eventually(Duration::from_secs(30), "the task ends", || async {
+        let got = legacy.request("tasks/get", json!({"taskId": id})).await?;
+        Ok((got["result"]["status"] != "working").then_some(got))
+    })
+    .await?;
+    assert_eq!(got["result"]["status"], "failed", "{got}");
+    assert_eq!(got["result"]["statusMessage"], FAIL_ONCE, "{got}");
+    let replayed = legacy.request("tasks/result", json!({"taskId": id})).await?;
+    assert_tool_failure(&replayed, "2025-11-25 tasks/result");
+
+    // 2026-07-28 reads the same execution as a completed task whose result says isError.
+    let read = modern.request("tasks/get", json!({"taskId": id})).await?;
+    assert_eq!(read["result"]["status"], "completed", "{read}");
+    assert_eq!(read["result"]["result"]["isError"], true, "{read}");
+    assert_eq!(read["result"]["result"]["content"][0]["text"], FAIL_ONCE, "{read}");
+    assert!(read["result"].get("error").is_none(), "{read}");
+
+    // The compatibility tool answers it the same way.
+    let handle = modern.call("Baton_GetToolExecution", json!({"execution_id": id})).await?;
+    assert_eq!(handle["result"]["isError"], true, "{handle}");
+    assert_eq!(handle["result"]["structuredContent"]["state"], "failed", "{handle}");
+    assert_eq!(handle["result"]["structuredContent"]["result"]["content"][0]["text"], FAIL_ONCE, "{handle}");
+
+    // The tool ran once per call: two foreground calls and one task.
+    assert_eq!(c.invocations("Demo.Fail").await?, 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_completed_execution_carries_no_error_of_an_earlier_attempt() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let alice = c.rest(0, &c.id.user_token);
+    let started = alice.start("Demo.Fail", json!({"retryable": true, "times": 1}), None).await?.json();
+    let id = started["execution_id"].as_str().context("execution_id")?;
+    let done = alice.until_terminal(id, Duration::from_secs(30)).await?;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["error_message"], Value::Null, "{done}");
+    assert_eq!(done["failure_reason"], Value::Null, "{done}");
+
+    // Over MCP the same: the result, no error.
+    let modern = Mcp::modern(&c, &c.id.user_token);
+    let handle = modern.call("Baton_GetToolExecution", json!({"execution_id": id})).await?;
+    assert_eq!(handle["result"]["isError"], false, "{handle}");
+    assert!(handle["result"]["structuredContent"].get("error").is_none(), "{handle}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_attempt_stopped_by_a_cancel_says_so_rather_than_failed() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let member = c.rest(0, &c.id.member_key);
+    let started = member.start("Demo.Sleep", json!({"seconds": 120}), None).await?.json();
+    let id = started["execution_id"].as_str().context("execution_id")?.to_owned();
+    eventually(Duration::from_secs(20), "working", || async {
+        Ok((member.get(&format!("/tool-executions/{id}")).await?.json()["status"] == "working").then_some(()))
+    })
+    .await?;
+    let cancel = member.post(&format!("/tool-executions/{id}/cancel"), json!({})).await?;
+    assert_eq!(cancel.json()["outcome"], "accepted", "{}", cancel.json());
+    let done = member.until_terminal(&id, Duration::from_secs(20)).await?;
+    assert_eq!(done["status"], "cancelled", "{done}");
+
+    let detail = member.get(&format!("/tool_executions/{id}")).await?.json();
+    let attempt = &detail["attempts"][0];
+    assert_eq!(attempt["success"], false, "{detail}");
+    assert_eq!(attempt["error"], Value::Null, "the tool reported no error: {detail}");
+    assert_eq!(attempt["system_error_message"], "stopped because the execution was cancelled", "{detail}");
+    Ok(())
+}
