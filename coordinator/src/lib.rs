@@ -95,7 +95,7 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
         .add_service(ProjectAdminServer::new(grpc::admin::ProjectAdminService { engine: engine.clone() }))
         .add_service(WebhooksServer::new(grpc::webhooks::WebhooksService { engine: engine.clone() }))
         .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))
-        .add_service(PeerServer::new(grpc::peer::PeerService { engine: engine.clone() }))
+        .add_service(PeerServer::new(grpc::peer::PeerService::new(engine.clone())))
         // Waiting at scale (issue #21).
         .add_service(baton_proto::coordinator::v1::waits_server::WaitsServer::new(grpc::watch::WaitsService {
             engine: engine.clone(),

@@ -190,3 +190,29 @@ async fn an_attempt_stopped_by_a_cancel_says_so_rather_than_failed() -> Result<(
     assert_eq!(attempt["system_error_message"], "stopped because the execution was cancelled", "{detail}");
     Ok(())
 }
+
+/// `ttlMs` means what the product's example shows: the execution's time to
+/// live (599000 for a run started with that TTL), with `retentionExpiresAt`
+/// (a day after creation by default) saying how long the record is kept.
+#[tokio::test]
+async fn ttl_ms_is_the_executions_time_to_live_not_its_retention() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let alice = c.rest(0, &c.id.user_token);
+    let body =
+        json!({"gateway_id": c.id.gateway_id, "tool_name": "Demo.Sleep", "input": {"seconds": 1}, "ttl_ms": 599_000});
+    let started = alice.send(reqwest::Method::POST, "/tool-executions", Some(body), None).await?;
+    assert_eq!(started.status, 202, "{}", started.json());
+    let id = started.json()["execution_id"].as_str().context("execution_id")?.to_owned();
+    let task = Mcp::modern(&c, &c.id.user_token).request("tasks/get", json!({"taskId": id})).await?;
+    assert_eq!(task["result"]["ttlMs"], 599_000, "{task}");
+    let created = time::OffsetDateTime::parse(
+        task["result"]["createdAt"].as_str().context("createdAt")?,
+        &time::format_description::well_known::Rfc3339,
+    )?;
+    let kept = time::OffsetDateTime::parse(
+        task["result"]["retentionExpiresAt"].as_str().context("retentionExpiresAt")?,
+        &time::format_description::well_known::Rfc3339,
+    )?;
+    assert!(kept - created > time::Duration::hours(1), "retention is its own field: {task}");
+    Ok(())
+}

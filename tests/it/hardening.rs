@@ -146,3 +146,63 @@ async fn webhook_endpoints_are_capped_and_their_audit_rows_keep_no_query_secrets
     assert_eq!(redacted, 10);
     Ok(())
 }
+
+/// A caller refused in a loop no longer grows the audit log by a row a call:
+/// a minute's refusals of one credential for one action are one row that
+/// counts them, and a free-text target is not kept.
+#[tokio::test]
+async fn refusals_in_a_loop_fold_into_counted_audit_rows() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let alice = c.rest(0, &c.id.user_token);
+    let essay = "x".repeat(3_000);
+    let calls = (0..200).map(|n| {
+        let path = if n % 2 == 0 {
+            "/operator/tool-executions".to_owned()
+        } else {
+            format!("/operator/tool-executions/{essay}")
+        };
+        let alice = &alice;
+        async move { alice.get(&path).await }
+    });
+    for answer in join_all(calls).await {
+        let status = answer?.status;
+        assert!(status == 403 || status == 404, "an end user has no operator access: {status}");
+    }
+    let mut db = c.db().await?;
+    let rows: Vec<(String, Option<String>, i64)> =
+        sqlx::query_as("SELECT action, target, occurrences FROM audit_logs WHERE actor_kind = 'end_user'")
+            .fetch_all(&mut db)
+            .await?;
+    let total: i64 = rows.iter().map(|r| r.2).sum();
+    assert_eq!(total, 200, "every refusal is counted: {rows:?}");
+    // Two actions, each within at most two minutes of wall clock.
+    assert!(rows.len() <= 4, "folded, not one row a call: {} rows", rows.len());
+    assert!(rows.iter().all(|r| r.1.as_deref().is_none_or(|t| t.len() <= 128)), "{rows:?}");
+    Ok(())
+}
+
+/// What went unrecorded is recorded: a refused read of the audit log or the
+/// retention window, and an owner's cancel of its own execution.
+#[tokio::test]
+async fn refused_audit_and_retention_reads_and_owner_cancels_are_audited() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let member = c.rest(0, &c.id.member_key);
+    assert_eq!(member.get("/audit_logs").await?.status, 403);
+    assert_eq!(member.get("/retention").await?.status, 403);
+    let alice = c.rest(0, &c.id.user_token);
+    let started = alice.start("Demo.Sleep", json!({"seconds": 60}), None).await?.json();
+    let id = started["execution_id"].as_str().context("execution_id")?.to_owned();
+    let cancel = alice.post(&format!("/tool-executions/{id}/cancel"), json!({})).await?;
+    let outcome = cancel.json()["outcome"].as_str().context("outcome")?.to_owned();
+
+    let log = c.rest(0, &c.id.admin_key).get("/audit_logs?limit=100").await?.json();
+    let rows = log["items"].as_array().context("items")?;
+    let has = |action: &str, outcome: &str, target: Option<&str>| {
+        rows.iter().any(|r| r["action"] == action && r["outcome"] == outcome && target.is_none_or(|t| r["target"] == t))
+    };
+    assert!(has("audit.read", "refused", None), "{log}");
+    assert!(has("retention.read", "refused", None), "{log}");
+    assert!(has("execution.cancel", &outcome, Some(&id)), "{log}");
+    assert!(rows.iter().all(|r| r["occurrences"].as_i64().is_some_and(|n| n >= 1)), "{log}");
+    Ok(())
+}

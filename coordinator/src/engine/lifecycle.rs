@@ -5,6 +5,7 @@ use super::creates::Claim;
 use super::sessions::{Reserved, Session};
 use super::{Engine, Error, Result, Scope, now_ms, token_hash};
 use crate::admission::Ticket;
+use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
 use crate::domain::{Event, ExecutionId, FailureReason, Ignored, Lifetime, Status};
@@ -375,8 +376,13 @@ impl Engine {
         id: &str,
     ) -> Result<(CancelOutcome, ExecutionRecord)> {
         let (p, record) = self.read_owned(authorization, scope, id).await?;
-        p.may_act()?;
-        self.request_cancel(record).await
+        if let Err(e) = p.may_act() {
+            self.audit(&p, scope, action::EXECUTION_CANCEL, Some(id), outcome::REFUSED, Some(e.to_string())).await?;
+            return Err(e.into());
+        }
+        let (answer, record) = self.request_cancel(record).await?;
+        self.audit(&p, scope, action::EXECUTION_CANCEL, Some(id), answer.as_str(), None).await?;
+        Ok((answer, record))
     }
 
     /// Asks `record`'s execution to stop and answers what can be proven. The

@@ -136,7 +136,7 @@ impl Engine {
         limit: u32,
         offset: u32,
     ) -> Result<AuditPage> {
-        self.project_admin(authorization, scope, Route::AuditLogs, None).await?;
+        self.project_admin(authorization, scope, Route::AuditLogs, Some(action::AUDIT_READ)).await?;
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(Error::Invalid(format!("`limit` must be between 1 and {MAX_LIMIT}")));
         }
@@ -167,7 +167,7 @@ impl Engine {
 
     /// The project's retention window and where it comes from.
     pub async fn retention(&self, authorization: Option<&str>, scope: Scope<'_>) -> Result<RetentionView> {
-        self.project_admin(authorization, scope, Route::ReadRetention, None).await?;
+        self.project_admin(authorization, scope, Route::ReadRetention, Some(action::RETENTION_READ)).await?;
         let settings =
             self.store.retention_settings(scope.org_id, scope.project_id).await?.ok_or(authz::Error::NotFound)?;
         Ok(RetentionView::of(settings, self.options.lifetime.retention_ms))

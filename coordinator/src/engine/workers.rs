@@ -71,21 +71,16 @@ fn validated(mut t: ToolRecord, limits: ToolLimits) -> Result<ToolRecord> {
             )));
         }
     }
-    if t.description.len() > limits.max_description_bytes {
-        return Err(Error::Invalid(format!(
-            "tool {:?}: description is {} bytes, over coordinator.max_tool_description_bytes ({})",
-            t.name,
-            t.description.len(),
-            limits.max_description_bytes
-        )));
-    }
-    if t.input_schema.len() > limits.max_schema_bytes {
-        return Err(Error::Invalid(format!(
-            "tool {:?}: input schema is {} bytes, over coordinator.max_tool_schema_bytes ({})",
-            t.name,
-            t.input_schema.len(),
-            limits.max_schema_bytes
-        )));
+    for (what, bytes, limit, setting) in [
+        ("description", t.description.len(), limits.max_description_bytes, "coordinator.max_tool_description_bytes"),
+        ("input schema", t.input_schema.len(), limits.max_schema_bytes, "coordinator.max_tool_schema_bytes"),
+    ] {
+        if bytes > limit {
+            return Err(Error::Invalid(format!(
+                "tool {:?}: {what} is {bytes} bytes, over {setting} ({limit})",
+                t.name
+            )));
+        }
     }
     if t.task_time_input && !t.remote {
         return Err(Error::PolicyRefused(format!(

@@ -27,6 +27,7 @@ fn entry(e: AuditEntry) -> pb::AuditLogEntry {
         outcome: e.outcome,
         detail: e.detail,
         project_id: e.project_id,
+        occurrences: e.occurrences,
     }
 }
 

@@ -19,16 +19,36 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
 pub struct PeerService {
-    pub engine: Arc<Engine>,
+    engine: Arc<Engine>,
+    /// Tokens already used here: each is good for one call.
+    seen: peer_auth::Seen,
 }
 
+/// What a `DeliverCancel` token is bound to.
+fn cancel_digest(r: &DeliverCancelRequest) -> [u8; 32] {
+    peer_auth::digest(&[&r.worker_id, &r.execution_id, &r.attempt.to_string(), &r.reason.to_string()])
+}
+
+/// What a `DeliverInput` token is bound to: every field, the answer included.
+fn input_digest(r: &DeliverInputRequest) -> [u8; 32] {
+    let (attempt, action) = (r.attempt.to_string(), r.action.to_string());
+    peer_auth::digest(&[&r.worker_id, &r.execution_id, &attempt, &r.remote_key, &action, &r.content_json])
+}
+
+const CANCEL: &str = "DeliverCancel";
+const INPUT: &str = "DeliverInput";
+
 impl PeerService {
-    fn authorize<T>(&self, req: &Request<T>) -> Result<(), Status> {
+    pub fn new(engine: Arc<Engine>) -> PeerService {
+        PeerService { engine, seen: peer_auth::Seen::default() }
+    }
+
+    fn authorize<T>(&self, req: &Request<T>, method: &str, digest: &[u8; 32]) -> Result<(), Status> {
         let Some(secret) = self.engine.options().cluster_secret.as_deref() else {
             return Err(Status::permission_denied("peer calls need security.cluster_secret on this coordinator"));
         };
         let presented = req.metadata().get(peer_auth::METADATA_KEY).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if peer_auth::verify(secret.as_bytes(), presented, peer_auth::unix_seconds()) {
+        if self.seen.verify(secret.as_bytes(), presented, method, digest, peer_auth::unix_seconds()) {
             Ok(())
         } else {
             tracing::warn!("peer call without a valid cluster credential refused");
@@ -43,7 +63,7 @@ impl Peer for PeerService {
         &self,
         req: Request<DeliverCancelRequest>,
     ) -> Result<Response<DeliverCancelResponse>, Status> {
-        self.authorize(&req)?;
+        self.authorize(&req, CANCEL, &cancel_digest(req.get_ref()))?;
         let r = req.into_inner();
         let reason = convert::stop_reason_from_wire(r.reason())
             .ok_or_else(|| Status::invalid_argument("unknown stop reason"))?;
@@ -58,7 +78,7 @@ impl Peer for PeerService {
         &self,
         req: Request<DeliverInputRequest>,
     ) -> Result<Response<DeliverCancelResponse>, Status> {
-        self.authorize(&req)?;
+        self.authorize(&req, INPUT, &input_digest(req.get_ref()))?;
         let r = req.into_inner();
         let delivered = match self.engine.session(&r.worker_id) {
             Some(session) => session.send(Command::Answer(InputAnswer {
@@ -111,11 +131,11 @@ impl Peers {
         Some(channel)
     }
 
-    fn request<T>(&self, body: T) -> Option<Request<T>> {
+    fn request<T>(&self, body: T, method: &str, digest: &[u8; 32]) -> Option<Request<T>> {
         let secret = self.secret.as_deref()?;
         let mut request = Request::new(body);
         request.set_timeout(CALL_TIMEOUT);
-        let token = peer_auth::token(secret.as_bytes(), peer_auth::unix_seconds());
+        let token = peer_auth::token(secret.as_bytes(), peer_auth::unix_seconds(), method, digest);
         request.metadata_mut().insert(peer_auth::METADATA_KEY, token.parse().ok()?);
         baton_proto::trace::inject(request.metadata_mut());
         Some(request)
@@ -128,7 +148,10 @@ impl Peers {
             attempt: attempt.attempt,
             reason: convert::stop_reason(reason) as i32,
         };
-        let (Some(channel), Some(request)) = (self.channel(url), self.request(body)) else { return false };
+        let digest = cancel_digest(&body);
+        let (Some(channel), Some(request)) = (self.channel(url), self.request(body, CANCEL, &digest)) else {
+            return false;
+        };
         let mut client = PeerClient::new(channel);
         let call = client.deliver_cancel(request);
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
@@ -146,7 +169,10 @@ impl Peers {
             action: convert::input_action(&m.action) as i32,
             content_json: m.content_json,
         };
-        let (Some(channel), Some(request)) = (self.channel(url), self.request(body)) else { return false };
+        let digest = input_digest(&body);
+        let (Some(channel), Some(request)) = (self.channel(url), self.request(body, INPUT, &digest)) else {
+            return false;
+        };
         let mut client = PeerClient::new(channel);
         let call = client.deliver_input(request);
         match tokio::time::timeout(CALL_TIMEOUT, call).await {

@@ -1,6 +1,8 @@
 //! The audit log: one row per operator operation and administrative change,
-//! allowed or refused. Rows are only ever inserted, read, and deleted once past
-//! the audit retention; no statement here updates one.
+//! allowed or refused. Rows are inserted, read, and deleted once past the
+//! audit retention; the one update counts a repeat into a row that stands for
+//! many (`occurrences`: refusals of one credential for one action within a
+//! minute, see `crate::audit`), and never changes what the row says.
 
 use super::history::{Where, add};
 use super::{Result, Store};
@@ -22,6 +24,9 @@ pub struct AuditEntry {
     pub target: Option<String>,
     pub outcome: String,
     pub detail: Option<String>,
+    /// How many times it happened: more than one for a row that stands for
+    /// repeated refusals.
+    pub occurrences: i64,
 }
 
 /// What an audit read narrows to: a project's rows and its organization's
@@ -37,7 +42,7 @@ pub struct AuditFilter {
     pub before: Option<Millis>,
 }
 
-const COLUMNS: &str = "id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail";
+const COLUMNS: &str = "id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail, occurrences";
 
 fn condition(f: &AuditFilter) -> Result<(String, sqlx::any::AnyArguments)> {
     let mut w = Where::default();
@@ -71,14 +76,18 @@ fn entry_from(r: &sqlx::any::AnyRow) -> Result<AuditEntry> {
         target: r.try_get("target")?,
         outcome: r.try_get("outcome")?,
         detail: r.try_get("detail")?,
+        occurrences: r.try_get("occurrences")?,
     })
 }
 
 impl Store {
+    /// Appends `e`; when a row of its id exists (a repeat that `e.id` folds
+    /// into it), counts it there instead.
     pub async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
         sqlx::query(
             "INSERT INTO audit_logs (id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (id) DO UPDATE SET occurrences = audit_logs.occurrences + 1",
         )
         .bind(&e.id)
         .bind(&e.org_id)

@@ -204,6 +204,7 @@ impl Store {
                     "admission_fence_lock",
                     include_str!("../../../migrations/postgres/0013_admission_fence_lock.sql"),
                 ),
+                (14, "audit_occurrences", include_str!("../../../migrations/postgres/0014_audit_occurrences.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -226,6 +227,7 @@ impl Store {
                     "history_counts_by_hour",
                     include_str!("../../../migrations/sqlite/0012_history_counts_by_hour.sql"),
                 ),
+                (14, "audit_occurrences", include_str!("../../../migrations/sqlite/0014_audit_occurrences.sql")),
             ],
         };
         let migrations = sources

@@ -17,6 +17,22 @@ fn entry(id: &str, project: Option<&str>, at: i64, action: &str, outcome: &str) 
         target: None,
         outcome: outcome.into(),
         detail: None,
+        occurrences: 1,
+    }
+}
+
+#[tokio::test]
+async fn a_repeat_of_a_rows_id_counts_into_it() {
+    for b in backends().await {
+        let s = &b.store;
+        for _ in 0..3 {
+            s.append_audit(&entry("aud_r1", Some("p1"), 100, "operator.list", "refused")).await.expect("append");
+        }
+        s.append_audit(&entry("aud_2", Some("p1"), 150, "operator.list", "refused")).await.expect("append");
+        let f = AuditFilter { org_id: "org_1".into(), project_id: "p1".into(), ..Default::default() };
+        let rows = s.audit_page(&f, 10, 0).await.expect("page");
+        let seen: Vec<(&str, i64)> = rows.iter().map(|r| (r.id.as_str(), r.occurrences)).collect();
+        assert_eq!(seen, [("aud_2", 1), ("aud_r1", 3)], "{}", b.name);
     }
 }
 

@@ -255,7 +255,7 @@ fn attempts(d: &pb::HistoryDetail, now: i64) -> String {
             let (class, label) = match a.success {
                 Some(true) => ("completed", "Succeeded"),
                 // Stopped because someone cancelled the run: the tool did not fail.
-                Some(false) if a.cancelled => ("cancelled", "Stopped by cancel"),
+                Some(false) if a.cancelled => ("stopped", "Stopped by cancel"),
                 Some(false) => ("failed", "Failed"),
                 None => ("working", "Running"),
             };
@@ -265,10 +265,12 @@ fn attempts(d: &pb::HistoryDetail, now: i64) -> String {
             } else {
                 format!(r#"<p class="error-text"><span class="sub">Error:</span> {}</p>"#, esc(&a.error_message))
             };
+            // A stop the caller asked for is no error: said plainly, not in red.
+            let tone = if a.cancelled { "sub" } else { "error-text" };
             let system = if a.system_error_message.is_empty() {
                 String::new()
             } else {
-                format!(r#"<p class="error-text"><span class="sub">Baton:</span> {}</p>"#, esc(&a.system_error_message))
+                format!(r#"<p class="{tone}"><span class="sub">Baton:</span> {}</p>"#, esc(&a.system_error_message))
             };
             format!(
                 r#"<li class="attempt"><div><strong>Attempt {n}</strong> <span class="status status-{class}">{label}</span> <span class="sub">{duration}</span></div><div class="sub">started {started}</div>{error}{system}</li>"#,

@@ -125,8 +125,19 @@ fn failure(view: &ExecutionView) -> RpcError {
     RpcError::new(INTERNAL_ERROR, message).with_data(data)
 }
 
+/// 2025-11-25 `ttl`: how long after creation the task and its result are
+/// kept (that dialect's words: after it, the receiver may delete both).
 fn ttl_ms(view: &ExecutionView) -> Value {
     let ttl = view.retention_expires_at_ms.saturating_sub(view.created_at_ms);
+    if ttl > 0 { ttl.into() } else { Value::Null }
+}
+
+/// 2026-07-28 `ttlMs`, as the product's own example shows it (`ttlMs` 599000
+/// beside a `retentionExpiresAt` a day after creation): the execution's time
+/// to live, from creation to its deadline. How long the record is kept is
+/// `retentionExpiresAt`, a field of its own (ARCHITECTURE.md).
+fn v2_ttl_ms(view: &ExecutionView) -> Value {
+    let ttl = view.execution_deadline_ms.saturating_sub(view.created_at_ms);
     if ttl > 0 { ttl.into() } else { Value::Null }
 }
 
@@ -213,7 +224,7 @@ pub fn v2_task(view: &ExecutionView) -> Map<String, Value> {
     task.insert("status".into(), v2_status(view).into());
     task.insert("createdAt".into(), rfc3339(view.created_at_ms));
     task.insert("lastUpdatedAt".into(), rfc3339(view.updated_at_ms));
-    task.insert("ttlMs".into(), ttl_ms(view));
+    task.insert("ttlMs".into(), v2_ttl_ms(view));
     task.insert("pollIntervalMs".into(), poll_interval_ms(view).into());
     task.insert("retentionExpiresAt".into(), rfc3339(view.retention_expires_at_ms));
     if !view.summary.is_empty() {

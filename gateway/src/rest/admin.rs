@@ -45,6 +45,7 @@ fn entry(e: &pb::AuditLogEntry) -> Value {
         "target": e.target,
         "outcome": e.outcome,
         "detail": e.detail,
+        "occurrences": e.occurrences.max(1),
         "scope": if e.project_id.is_some() { "project" } else { "organization" },
     })
 }

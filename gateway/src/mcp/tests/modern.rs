@@ -59,7 +59,8 @@ async fn long_tool_becomes_a_flat_task_whose_result_is_inlined() {
     for absent in ["result", "error", "inputRequests", "ttl", "pollInterval", "requestState"] {
         assert!(created.get(absent).is_none(), "{absent} must be absent");
     }
-    assert!(created["ttlMs"].as_i64().is_some_and(|t| t > 0));
+    // The execution's time to live (to its deadline), not how long it is kept.
+    assert_eq!(created["ttlMs"], 86_400_000, "{created}");
     assert_eq!(created["pollIntervalMs"], 500);
     let id = created["taskId"].as_str().expect("taskId").to_owned();
 

@@ -22,7 +22,7 @@ fn schemas() -> Value {
     json!({
         "AuditLogEntry": {
             "type": "object",
-            "required": ["id", "at", "actor_id", "actor_kind", "action", "target", "outcome", "detail", "scope"],
+            "required": ["id", "at", "actor_id", "actor_kind", "action", "target", "outcome", "detail", "occurrences", "scope"],
             "properties": {
                 "id": {"type": "string"},
                 "at": {"type": "string", "format": "date-time"},
@@ -32,6 +32,8 @@ fn schemas() -> Value {
                 "target": nullable_text,
                 "outcome": {"type": "string", "description": "allowed, refused, not_found, or a cancel's outcome"},
                 "detail": nullable_text,
+                "occurrences": {"type": "integer", "minimum": 1,
+                    "description": "How many times it happened: refusals of one credential for one action within a minute share one row, whose `at` is the first"},
                 "scope": {"enum": ["project", "organization"]}
             }
         },
