@@ -206,3 +206,29 @@ async fn refused_audit_and_retention_reads_and_owner_cancels_are_audited() -> Re
     assert!(rows.iter().all(|r| r["occurrences"].as_i64().is_some_and(|n| n >= 1)), "{log}");
     Ok(())
 }
+
+/// A NUL byte where an id or a cursor goes (Postgres refuses NUL in text) is
+/// answered like any other bad id or cursor, never with a 500.
+#[tokio::test]
+async fn nul_bytes_in_ids_and_cursors_are_client_errors_on_postgres() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let args =
+        ["create-api-key", "--project", &c.id.project_id, "--role", "admin", "--permissions", "status,payload,cancel"];
+    let key = c.admin(&args).await?["token"].as_str().context("token")?.to_owned();
+    let operator = c.rest(0, &key);
+    for path in [
+        "/webhooks/wh_%00abc",
+        "/webhooks/wh_abc%00",
+        "/operator/tool-executions?cursor=%00",
+        "/operator/tool-executions?cursor=abc%00def",
+        "/operator/tool-executions/te_%00",
+        "/tool_executions/te_%00",
+        "/tool-executions/te_%00",
+        "/audit_logs?actor_id=%00",
+        "/tool_executions?user_id=%00",
+    ] {
+        let r = operator.get(path).await?;
+        assert!((400..500).contains(&r.status), "{path}: {} {}", r.status, String::from_utf8_lossy(&r.bytes));
+    }
+    Ok(())
+}

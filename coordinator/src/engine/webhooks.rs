@@ -46,6 +46,9 @@ impl Engine {
 
     /// The endpoint `id` of the scope's project.
     async fn scoped_webhook(&self, scope: Scope<'_>, id: &str) -> Result<EndpointRecord> {
+        if !manage::is_webhook_id(id) {
+            return Err(Error::Missing("webhook"));
+        }
         match self.store.webhook(id).await? {
             Some(e) if e.org_id == scope.org_id && e.project_id == scope.project_id => Ok(e),
             _ => Err(Error::Missing("webhook")),

@@ -143,8 +143,19 @@ fn redacted(url: &reqwest::Url) -> String {
     if hidden { format!("{shown}?…") } else { shown.to_string() }
 }
 
+/// Whether `id` could be an endpoint's id (`wh_` and letters or digits):
+/// anything else, a NUL byte Postgres would refuse included, is not found
+/// without a read.
+pub fn is_webhook_id(id: &str) -> bool {
+    id.strip_prefix("wh_")
+        .is_some_and(|rest| (1..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
 /// The endpoint, if it exists.
 pub async fn get(store: &Store, id: &str) -> Result<EndpointRecord, Error> {
+    if !is_webhook_id(id) {
+        return Err(Error::NotFound);
+    }
     store.webhook(id).await?.ok_or(Error::NotFound)
 }
 
