@@ -63,6 +63,13 @@ pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, 
     Ok(Snapshot { view: answer.execution.unwrap_or(view), result, error_detail })
 }
 
+/// What a 2025-11-25 status needs and no more: the result of a completed
+/// execution (an `isError` one reads `failed`); a failed one reads `failed`
+/// without its detail, so no result read is made for it.
+pub async fn for_v1_status(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
+    if view.status() == ExecutionStatus::Completed { complete(caller, view).await } else { Ok(Snapshot::bare(view)) }
+}
+
 /// The snapshot a settled `CallExecution` carries: its view and tool result.
 pub fn settled(view: ExecutionView, result_json: Option<&str>) -> Snapshot {
     Snapshot { view, result: result_json.map(parse_result), error_detail: None }

@@ -217,7 +217,7 @@ pub async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcEr
     // A completed execution needs its result to tell `completed` from `failed`.
     let snaps = futures_util::future::join_all(page.executions.into_iter().map(|view| async move {
         let fallback = Snapshot::bare(view.clone());
-        task_view::complete(caller, view).await.unwrap_or(fallback)
+        task_view::for_v1_status(caller, view).await.unwrap_or(fallback)
     }))
     .await;
     let tasks: Vec<Value> = snaps.iter().map(task_view::v1_task).collect();
@@ -239,7 +239,7 @@ pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, Rpc
     };
     match outcome {
         CancelOutcome::AlreadyTerminal => {
-            let snap = task_view::complete(caller, view).await.map_err(task_error)?;
+            let snap = task_view::for_v1_status(caller, view).await.map_err(task_error)?;
             let status = task_view::v1_status(&snap);
             Err(RpcError::invalid_params(format!("cannot cancel task in terminal state '{status}'")))
         }
