@@ -93,11 +93,16 @@ pub enum Action {
         #[arg(long, value_enum, value_delimiter = ',')]
         permissions: Vec<PermissionArg>,
     },
-    /// The token a project's workers present (BATON_WORKER__TOKEN).
+    /// The token a project's workers present (BATON_WORKER__TOKEN). Alone it is
+    /// a new worker identity; the tools it registers first are its own.
     CreateWorkerToken {
         /// The project id.
         #[arg(long)]
         project: String,
+        /// Another token of the identity of this live worker token (cred_…), to
+        /// rotate tokens: both work until the old one is revoked.
+        #[arg(long)]
+        same_as: Option<String>,
     },
     /// Revokes a credential by its id (cred_…); sessions holding it end.
     Revoke {
@@ -174,6 +179,17 @@ pub enum Action {
         #[arg(long)]
         tool: String,
     },
+    /// Gives a project's tool to the worker identity of a worker token; the
+    /// previous owner's workers stop serving it.
+    TransferTool {
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        tool: String,
+        /// A live worker token (cred_…) of the identity that takes the tool.
+        #[arg(long)]
+        to: String,
+    },
     /// A project's webhook endpoints (`baton admin webhook --help`).
     #[command(subcommand)]
     Webhook(crate::admin_webhooks::Action),
@@ -208,8 +224,8 @@ pub async fn run(database_url: &str, default_retention_ms: i64, action: Action) 
             let permissions = named;
             serde_json::to_value(admin::issue_api_key(&store, &project, role.into(), &permissions).await?)?
         }
-        Action::CreateWorkerToken { project } => {
-            serde_json::to_value(admin::issue_worker_token(&store, &project).await?)?
+        Action::CreateWorkerToken { project, same_as } => {
+            serde_json::to_value(admin::issue_worker_token(&store, &project, same_as.as_deref()).await?)?
         }
         Action::Revoke { id } => {
             admin::revoke(&store, &id).await?;
@@ -236,6 +252,10 @@ pub async fn run(database_url: &str, default_retention_ms: i64, action: Action) 
         Action::EnableTool { project, tool } => {
             admin::set_tool_disabled(&store, &project, &tool, false).await?;
             json!({ "project": project, "tool": tool, "disabled": false })
+        }
+        Action::TransferTool { project, tool, to } => {
+            admin::transfer_tool(&store, &project, &tool, &to).await?;
+            json!({ "project": project, "tool": tool, "owner_of": to })
         }
         Action::ListOrgs { json } => listed(json, crate::admin_lists::orgs(&store).await?),
         Action::ListProjects { org, json } => listed(json, crate::admin_lists::projects(&store, org.as_deref()).await?),

@@ -89,7 +89,10 @@ pub async fn credentials(store: &Store, project: Option<&str>) -> anyhow::Result
                 (Some(user), _) => format!("user {user}"),
                 (None, Some(role)) if c.permissions.is_empty() => format!("role {role}"),
                 (None, Some(role)) => format!("role {role}, permissions {}", c.permissions.join(",")),
-                (None, None) => "-".to_owned(),
+                (None, None) => match &c.worker_group {
+                    Some(group) if *group != c.id => format!("identity {group}"),
+                    _ => "-".to_owned(),
+                },
             };
             vec![
                 c.id.clone(),
@@ -107,6 +110,7 @@ pub async fn credentials(store: &Store, project: Option<&str>) -> anyhow::Result
         .map(|c| {
             json!({"id": c.id, "kind": c.kind, "org_id": c.org_id, "project_id": c.project_id,
                 "gateway_id": c.gateway_id, "user_id": c.user_id, "role": c.role, "permissions": c.permissions,
+                "worker_identity": c.worker_group,
                 "created_at": time(c.created_at), "revoked": c.revoked_at.is_some(),
                 "revoked_at": c.revoked_at.map(time)})
         })

@@ -140,6 +140,10 @@ pub struct CoordinatorSection {
     pub max_tool_description_bytes: usize,
     /// The largest tool input schema a worker may register; larger is refused.
     pub max_tool_schema_bytes: usize,
+    /// A dashboard session unused this long ends.
+    pub dashboard_idle_ms: i64,
+    /// A dashboard session ends this long after sign-in, however busy.
+    pub dashboard_lifetime_ms: i64,
 }
 
 impl Default for CoordinatorSection {
@@ -150,6 +154,8 @@ impl Default for CoordinatorSection {
             max_worker_capacity: 512,
             max_tool_description_bytes: 16 << 10,
             max_tool_schema_bytes: 64 << 10,
+            dashboard_idle_ms: 30 * 60_000,
+            dashboard_lifetime_ms: 8 * 3_600_000,
         }
     }
 }
@@ -382,6 +388,16 @@ impl Config {
                 return Err(field(name, "must be 1 to 4194304"));
             }
         }
+        // A minute at least (a session is touched at most once a minute); a week at most.
+        let c = &self.coordinator;
+        for (name, ms) in [
+            ("coordinator.dashboard_idle_ms", c.dashboard_idle_ms),
+            ("coordinator.dashboard_lifetime_ms", c.dashboard_lifetime_ms),
+        ] {
+            if !(60_000..=7 * 86_400_000).contains(&ms) {
+                return Err(field(name, "must be 60000 (a minute) to 604800000 (a week)"));
+            }
+        }
         if self.security.cluster_secret.as_ref().is_some_and(|s| s.trim().len() < 32) {
             return Err(field("security.cluster_secret", "must be at least 32 characters"));
         }
@@ -501,6 +517,16 @@ mod tests {
             let err = load("", &[(name, value)]).expect_err("refused");
             let field = name.trim_start_matches("BATON_GATEWAY__").to_ascii_lowercase();
             assert!(err.to_string().contains(&format!("gateway.{field}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn dashboard_session_lifetimes_are_configured_and_checked() {
+        let c = load("", &[]).expect("valid").coordinator;
+        assert_eq!((c.dashboard_idle_ms, c.dashboard_lifetime_ms), (1_800_000, 28_800_000));
+        for (name, value) in [("IDLE_MS", "59999"), ("LIFETIME_MS", "604800001")] {
+            let err = load("", &[(&format!("BATON_COORDINATOR__DASHBOARD_{name}"), value)]).expect_err("refused");
+            assert!(err.to_string().contains(&format!("coordinator.dashboard_{}", name.to_lowercase())), "{err}");
         }
     }
 

@@ -100,7 +100,7 @@ async fn seed(store: &Store) -> anyhow::Result<(Seed, String)> {
         project_id: project_id.clone(),
         gateway_id,
     };
-    let worker_token = admin::issue_worker_token(store, &project_id).await?.token;
+    let worker_token = admin::issue_worker_token(store, &project_id, None).await?.token;
     Ok((seed, worker_token))
 }
 

@@ -36,6 +36,10 @@ pub fn coordinator_options(
             max_description_bytes: c.coordinator.max_tool_description_bytes,
             max_schema_bytes: c.coordinator.max_tool_schema_bytes,
         },
+        dashboard: baton_coordinator::options::DashboardSessions {
+            idle_ms: c.coordinator.dashboard_idle_ms,
+            lifetime_ms: c.coordinator.dashboard_lifetime_ms,
+        },
         server_tls,
         client_tls: crate::tls::client(c)?,
         webhooks: c.webhooks.options(),

@@ -93,6 +93,7 @@ fn credential(kind: CredentialKind, project_id: &str) -> NewCredential {
         user_id: None,
         role: None,
         permissions: Vec::new(),
+        worker_group: None,
     }
 }
 
@@ -125,8 +126,56 @@ pub async fn issue_api_key(
     issue(store, c, "btk_").await
 }
 
-pub async fn issue_worker_token(store: &Store, project_id: &str) -> Result<Issued, Error> {
-    issue(store, credential(CredentialKind::Worker, project_id), "btw_").await
+/// A worker token. Alone it is a new worker identity, named after the token's
+/// id; `same_as` (a live worker token of the project) makes it another token
+/// of that identity instead, so tokens rotate without the identity's tools or
+/// worker ids changing hands.
+pub async fn issue_worker_token(store: &Store, project_id: &str, same_as: Option<&str>) -> Result<Issued, Error> {
+    let mut c = credential(CredentialKind::Worker, project_id);
+    c.worker_group = Some(match same_as {
+        None => c.id.clone(),
+        Some(other) => {
+            let unknown = || Error::Unknown { what: "live worker token of this project", id: other.to_owned() };
+            let group = store.worker_group(other).await?.ok_or_else(unknown)?;
+            let live = store.revoked_among(&[other.to_owned()]).await?.is_empty();
+            let (_, project) = store.credential_scope(other).await?.ok_or_else(unknown)?;
+            if !live || project != project_id {
+                return Err(unknown());
+            }
+            group
+        }
+    });
+    issue(store, c, "btw_").await
+}
+
+/// Gives a project's tool to the worker identity that token `to` belongs to:
+/// the only way a tool changes hands while its owner has a live token. The
+/// previous owner's sessions that serve it end within a heartbeat.
+pub async fn transfer_tool(store: &Store, project_id: &str, tool: &str, to: &str) -> Result<(), Error> {
+    let org_id = store
+        .project_org(project_id)
+        .await?
+        .ok_or_else(|| Error::Unknown { what: "project", id: project_id.into() })?;
+    let unknown = || Error::Unknown { what: "live worker token of this project", id: to.to_owned() };
+    let group = store.worker_group(to).await?.ok_or_else(unknown)?;
+    let (_, project) = store.credential_scope(to).await?.ok_or_else(unknown)?;
+    if project != project_id || !store.revoked_among(&[to.to_owned()]).await?.is_empty() {
+        return Err(unknown());
+    }
+    let Some(previous) = store.set_tool_owner(project_id, tool, &group).await? else {
+        return Err(Error::Unknown { what: "tool", id: tool.to_owned() });
+    };
+    let from = if previous.is_empty() { "nobody" } else { previous.as_str() };
+    let record = Record {
+        org_id: &org_id,
+        project_id: Some(project_id),
+        action: action::TOOL_TRANSFER,
+        target: Some(tool),
+        outcome: outcome::ALLOWED,
+        detail: Some(format!("owner {from} -> {group}")),
+    };
+    audit::append(store, &Actor::cli(), record).await?;
+    Ok(())
 }
 
 pub async fn revoke(store: &Store, credential_id: &str) -> Result<(), Error> {

@@ -50,6 +50,13 @@ pub mod action {
     pub const CREDENTIAL_REVOKE: &str = "credential.revoke";
     pub const TOOL_DISABLE: &str = "tool.disable";
     pub const TOOL_ENABLE: &str = "tool.enable";
+    /// A worker registering a tool it did not have (new, or claimed from an
+    /// owner with no live token), or refused one another identity owns.
+    pub const TOOL_REGISTER: &str = "tool.register";
+    /// The owner registering a changed definition of its tool.
+    pub const TOOL_UPDATE: &str = "tool.update";
+    /// An administrator giving a tool to another worker identity.
+    pub const TOOL_TRANSFER: &str = "tool.transfer";
     /// Recorded when refused: reading the audit log or the retention window.
     pub const AUDIT_READ: &str = "audit.read";
     pub const RETENTION_READ: &str = "retention.read";

@@ -38,6 +38,8 @@ pub struct Options {
     pub max_worker_capacity: u32,
     /// Bounds on what a worker may declare about a tool.
     pub tool_limits: ToolLimits,
+    /// How long a dashboard session lives.
+    pub dashboard: DashboardSessions,
     /// Serve gRPC over TLS with this identity (and, when it names a client CA,
     /// verify client certificates: mTLS). `None` serves plaintext.
     pub server_tls: Option<tonic::transport::ServerTlsConfig>,
@@ -61,5 +63,19 @@ pub struct ToolLimits {
 impl Default for ToolLimits {
     fn default() -> Self {
         ToolLimits { max_description_bytes: 16 << 10, max_schema_bytes: 64 << 10 }
+    }
+}
+
+/// How long a dashboard session lives: `idle_ms` since its last use, and
+/// `lifetime_ms` since sign-in at most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DashboardSessions {
+    pub idle_ms: i64,
+    pub lifetime_ms: i64,
+}
+
+impl Default for DashboardSessions {
+    fn default() -> Self {
+        DashboardSessions { idle_ms: 30 * 60_000, lifetime_ms: 8 * 3_600_000 }
     }
 }

@@ -226,6 +226,19 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Trades a project API key for a dashboard session token.
+    pub async fn open_dashboard_session(&self, key: &Bearer) -> Result<pb::OpenDashboardSessionResponse, WireError> {
+        let request = pb::OpenDashboardSessionRequest {};
+        self.call(key, request, None, |mut c, r| async move { c.open_dashboard_session(r).await }).await
+    }
+
+    /// Ends the dashboard session `session` (its token) for every replica.
+    pub async fn end_dashboard_session(&self, session: &Bearer) -> Result<(), WireError> {
+        let request = pb::EndDashboardSessionRequest {};
+        self.call(session, request, None, |mut c, r| async move { c.end_dashboard_session(r).await }).await?;
+        Ok(())
+    }
+
     /// Uses a single-use watch token for every replica: `true` on its first
     /// use by `bearer`, `false` when it was used before.
     pub async fn use_watch_token(

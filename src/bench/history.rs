@@ -180,6 +180,7 @@ async fn identity(store: &Store, now: Millis) -> anyhow::Result<()> {
         user_id: None,
         role: Some("admin".into()),
         permissions: Vec::new(),
+        worker_group: None,
     };
     store.create_credential(&credential, now).await?;
     Ok(())

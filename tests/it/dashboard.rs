@@ -13,22 +13,22 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 /// A browser's view of one answer.
-struct Page {
-    status: u16,
-    location: String,
-    cookies: Vec<String>,
-    body: String,
+pub(crate) struct Page {
+    pub(crate) status: u16,
+    pub(crate) location: String,
+    pub(crate) cookies: Vec<String>,
+    pub(crate) body: String,
 }
 
-struct Browser {
+pub(crate) struct Browser {
     http: reqwest::Client,
     /// `http://gateway/dashboard/orgs/{org}/projects/{project}`
     base: String,
-    session: Option<String>,
+    pub(crate) session: Option<String>,
 }
 
 impl Browser {
-    fn new(c: &Cluster, project: &str) -> Result<Browser> {
+    pub(crate) fn new(c: &Cluster, project: &str) -> Result<Browser> {
         let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
         let base = format!("http://{}/dashboard/orgs/{}/projects/{project}", c.gateways[0].addr, c.id.org_id);
         Ok(Browser { http, base, session: None })
@@ -43,7 +43,7 @@ impl Browser {
         Ok(Page { status, location, cookies, body: response.text().await? })
     }
 
-    async fn get(&self, path: &str) -> Result<Page> {
+    pub(crate) async fn get(&self, path: &str) -> Result<Page> {
         let mut req = self.http.get(format!("{}{path}", self.base));
         if let Some(s) = &self.session {
             req = req.header(COOKIE, format!("baton_dashboard={s}"));
@@ -51,7 +51,7 @@ impl Browser {
         Self::read(req.send().await?).await
     }
 
-    async fn post(&self, path: &str, form: &[(&str, &str)], accept_json: bool) -> Result<Page> {
+    pub(crate) async fn post(&self, path: &str, form: &[(&str, &str)], accept_json: bool) -> Result<Page> {
         let mut req = self
             .http
             .post(format!("{}{path}", self.base))
@@ -67,7 +67,7 @@ impl Browser {
     }
 
     /// Pastes `key` into the sign-in form; keeps the session cookie it answers with.
-    async fn sign_in(&mut self, key: &str) -> Result<Page> {
+    pub(crate) async fn sign_in(&mut self, key: &str) -> Result<Page> {
         let form = self.get("/sign-in").await?;
         let token = cookie_value(&form.cookies, "baton_dashboard_sign_in").context("sign-in cookie")?;
         let response = self
@@ -86,7 +86,7 @@ impl Browser {
     }
 
     /// The CSRF token the signed-in pages carry.
-    async fn csrf(&self) -> Result<String> {
+    pub(crate) async fn csrf(&self) -> Result<String> {
         let page = self.get("/tool-executions").await?;
         let marker = r#"<meta name="baton-csrf" content=""#;
         let start = page.body.find(marker).context("csrf meta")? + marker.len();
@@ -114,7 +114,7 @@ fn cookie_value(set_cookies: &[String], name: &str) -> Option<String> {
     })
 }
 
-async fn key(c: &Cluster, project: &str, role: &str, permissions: Option<&str>) -> Result<(String, String)> {
+pub(crate) async fn key(c: &Cluster, project: &str, role: &str, permissions: Option<&str>) -> Result<(String, String)> {
     let mut args = vec!["create-api-key", "--project", project, "--role", role];
     if let Some(p) = permissions {
         args.extend(["--permissions", p]);

@@ -7,7 +7,7 @@
 //! input, and the outputs and free-form error details, are opened from their
 //! sealed columns only when asked for, by an admin.
 
-use super::{Engine, Error, Result, Scope, now_ms, token_hash};
+use super::{Engine, Error, Result, Scope, now_ms};
 use crate::audit::{action, outcome};
 use crate::authz::{self, history::Route};
 use crate::crypto::Field;
@@ -210,9 +210,7 @@ impl Engine {
             self.history_caller(authorization, scope, route).await?;
             return Err(authz::Error::NotFound.into());
         }
-        let hash = token_hash(authorization)?;
-        let (credential, record) =
-            self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
+        let (credential, record) = self.credential_with_execution(authorization, id).await?;
         let p = authz::Principal::from_credential(credential)?;
         p.in_scope(scope.org_id, scope.project_id)?;
         let revealed = match (reveal.inputs, reveal.outputs) {

@@ -6,6 +6,7 @@ mod bus;
 pub mod call;
 mod coalesce;
 mod creates;
+pub mod dashboard;
 mod dispatch;
 pub mod history;
 mod input;
@@ -291,9 +292,27 @@ fn visible(
 
 impl Engine {
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal> {
+        if let Some(session) = dashboard::session_token(authorization) {
+            return Ok(Principal::from_credential(self.session_credential(session).await?)?);
+        }
         let hash = token_hash(authorization)?;
         let credential = self.reads.credential(hash).await?.ok_or(authz::Error::Unauthenticated)?;
         Ok(Principal::from_credential(credential)?)
+    }
+
+    /// The caller's credential and execution `id`: one store round trip for a
+    /// bearer token, the session first for a dashboard session.
+    async fn credential_with_execution(
+        &self,
+        authorization: Option<&str>,
+        id: &str,
+    ) -> Result<(store::Credential, Option<ExecutionRecord>)> {
+        if let Some(session) = dashboard::session_token(authorization) {
+            let credential = self.session_credential(session).await?;
+            return Ok((credential, self.reads.execution(id).await?));
+        }
+        let hash = token_hash(authorization)?;
+        Ok(self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?)
     }
 
     /// Authenticates the caller and reads an execution they may own, in one
@@ -311,9 +330,7 @@ impl Engine {
             p.in_scope(scope.org_id, scope.project_id)?;
             return Err(authz::Error::NotFound.into());
         }
-        let hash = token_hash(authorization)?;
-        let (credential, record) =
-            self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
+        let (credential, record) = self.credential_with_execution(authorization, id).await?;
         let p = Principal::from_credential(credential)?;
         let record = visible(&p, scope.org_id, scope.project_id, record)?;
         Ok((p, record))

@@ -6,7 +6,7 @@
 //! logged with the operator's credential id.
 
 use super::lifecycle::{CancelOutcome, encode_cursor};
-use super::{Engine, Error, Result, Scope, now_ms, token_hash};
+use super::{Engine, Error, Result, Scope, now_ms};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal, operator::Route};
 use crate::crypto::Field;
@@ -80,9 +80,7 @@ impl Engine {
             self.audit(&p, scope, action(route), Some(id), outcome::NOT_FOUND, None).await?;
             return Err(authz::Error::NotFound.into());
         }
-        let hash = token_hash(authorization)?;
-        let (credential, record) =
-            self.reads.credential_with_execution(hash, id).await?.ok_or(authz::Error::Unauthenticated)?;
+        let (credential, record) = self.credential_with_execution(authorization, id).await?;
         let p = Principal::from_credential(credential)?;
         self.operator_check(&p, scope, route, Some(id)).await?;
         match record {

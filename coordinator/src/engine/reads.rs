@@ -124,6 +124,7 @@ mod tests {
             user_id: Some("u".into()),
             role: None,
             permissions: Vec::new(),
+            worker_group: None,
         };
         store.create_credential(&credential, 1).await.expect("credential");
         let reads = Reads::start(store.clone());

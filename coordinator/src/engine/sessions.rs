@@ -30,6 +30,8 @@ pub enum CloseReason {
     Revoked = 1,
     /// The same worker registered again (a reconnect): the newer session wins.
     Replaced = 2,
+    /// An administrator gave one of its tools to another worker identity.
+    Disowned = 3,
 }
 
 /// Who a session is: fixed at registration.
@@ -37,6 +39,8 @@ pub struct SessionIdentity {
     /// Bound to `credential_id` for good (see `Store::bind_worker`).
     pub worker_id: String,
     pub credential_id: String,
+    /// The worker identity the credential belongs to; the tools are its own.
+    pub group: String,
     pub project_id: String,
     pub tools: Vec<String>,
     /// Declared capacity, clamped to the configured maximum.
@@ -48,6 +52,7 @@ pub struct Session {
     pub connection: u64,
     pub worker_id: String,
     pub credential_id: String,
+    pub group: String,
     pub project_id: String,
     pub tools: Vec<String>,
     outbox: Outbox,
@@ -65,6 +70,7 @@ impl Session {
             connection,
             worker_id: who.worker_id,
             credential_id: who.credential_id,
+            group: who.group,
             project_id: who.project_id,
             tools: who.tools,
             outbox,
@@ -139,6 +145,7 @@ impl Session {
         match self.close_reason.load(Ordering::Acquire) {
             1 => Some(CloseReason::Revoked),
             2 => Some(CloseReason::Replaced),
+            3 => Some(CloseReason::Disowned),
             _ => None,
         }
     }

@@ -49,7 +49,7 @@ impl World {
         let project_id = crate::admin::create_project(&store, &org_id, "p").await.expect("project");
         let gateway_id = crate::admin::create_gateway(&store, &project_id, "g").await.expect("gateway");
         let user = crate::admin::issue_end_user_token(&store, &gateway_id, "ada").await.expect("user").token;
-        let worker_token = crate::admin::issue_worker_token(&store, &project_id).await.expect("worker").token;
+        let worker_token = crate::admin::issue_worker_token(&store, &project_id, None).await.expect("worker").token;
         let ring = KeyRing::from_base64([("k", KeyRing::generate_key_base64().as_str())]).expect("ring");
         let bounds = Bounds {
             principal_concurrency: 100,
@@ -78,6 +78,7 @@ impl World {
             cluster_secret: None,
             max_worker_capacity: 8,
             tool_limits: Default::default(),
+            dashboard: Default::default(),
             server_tls: None,
             client_tls: None,
             webhooks: Default::default(),

@@ -8,12 +8,13 @@ use super::messages::{
     Reported, Settlement,
 };
 use super::sessions::{CloseReason, Outbox, Session, SessionIdentity};
-use super::{Engine, Error, Result, now_ms};
+use super::{Engine, Error, Result, Scope, now_ms};
+use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, Outcome, StopReason};
 use crate::options::ToolLimits;
-use crate::store::{EventData, ToolRecord};
+use crate::store::{EventData, OwnedElsewhere, ToolChange, ToolRecord};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -143,7 +144,7 @@ impl Engine {
     /// another credential holds is refused and changes nothing.
     pub async fn register(&self, mut reg: Registration, outbox: Outbox) -> Result<Arc<Session>> {
         let principal = self.authenticate(Some(&format!("Bearer {}", reg.worker_token))).await?;
-        let Principal::Worker { credential_id, project_id, .. } = principal else {
+        let Principal::Worker { credential_id, project_id, org_id } = principal.clone() else {
             return Err(authz::Error::Forbidden("workers must register with a worker credential").into());
         };
         if reg.worker_id.is_empty() || reg.worker_id.len() > 128 || reg.worker_id.chars().any(char::is_control) {
@@ -170,15 +171,46 @@ impl Engine {
             }
         }
         let now = now_ms();
-        if !self.store.bind_worker(&reg.worker_id, &credential_id, &project_id, now).await? {
+        let group = self.store.worker_group(&credential_id).await?.ok_or(authz::Error::Unauthenticated)?;
+        if !self.store.bind_worker(&reg.worker_id, &credential_id, &group, &project_id, now).await? {
             tracing::warn!(
                 worker_id = %reg.worker_id,
                 %credential_id,
-                "registration refused: the worker id belongs to another credential"
+                "registration refused: the worker id belongs to another worker identity"
             );
-            return Err(authz::Error::Forbidden("this worker id belongs to another credential").into());
+            return Err(authz::Error::Forbidden("this worker id belongs to another worker identity").into());
         }
-        self.store.upsert_tools(&project_id, &tools, now).await?;
+        let scope = Scope { org_id: &org_id, project_id: &project_id };
+        let changes = match self.store.register_tools(&project_id, &group, &tools, now).await? {
+            Ok(changes) => changes,
+            Err(OwnedElsewhere { tool }) => {
+                tracing::warn!(
+                    worker_id = %reg.worker_id,
+                    %credential_id,
+                    tool = %tool,
+                    "registration refused: the tool belongs to another worker identity"
+                );
+                let why = Some("the tool belongs to another worker identity".to_owned());
+                self.audit(&principal, scope, action::TOOL_REGISTER, Some(&tool), outcome::REFUSED, why).await?;
+                return Err(
+                    authz::Error::Forbidden("a tool of this registration belongs to another worker identity").into()
+                );
+            }
+        };
+        for (tool, change) in changes {
+            let (action, detail) = match change {
+                ToolChange::Unchanged => continue,
+                ToolChange::Added => (action::TOOL_REGISTER, format!("new tool of identity {group}")),
+                ToolChange::Claimed { from } if from.is_empty() => {
+                    (action::TOOL_REGISTER, format!("unowned tool claimed by identity {group}"))
+                }
+                ToolChange::Claimed { from } => {
+                    (action::TOOL_REGISTER, format!("claimed by identity {group} from {from}, which has no live token"))
+                }
+                ToolChange::Changed => (action::TOOL_UPDATE, "definition changed by its owner".to_owned()),
+            };
+            self.audit(&principal, scope, action, Some(&tool), outcome::ALLOWED, Some(detail)).await?;
+        }
         self.store.upsert_worker(&reg.worker_id, &project_id, &self.options.id, now).await?;
         self.reclaim_undelivered(&reg, now).await?;
         let mut stop = Vec::new();
@@ -203,6 +235,7 @@ impl Engine {
         let who = SessionIdentity {
             worker_id: reg.worker_id.clone(),
             credential_id,
+            group,
             project_id,
             tools: tools.into_iter().map(|t| t.name).collect(),
             capacity,
@@ -300,7 +333,31 @@ impl Engine {
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot check worker credentials"),
             }
+            if let Err(e) = self.end_disowned(&sessions).await {
+                tracing::warn!(error = %e, "cannot check tool owners");
+            }
         }
+    }
+
+    /// Ends the sessions serving a tool an administrator gave to another
+    /// identity: from then on only the new owner's workers receive its runs.
+    async fn end_disowned(&self, sessions: &[Arc<Session>]) -> Result<()> {
+        let mut projects: Vec<&str> = sessions.iter().map(|s| s.project_id.as_str()).collect();
+        projects.sort_unstable();
+        projects.dedup();
+        for project in projects {
+            let owners: std::collections::HashMap<String, String> =
+                self.store.tool_owners(project).await?.into_iter().collect();
+            for s in sessions.iter().filter(|s| s.project_id == project) {
+                let disowned = s.tools.iter().find(|t| owners.get(*t).is_some_and(|o| !o.is_empty() && *o != s.group));
+                if let Some(tool) = disowned {
+                    tracing::warn!(worker_id = %s.worker_id, tool = %tool, "tool given to another identity; session ended");
+                    self.sessions.remove(&s.worker_id, s.connection);
+                    s.close(CloseReason::Disowned);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Keeps the leases the worker still holds. An attempt that is no longer

@@ -274,6 +274,26 @@ impl Coordinator for Api {
         Ok(Response::new(pb::EndMcpSessionResponse {}))
     }
 
+    async fn open_dashboard_session(
+        &self,
+        req: Request<pb::OpenDashboardSessionRequest>,
+    ) -> Reply<pb::OpenDashboardSessionResponse> {
+        let opened = self.engine.open_dashboard_session(authorization(&req)).await.map_err(to_status)?;
+        Ok(Response::new(pb::OpenDashboardSessionResponse {
+            session_token: opened.token,
+            idle_ms: opened.idle_ms,
+            expires_at_ms: opened.expires_at_ms,
+        }))
+    }
+
+    async fn end_dashboard_session(
+        &self,
+        req: Request<pb::EndDashboardSessionRequest>,
+    ) -> Reply<pb::EndDashboardSessionResponse> {
+        self.engine.end_dashboard_session(authorization(&req)).await.map_err(to_status)?;
+        Ok(Response::new(pb::EndDashboardSessionResponse {}))
+    }
+
     async fn use_watch_token(&self, req: Request<pb::UseWatchTokenRequest>) -> Reply<pb::UseWatchTokenResponse> {
         let r = req.get_ref();
         let first_use =

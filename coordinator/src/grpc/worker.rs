@@ -105,6 +105,9 @@ impl Stream for Outgoing {
             self.ended = true;
             let status = match self.session.close_reason() {
                 Some(CloseReason::Revoked) => Status::unauthenticated("the worker credential was revoked"),
+                Some(CloseReason::Disowned) => {
+                    Status::permission_denied("a tool of this worker was given to another worker identity")
+                }
                 _ => Status::aborted("this worker registered again on another connection"),
             };
             return Poll::Ready(Some(Err(status)));

@@ -382,6 +382,7 @@ async fn credentials_resolve_by_hash_and_revoke() {
             user_id: None,
             role: Some("admin".into()),
             permissions: vec!["status".into(), "cancel".into()],
+            worker_group: None,
         };
         b.store.create_credential(&c, 1).await.expect("create");
         // The joined reads see the same credential, with or without the row they join.

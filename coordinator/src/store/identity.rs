@@ -38,6 +38,8 @@ pub struct NewCredential {
     pub user_id: Option<String>,
     pub role: Option<String>,
     pub permissions: Vec<String>,
+    /// A worker token's identity (see `store::tool_owners`); `None` for other kinds.
+    pub worker_group: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,7 +201,7 @@ impl Store {
     pub async fn create_credential(&self, c: &NewCredential, now: Millis) -> Result<()> {
         sqlx::query(
             "INSERT INTO credentials (id, token_hash, kind, org_id, project_id, gateway_id, user_id, role, \
-             permissions, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             permissions, created_at, worker_group) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(&c.id)
         .bind(&c.token_hash)
@@ -211,6 +213,7 @@ impl Store {
         .bind(&c.role)
         .bind(c.permissions.join(","))
         .bind(now)
+        .bind(&c.worker_group)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -233,49 +236,6 @@ impl Store {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    pub async fn upsert_tools(&self, project_id: &str, tools: &[ToolRecord], now: Millis) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        for (position, t) in tools.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO tools (project_id, name, toolkit_name, toolkit_version, description, input_schema, \
-                 background, task_time_input, max_attempts, max_ttl_ms, updated_at, position, remote, \
-                 required_client_capabilities, cancel_unsupported, title, annotations, output_schema, icons) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
-                 ON CONFLICT (project_id, name) DO UPDATE SET toolkit_name = excluded.toolkit_name, \
-                 toolkit_version = excluded.toolkit_version, description = excluded.description, \
-                 input_schema = excluded.input_schema, background = excluded.background, \
-                 task_time_input = excluded.task_time_input, max_attempts = excluded.max_attempts, \
-                 max_ttl_ms = excluded.max_ttl_ms, updated_at = excluded.updated_at, position = excluded.position, remote = excluded.remote, \
-                 required_client_capabilities = excluded.required_client_capabilities, \
-                 cancel_unsupported = excluded.cancel_unsupported, title = excluded.title, \
-                 annotations = excluded.annotations, output_schema = excluded.output_schema, icons = excluded.icons",
-            )
-            .bind(project_id)
-            .bind(&t.name)
-            .bind(&t.toolkit_name)
-            .bind(&t.toolkit_version)
-            .bind(&t.description)
-            .bind(&t.input_schema)
-            .bind(&t.background)
-            .bind(i64::from(t.task_time_input))
-            .bind(i64::from(t.max_attempts))
-            .bind(t.max_ttl_ms)
-            .bind(now)
-            .bind(position as i64)
-            .bind(i64::from(t.remote))
-            .bind(t.required_client_capabilities.join(","))
-            .bind(i64::from(t.cancel_unsupported))
-            .bind(&t.metadata.title)
-            .bind(&t.metadata.annotations)
-            .bind(&t.metadata.output_schema)
-            .bind(&t.metadata.icons)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
     }
 
     /// The project's tools callers may use (a disabled tool is not offered).
@@ -325,33 +285,6 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-
-    /// Binds `worker_id` to `credential_id` unless another credential holds it:
-    /// true when the id is (now) this credential's.
-    pub async fn bind_worker(
-        &self,
-        worker_id: &str,
-        credential_id: &str,
-        project_id: &str,
-        now: Millis,
-    ) -> Result<bool> {
-        sqlx::query(
-            "INSERT INTO worker_bindings (worker_id, credential_id, project_id, bound_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (worker_id) DO NOTHING",
-        )
-        .bind(worker_id)
-        .bind(credential_id)
-        .bind(project_id)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        let holder: Option<String> =
-            sqlx::query_scalar("SELECT credential_id FROM worker_bindings WHERE worker_id = $1")
-                .bind(worker_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(holder.as_deref() == Some(credential_id))
     }
 
     /// Of `credential_ids`, those revoked (or gone): their sessions must end.

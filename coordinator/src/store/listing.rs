@@ -48,6 +48,8 @@ pub struct CredentialRow {
     pub permissions: Vec<String>,
     pub created_at: Millis,
     pub revoked_at: Option<Millis>,
+    /// A worker token's identity (its own id, or the token it was made `--same-as`).
+    pub worker_group: Option<String>,
 }
 
 impl Store {
@@ -117,7 +119,8 @@ impl Store {
     /// (with their revocation time). Never the token hash.
     pub async fn list_credentials(&self, project_id: Option<&str>) -> Result<Vec<CredentialRow>> {
         let rows = sqlx::query(
-            "SELECT id, kind, org_id, project_id, gateway_id, user_id, role, permissions, created_at, revoked_at \
+            "SELECT id, kind, org_id, project_id, gateway_id, user_id, role, permissions, created_at, revoked_at, \
+             worker_group \
              FROM credentials WHERE ($1 = '' OR project_id = $1) ORDER BY created_at, id",
         )
         .bind(project_id.unwrap_or_default())
@@ -137,6 +140,7 @@ impl Store {
                     permissions: permissions.split(',').filter(|p| !p.is_empty()).map(str::to_owned).collect(),
                     created_at: r.try_get("created_at")?,
                     revoked_at: r.try_get("revoked_at")?,
+                    worker_group: r.try_get("worker_group")?,
                 })
             })
             .collect()
@@ -168,6 +172,7 @@ mod tests {
                     user_id: None,
                     role: Some("admin".into()),
                     permissions: vec!["status".into(), "cancel".into()],
+                    worker_group: None,
                 };
                 s.create_credential(&c, at).await.expect("credential");
             }

@@ -12,6 +12,7 @@ mod audit;
 mod bulk;
 mod claimed;
 mod create;
+mod dashboard_sessions;
 mod executions;
 mod fence;
 mod history;
@@ -24,6 +25,7 @@ mod progress;
 mod records;
 mod retention;
 mod sweep;
+mod tool_owners;
 mod watch;
 mod webhooks;
 mod write;
@@ -44,6 +46,7 @@ pub use audit::{AuditEntry, AuditFilter};
 pub use bulk::{SeedRun, Seeded, Step};
 pub use claimed::ClaimedNew;
 pub use create::Created;
+pub use dashboard_sessions::DashboardSession;
 pub use executions::{Applied, Claimed, EventRecord, ListFilter};
 pub use history::{HistoryFilter, HistoryRead, HistoryRow};
 pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
@@ -52,6 +55,7 @@ pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
 pub use retention::RetentionSettings;
 pub use sweep::{OpenExecution, SweepReport};
+pub use tool_owners::{OwnedElsewhere, ToolChange};
 pub use webhooks::{AttemptOutcome, ClaimedDelivery, DeliveryRecord, EndpointRecord};
 pub use write::{EventData, PublishedRequest};
 
@@ -205,6 +209,8 @@ impl Store {
                     include_str!("../../../migrations/postgres/0013_admission_fence_lock.sql"),
                 ),
                 (14, "audit_occurrences", include_str!("../../../migrations/postgres/0014_audit_occurrences.sql")),
+                (15, "tool_owners", include_str!("../../../migrations/postgres/0015_tool_owners.sql")),
+                (16, "dashboard_sessions", include_str!("../../../migrations/postgres/0016_dashboard_sessions.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -228,6 +234,8 @@ impl Store {
                     include_str!("../../../migrations/sqlite/0012_history_counts_by_hour.sql"),
                 ),
                 (14, "audit_occurrences", include_str!("../../../migrations/sqlite/0014_audit_occurrences.sql")),
+                (15, "tool_owners", include_str!("../../../migrations/sqlite/0015_tool_owners.sql")),
+                (16, "dashboard_sessions", include_str!("../../../migrations/sqlite/0016_dashboard_sessions.sql")),
             ],
         };
         let migrations = sources

@@ -1,6 +1,7 @@
 //! Who may see the dashboard, decided on every request: the session cookie
-//! opens to a project API key, and that key is checked with the coordinator
-//! (`WhoAmI`) each time, so revocation takes effect on the next request. Only
+//! opens to a coordinator session token, and that session is checked with
+//! the coordinator (`WhoAmI`) each time, so sign-out, the key's revocation
+//! and the session's lifetimes take effect on the next request. Only
 //! `admin` and `member` keys of the project in the URL are admitted; read-only
 //! keys, end-user tokens, worker tokens and other projects' keys are refused
 //! with a page that says why. State-changing requests also need the session's
@@ -224,7 +225,7 @@ pub async fn viewer(
     {
         return Err(Denied::Forged);
     }
-    let access = match check_key(state, &claims.key, path).await {
+    let access = match check_key(state, &claims.session, path).await {
         Ok(Ok(access)) => access,
         Ok(Err(Refusal::Unknown)) => return Err(Denied::SignIn { ended: true }),
         Ok(Err(refusal)) => return Err(Denied::Refused(refusal)),
@@ -232,7 +233,7 @@ pub async fn viewer(
     };
     let held = |p: &str| access.permissions.iter().any(|h| h == p);
     Ok(Viewer {
-        bearer: Bearer(claims.key),
+        bearer: Bearer(claims.session),
         scope: Scope { org_id: path.org_id.clone(), project_id: path.project_id.clone(), gateway_id: None },
         base: path.base(),
         admin: access.admin,

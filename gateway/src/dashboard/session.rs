@@ -1,11 +1,12 @@
-//! The dashboard session without server state: the pasted API key, the project
-//! it was accepted for, a CSRF token and an expiry, sealed with AES-256-GCM
-//! into one cookie that any replica holding the gateway's session key opens.
-//! The sealing key is derived from `options.session_key` for this use alone
-//! (and the associated data differs), so a legacy MCP session id is never a
-//! dashboard cookie or the reverse. Opening a cookie proves only that a
-//! gateway sealed it: the key inside is checked with the coordinator on every
-//! request, so a revoked key ends the session at once.
+//! The dashboard's cookie: the coordinator's session token (never the API key
+//! it was opened with), the project it was opened for, a CSRF token and an
+//! expiry, sealed with AES-256-GCM into one cookie that any replica holding
+//! the gateway's session key opens. The sealing key is derived from
+//! `options.session_key` for this use alone (and the associated data differs),
+//! so a legacy MCP session id is never a dashboard cookie or the reverse.
+//! Opening a cookie proves only that a gateway sealed it: the session inside
+//! is checked with the coordinator on every request, which ends it on
+//! sign-out, on the key's revocation, and after its idle or absolute lifetime.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 const PREFIX: &str = "bd1.";
 const NONCE_LEN: usize = 12;
-const AAD: &[u8] = b"baton/dashboard-session/v1";
+const AAD: &[u8] = b"baton/dashboard-session/v2";
 /// Cookies above this length are refused before any decryption.
 const MAX_TOKEN_LEN: usize = 2048;
 /// The session cookie; the path keeps it off every other route.
@@ -25,8 +26,6 @@ pub const COOKIE: &str = "baton_dashboard";
 /// The sign-in form's double-submit cookie (before there is a session).
 pub const SIGN_IN_COOKIE: &str = "baton_dashboard_sign_in";
 pub const COOKIE_PATH: &str = "/dashboard/";
-/// How long a session lasts; signing in again starts a new one.
-pub const LIFETIME: Duration = Duration::from_secs(8 * 3600);
 /// How long a sign-in form stays usable.
 pub const SIGN_IN_LIFETIME: Duration = Duration::from_secs(3600);
 
@@ -45,9 +44,9 @@ pub enum Error {
 /// What a session holds. Short field names: the cookie travels with every request.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
-    /// The project API key, re-checked on every request.
-    #[serde(rename = "k")]
-    pub key: String,
+    /// The coordinator's session token (`bds_…`), checked on every request.
+    #[serde(rename = "s")]
+    pub session: String,
     #[serde(rename = "o")]
     pub org_id: String,
     #[serde(rename = "p")]
@@ -158,7 +157,7 @@ mod tests {
 
     fn claims() -> Claims {
         Claims {
-            key: "bk_secret-key".into(),
+            session: "bds_secret-session".into(),
             org_id: "o".into(),
             project_id: "p".into(),
             csrf: random_token().expect("token"),
@@ -170,7 +169,7 @@ mod tests {
     fn a_sealed_session_opens_on_any_replica_and_hides_the_key() {
         let c = claims();
         let token = seal(&KEY, &c).expect("seal");
-        assert!(!token.contains("bk_secret"), "the key is not readable in the cookie");
+        assert!(!token.contains("bds_secret"), "the session token is not readable in the cookie");
         assert!(token.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)), "a plain cookie value");
         assert_eq!(open(&KEY, &token, 9_999), Ok(c.clone()));
         assert_ne!(seal(&KEY, &c).expect("seal"), token, "every seal has its own nonce");
@@ -192,9 +191,9 @@ mod tests {
 
     #[test]
     fn cookies_are_strict_http_only_and_secure_over_tls() {
-        let plain = set_cookie(COOKIE, "v", LIFETIME, false);
+        let plain = set_cookie(COOKIE, "v", Duration::from_secs(8 * 3600), false);
         assert_eq!(plain, "baton_dashboard=v; Path=/dashboard/; Max-Age=28800; HttpOnly; SameSite=Strict");
-        assert!(set_cookie(COOKIE, "v", LIFETIME, true).ends_with("; Secure"));
+        assert!(set_cookie(COOKIE, "v", Duration::from_secs(1), true).ends_with("; Secure"));
         assert!(clear_cookie(COOKIE, false).contains("Max-Age=0"));
         let mut h = HeaderMap::new();
         h.append(http::header::COOKIE, "a=1; baton_dashboard=xyz".parse().expect("header"));

@@ -1,20 +1,24 @@
 //! Signing in and out. A person pastes a project API key into a form (never a
 //! URL); the gateway asks the coordinator who the key is and, for an `admin`
-//! or `member` key of this project, answers with the sealed session cookie.
+//! or `member` key of this project, opens a coordinator session and answers
+//! with it sealed in the cookie (the key itself is not kept).
 //! The form itself is protected by a double-submit token (a cookie and a
 //! hidden field that must match), so another site cannot sign a browser in
-//! with the attacker's key. Signing out clears the cookie.
+//! with the attacker's key. Signing out ends the session and clears the cookie.
 
 use super::access::{self, Refusal};
 use super::html::{self, Header, esc};
 use super::session::{self, Claims};
 use super::{ProjectPath, html_response, see_other};
 use crate::app::AppState;
+use crate::coordinator::Bearer;
 use axum::Form;
 use axum::extract::{OriginalUri, Path, Query, State};
 use axum::response::Response;
+use baton_proto::error::ErrorCode;
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
+use std::time::Duration;
 
 #[derive(Deserialize, Default)]
 pub struct FormQuery {
@@ -63,8 +67,8 @@ fn form_page(path: &ProjectPath, next: &str, token: &str, notice: Option<(&str, 
         r#"<section class="sign-in" aria-labelledby="sign-in-title">
 <h1 id="sign-in-title">Sign in to Tool Executions</h1>
 {notice}
-<p>Paste a project API key with the <strong>admin</strong> or <strong>member</strong> role. The key stays in an
-encrypted, HttpOnly cookie for this browser session and is checked again on every request.</p>
+<p>Paste a project API key with the <strong>admin</strong> or <strong>member</strong> role. The key is not kept:
+this browser gets a session that ends when you sign out, when the key is revoked, or after a while unused.</p>
 <form method="post" action="{action}" class="stack" autocomplete="off">
 <input type="hidden" name="csrf" value="{token}">
 <input type="hidden" name="next" value="{next}">
@@ -151,15 +155,21 @@ pub async fn submit(
         }
         Ok(Err(refusal)) => access::refusal_page(&path, refusal, Some(&session::clear_cookie(session::COOKIE, secure))),
         Ok(Ok(_)) => {
+            // The key leaves with this request: the cookie holds a session the
+            // coordinator can end.
+            let opened = match state.coordinator.open_dashboard_session(&Bearer(key.to_owned())).await {
+                Ok(opened) => opened,
+                Err(e) => return access::failure_page(&path, &e),
+            };
+            let now = html::now_ms();
+            let lifetime = Duration::from_millis(u64::try_from(opened.expires_at_ms - now).unwrap_or(0));
             let sealed = session::random_token().map_err(|_| ()).and_then(|csrf| {
-                let expires_ms =
-                    html::now_ms().saturating_add(i64::try_from(session::LIFETIME.as_millis()).unwrap_or(i64::MAX));
                 let claims = Claims {
-                    key: key.to_owned(),
+                    session: opened.session_token,
                     org_id: path.org_id.clone(),
                     project_id: path.project_id.clone(),
                     csrf,
-                    expires_ms,
+                    expires_ms: opened.expires_at_ms,
                 };
                 session::seal(&state.options.session_key, &claims).map_err(|_| ())
             });
@@ -167,7 +177,7 @@ pub async fn submit(
                 return access::message_page(&path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "");
             };
             let mut r = see_other(&next);
-            access::set(&mut r, &session::set_cookie(session::COOKIE, &sealed, session::LIFETIME, secure));
+            access::set(&mut r, &session::set_cookie(session::COOKIE, &sealed, lifetime, secure));
             access::set(&mut r, &session::clear_cookie(session::SIGN_IN_COOKIE, secure));
             r
         }
@@ -179,8 +189,8 @@ pub struct SignOutForm {
     csrf: String,
 }
 
-/// Clears the session cookie. Needs the session's token, so another site
-/// cannot sign a person out either.
+/// Ends the session with the coordinator and clears the cookie. Needs the
+/// session's CSRF token, so another site cannot sign a person out either.
 pub async fn sign_out(
     State(state): State<AppState>,
     Path(path): Path<ProjectPath>,
@@ -195,7 +205,12 @@ pub async fn sign_out(
     if !access::same_site(&headers) || !session::same_secret(&form.csrf, &claims.csrf) {
         return access::Denied::Forged.page(&path, "", secure);
     }
-    let mut r = see_other(&format!("{}/sign-in?signed_out=1", path.base()));
+    // The session ends for every copy of the cookie, not only this browser's.
+    let mut r = match state.coordinator.end_dashboard_session(&Bearer(claims.session)).await {
+        Ok(()) => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
+        Err(e) if e.code == ErrorCode::Unauthenticated => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
+        Err(e) => access::failure_page(&path, &e),
+    };
     access::set(&mut r, &session::clear_cookie(session::COOKIE, secure));
     r
 }

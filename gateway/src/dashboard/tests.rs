@@ -64,12 +64,12 @@ fn post(uri: &str, cookie: Option<&str>, form: &str, origin: Option<&str>) -> Re
 }
 
 fn session_cookie(key: &[u8; 32], project: &str, csrf: &str) -> String {
-    session_with(key, "bk_key", project, csrf)
+    session_with(key, "bds_key", project, csrf)
 }
 
 fn session_with(key: &[u8; 32], token: &str, project: &str, csrf: &str) -> String {
     let claims = Claims {
-        key: token.into(),
+        session: token.into(),
         org_id: "o1".into(),
         project_id: project.into(),
         csrf: csrf.into(),
@@ -161,7 +161,7 @@ async fn the_sign_in_form_needs_its_own_token_and_this_site() {
 async fn a_session_whose_key_no_longer_passes_ends_at_once() {
     let h = harness().await;
     let list = format!("{BASE}/tool-executions");
-    // The fake knows no `bk_key`: as if it was revoked after sign-in.
+    // The fake knows no `bds_key`: as if it was signed out elsewhere, or its key revoked.
     let a = send(&h, get(&list, Some(&session_cookie(&KEY, "p1", "t")))).await;
     assert_eq!(a.status, StatusCode::SEE_OTHER);
     assert!(a.header(header::LOCATION).ends_with("&ended=1"), "{}", a.header(header::LOCATION));
@@ -191,7 +191,7 @@ async fn state_changing_requests_need_the_session_token() {
     .await;
     assert_eq!(reveal.status, StatusCode::FORBIDDEN);
     assert!(reveal.body.contains("forged"));
-    // Signing out with the token clears the cookie without asking anyone.
+    // Signing out with the token ends the session with the coordinator and clears the cookie.
     let out = send(&h, post(&format!("{BASE}/sign-out"), Some(&cookie), "csrf=right-token", Some("http://gw"))).await;
     assert_eq!(out.status, StatusCode::SEE_OTHER);
     assert!(out.cookies().iter().any(|c| c.starts_with(&format!("{}=;", session::COOKIE)) && c.contains("Max-Age=0")));

@@ -428,4 +428,20 @@ impl Coordinator for Fake {
     ) -> Result<Response<UseWatchTokenResponse>, Status> {
         Err(Status::unimplemented("watches are not faked"))
     }
+
+    /// The dashboard is not part of the MCP surface.
+    async fn open_dashboard_session(
+        &self,
+        _request: Request<OpenDashboardSessionRequest>,
+    ) -> Result<Response<OpenDashboardSessionResponse>, Status> {
+        Err(Status::unimplemented("dashboard sessions are not faked"))
+    }
+
+    /// Any session ends (the dashboard's router tests sign out).
+    async fn end_dashboard_session(
+        &self,
+        _request: Request<EndDashboardSessionRequest>,
+    ) -> Result<Response<EndDashboardSessionResponse>, Status> {
+        Ok(Response::new(EndDashboardSessionResponse {}))
+    }
 }

@@ -1,0 +1,71 @@
+//! Dashboard sessions, kept here so that they can end. A person signs in with
+//! a project API key; the gateway trades it for a session token (`bds_…`) and
+//! seals only that into the browser's cookie. Every call the dashboard makes
+//! carries the session token, which stands for the key while the session is
+//! open: until sign-out, the key's revocation, `idle_ms` without use, or
+//! `lifetime_ms` after sign-in, whichever comes first.
+
+use super::{Engine, Result, now_ms};
+use crate::authz::{self, Principal, Role, generate_token, hash_token};
+use crate::store::Credential;
+
+const PREFIX: &str = "bds_";
+/// A session is written back at most this often: the idle clock needs minutes,
+/// not every request, and no shorter than a quarter of the idle lifetime.
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+/// The session token in `authorization`, if it carries one.
+pub(super) fn session_token(authorization: Option<&str>) -> Option<&str> {
+    authz::bearer_token(authorization).filter(|t| t.starts_with(PREFIX))
+}
+
+/// A session just opened.
+#[derive(Clone, Debug)]
+pub struct OpenedSession {
+    pub token: String,
+    pub idle_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+impl Engine {
+    /// Opens a session for the caller's key: a project API key with the
+    /// `admin` or `member` role, the only keys the dashboard admits.
+    pub async fn open_dashboard_session(&self, authorization: Option<&str>) -> Result<OpenedSession> {
+        if session_token(authorization).is_some() {
+            return Err(authz::Error::Forbidden("a dashboard session cannot open another").into());
+        }
+        let p = self.authenticate(authorization).await?;
+        let Principal::ApiKey { credential_id, role: Role::Admin | Role::Member, .. } = &p else {
+            return Err(authz::Error::Forbidden("only a project API key with the admin or member role").into());
+        };
+        let token = generate_token(PREFIX);
+        let now = now_ms();
+        let expires_at_ms = now.saturating_add(self.options.dashboard.lifetime_ms);
+        self.store.open_dashboard_session(&hash_token(&token), credential_id, now, expires_at_ms).await?;
+        tracing::info!(credential_id = %credential_id, "dashboard session opened");
+        Ok(OpenedSession { token, idle_ms: self.options.dashboard.idle_ms, expires_at_ms })
+    }
+
+    /// Ends the caller's session (signing out). Ending one already over is no error.
+    pub async fn end_dashboard_session(&self, authorization: Option<&str>) -> Result<()> {
+        let token = session_token(authorization).ok_or(authz::Error::Unauthenticated)?;
+        self.store.end_dashboard_session(&hash_token(token), now_ms()).await?;
+        Ok(())
+    }
+
+    /// The key an open session stands for; an ended, idle or expired session
+    /// is unauthenticated (and a revoked key is refused by the caller).
+    pub(super) async fn session_credential(&self, token: &str) -> Result<Credential> {
+        let hash = hash_token(token);
+        let now = now_ms();
+        let idle_ms = self.options.dashboard.idle_ms;
+        let session = self.store.dashboard_session(&hash, now, idle_ms).await?.ok_or(authz::Error::Unauthenticated)?;
+        if now - session.last_seen_at >= TOUCH_EVERY_MS.min(idle_ms / 4)
+            && let Err(e) = self.store.touch_dashboard_session(&hash, now).await
+        {
+            // The session stays open on this request; the next one tries again.
+            tracing::warn!(error = %e, "cannot record a dashboard session's use");
+        }
+        Ok(session.credential)
+    }
+}
