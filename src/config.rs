@@ -181,8 +181,12 @@ pub struct GatewaySection {
     pub max_waits_per_principal: usize,
     /// Waits one gateway process holds at once, all callers together.
     pub max_waits: usize,
-    /// The longest long poll (`wait_ms`) a caller may ask for; longer is 400.
+    /// The longest long poll (`wait_ms`) for any change a caller may ask for;
+    /// longer is 400. At most 300000 (five minutes).
     pub max_wait_ms: u64,
+    /// The longest long poll for a state (`wait_ms` with `until`); longer is
+    /// 400. At most 14400000 (four hours).
+    pub max_predicate_wait_ms: u64,
     /// The longest websocket watch (`timeout_seconds`); longer is 400.
     pub max_watch_seconds: u64,
     /// How long a watch's single-use `websocket_url` may be opened.
@@ -203,6 +207,7 @@ impl Default for GatewaySection {
             max_waits_per_principal: 100,
             max_waits: 10_000,
             max_wait_ms: 45_000,
+            max_predicate_wait_ms: 45_000,
             max_watch_seconds: 14_400,
             watch_connect_ttl_ms: 30_000,
         }
@@ -364,13 +369,21 @@ impl Config {
             ("gateway.idle_timeout_ms", g.idle_timeout_ms > 0),
             ("gateway.max_waits_per_principal", g.max_waits_per_principal > 0),
             ("gateway.max_waits", g.max_waits > 0),
-            ("gateway.max_wait_ms", g.max_wait_ms > 0),
             ("gateway.max_watch_seconds", g.max_watch_seconds > 0),
             // The coordinator remembers a used token for at most an hour.
             ("gateway.watch_connect_ttl_ms", (1..=3_600_000).contains(&g.watch_connect_ttl_ms)),
         ] {
             if !positive {
                 return Err(field(name, "must be positive"));
+            }
+        }
+        // Proxies and clients hold a request open for these at most.
+        for (name, ms, max) in [
+            ("gateway.max_wait_ms", g.max_wait_ms, 300_000),
+            ("gateway.max_predicate_wait_ms", g.max_predicate_wait_ms, 14_400_000),
+        ] {
+            if !(1..=max).contains(&ms) {
+                return Err(field(name, format!("must be 1 to {max}")));
             }
         }
         if self.worker.capacity == 0 {
@@ -509,8 +522,14 @@ mod tests {
     fn wait_lengths_are_configured_and_checked() {
         let g = load("", &[]).expect("valid").gateway;
         assert_eq!((g.max_wait_ms, g.max_watch_seconds, g.watch_connect_ttl_ms), (45_000, 14_400, 30_000));
+        assert_eq!(g.max_predicate_wait_ms, 45_000);
+        let long = [("BATON_GATEWAY__MAX_WAIT_MS", "300000"), ("BATON_GATEWAY__MAX_PREDICATE_WAIT_MS", "14400000")];
+        let g = load("", &long).expect("the seed's ceilings are reachable").gateway;
+        assert_eq!((g.max_wait_ms, g.max_predicate_wait_ms), (300_000, 14_400_000));
         for (name, value) in [
             ("BATON_GATEWAY__MAX_WAIT_MS", "0"),
+            ("BATON_GATEWAY__MAX_WAIT_MS", "300001"),
+            ("BATON_GATEWAY__MAX_PREDICATE_WAIT_MS", "14400001"),
             ("BATON_GATEWAY__MAX_WATCH_SECONDS", "0"),
             ("BATON_GATEWAY__WATCH_CONNECT_TTL_MS", "3600001"),
         ] {

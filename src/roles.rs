@@ -81,6 +81,7 @@ pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton
         max_waits: c.gateway.max_waits,
         wait_limits: baton_gateway::waits::Limits {
             max_wait_ms: c.gateway.max_wait_ms,
+            max_predicate_wait_ms: c.gateway.max_predicate_wait_ms,
             max_watch_seconds: c.gateway.max_watch_seconds,
             watch_connect_ttl_ms: c.gateway.watch_connect_ttl_ms,
         },

@@ -24,6 +24,7 @@ pub use call::{CallSettled, Calling};
 pub mod history;
 mod operator;
 mod waiting;
+pub use waiting::{StatusSet, Until};
 mod webhooks;
 
 /// The caller's credential, forwarded verbatim; never logged.

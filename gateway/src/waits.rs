@@ -19,8 +19,11 @@ pub const RETRY_AFTER_MS: u64 = 1_000;
 /// How long waits may be, from configuration (`gateway.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// The longest long poll (`wait_ms`), REST and `_GetToolExecution` alike.
+    /// The longest long poll (`wait_ms`) for any change, REST and
+    /// `_GetToolExecution` alike.
     pub max_wait_ms: u64,
+    /// The longest long poll for a state (`wait_ms` with `until`).
+    pub max_predicate_wait_ms: u64,
     /// The longest websocket watch (`timeout_seconds`).
     pub max_watch_seconds: u64,
     /// How long a watch's `websocket_url` may be opened after it was issued.
@@ -29,7 +32,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_wait_ms: 45_000, max_watch_seconds: 14_400, watch_connect_ttl_ms: 30_000 }
+        Limits {
+            max_wait_ms: 45_000,
+            max_predicate_wait_ms: 45_000,
+            max_watch_seconds: 14_400,
+            watch_connect_ttl_ms: 30_000,
+        }
     }
 }
 
@@ -46,10 +54,16 @@ pub struct OverLimit {
 }
 
 impl Limits {
-    /// `wait_ms` as asked, unless it passes `gateway.max_wait_ms`.
-    pub fn wait_ms(&self, asked: u64) -> Result<u64, OverLimit> {
-        if asked > self.max_wait_ms {
-            return Err(OverLimit { field: "wait_ms", setting: "gateway.max_wait_ms", max: self.max_wait_ms });
+    /// `wait_ms` as asked, unless it passes `gateway.max_wait_ms` (a wait
+    /// for any change) or `gateway.max_predicate_wait_ms` (a wait for a state).
+    pub fn wait_ms(&self, asked: u64, predicate: bool) -> Result<u64, OverLimit> {
+        let (setting, max) = if predicate {
+            ("gateway.max_predicate_wait_ms", self.max_predicate_wait_ms)
+        } else {
+            ("gateway.max_wait_ms", self.max_wait_ms)
+        };
+        if asked > max {
+            return Err(OverLimit { field: "wait_ms", setting, max });
         }
         Ok(asked)
     }
@@ -219,10 +233,18 @@ mod tests {
 
     #[test]
     fn limits_refuse_rather_than_clamp_and_name_the_setting() {
-        let limits = Limits { max_wait_ms: 1_000, max_watch_seconds: 60, watch_connect_ttl_ms: 5_000 };
-        assert_eq!(limits.wait_ms(1_000), Ok(1_000));
-        let over = limits.wait_ms(1_001).expect_err("over the limit");
+        let limits = Limits {
+            max_wait_ms: 1_000,
+            max_predicate_wait_ms: 9_000,
+            max_watch_seconds: 60,
+            watch_connect_ttl_ms: 5_000,
+        };
+        assert_eq!(limits.wait_ms(1_000, false), Ok(1_000));
+        let over = limits.wait_ms(1_001, false).expect_err("over the limit");
         assert!(over.to_string().contains("gateway.max_wait_ms") && over.to_string().contains("1000"), "{over}");
+        assert_eq!(limits.wait_ms(9_000, true), Ok(9_000), "a wait for a state has its own ceiling");
+        let over = limits.wait_ms(9_001, true).expect_err("over the predicate limit");
+        assert!(over.to_string().contains("gateway.max_predicate_wait_ms"), "{over}");
         assert_eq!(limits.watch_seconds(None), Ok(60), "the default never passes the limit");
         assert_eq!(limits.watch_seconds(Some(61)).err().map(|e| e.setting), Some("gateway.max_watch_seconds"));
     }

@@ -47,6 +47,17 @@ impl Mcp {
         Ok(mcp)
     }
 
+    /// The same client (its session too) speaking to gateway `g`.
+    fn at(&self, c: &Cluster, g: usize) -> Mcp {
+        Mcp {
+            http: self.http.clone(),
+            url: format!("http://{}/mcp/{}", c.gateways[g].addr, c.id.gateway_id),
+            token: self.token.clone(),
+            legacy: self.legacy,
+            session: self.session.clone(),
+        }
+    }
+
     async fn post(&self, body: Value) -> Result<reqwest::Response> {
         let mut req =
             self.http.post(&self.url).bearer_auth(&self.token).header("accept", "application/json, text/event-stream");
@@ -214,5 +225,128 @@ async fn ttl_ms_is_the_executions_time_to_live_not_its_retention() -> Result<()>
         &time::format_description::well_known::Rfc3339,
     )?;
     assert!(kept - created > time::Duration::hours(1), "retention is its own field: {task}");
+    Ok(())
+}
+
+/// Baton answers a task from any replica, where the MCP specification assumes
+/// sticky task state: 200 tasks per dialect are created through gateway 0 on
+/// coordinator 0, and each `tasks/get` is sent to gateway 1 on coordinator 1
+/// the moment its `CreateTaskResult` arrives. Every one resolves (a
+/// `CreateTaskResult` is never returned before the task exists everywhere).
+#[tokio::test]
+async fn a_task_created_on_one_replica_resolves_at_once_on_another_in_both_dialects() -> Result<()> {
+    use base64::Engine as _;
+    use futures_util::StreamExt as _;
+    let mut c = Cluster::new(Settings::default()).await?;
+    c.start_coordinator().await?;
+    c.start_coordinator().await?;
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key)?;
+    // One session key for both gateways: a legacy session opens on either.
+    // No foreground budget: a 2026-07-28 call of an optional tool is a task at once.
+    let shared = [
+        ("BATON_SECURITY__MCP_SESSION_KEY", base64::engine::general_purpose::STANDARD.encode(key)),
+        ("BATON_GATEWAY__FOREGROUND_BUDGET_MS", "0".to_owned()),
+    ];
+    c.start_gateway_with(0, &shared).await?;
+    c.start_gateway_with(1, &shared).await?;
+    c.start_worker(0).await?;
+    let token = c.id.user_token.clone();
+    let legacy = Mcp::legacy(&c, &token).await?;
+    for (dialect, creator) in [("2026-07-28", Mcp::modern(&c, &token)), ("2025-11-25", legacy)] {
+        let reader = creator.at(&c, 1);
+        let unresolved: Vec<String> = futures_util::stream::iter(0..200)
+            .map(|i| {
+                let (creator, reader) = (&creator, &reader);
+                async move {
+                    let mut params = json!({"name": "Demo.Echo", "arguments": {"text": format!("task {i}")}});
+                    if creator.legacy {
+                        params["task"] = json!({"ttl": 60_000});
+                    }
+                    let created = creator.request("tools/call", params).await?;
+                    let task = if creator.legacy { &created["result"]["task"] } else { &created["result"] };
+                    let id = task["taskId"].as_str().with_context(|| format!("no task: {created}"))?;
+                    let got = reader.request("tasks/get", json!({"taskId": id})).await?;
+                    let status = got["result"]["status"].as_str().unwrap_or_default();
+                    anyhow::Ok((!["working", "completed"].contains(&status)).then(|| format!("{id}: {got}")))
+                }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .filter_map(|r| r.transpose())
+            .collect::<Result<_>>()?;
+        assert!(unresolved.is_empty(), "{dialect}: tasks another replica did not resolve: {unresolved:?}");
+    }
+    Ok(())
+}
+
+/// Seed 001's waits: a wait from a cursor answers as soon as anything changed
+/// after it, so a change between two waits is never missed (a lease renewal is
+/// no change); a wait for a set of states answers only in one of them; each
+/// kind has its ceiling, reachable up to the seed's 300 s and 14,400 s, and a
+/// longer wait is refused naming the setting, never shortened.
+#[tokio::test]
+async fn waits_take_a_cursor_or_a_predicate_each_under_its_own_ceiling() -> Result<()> {
+    let mut c = Cluster::new(Settings::default()).await?;
+    c.start_coordinator().await?;
+    let ceilings = [
+        ("BATON_GATEWAY__MAX_WAIT_MS", "300000".to_owned()),
+        ("BATON_GATEWAY__MAX_PREDICATE_WAIT_MS", "14400000".to_owned()),
+    ];
+    c.start_gateway_with(0, &ceilings).await?;
+    c.start_worker(0).await?;
+    let alice = c.rest(0, &c.id.user_token);
+    let start = async |seconds: u64| -> Result<String> {
+        let started = alice.start("Demo.Sleep", json!({"seconds": seconds}), None).await?.json();
+        Ok(started["execution_id"].as_str().context("execution_id")?.to_owned())
+    };
+    let read = async |path: String| -> Result<(u16, Value)> {
+        let r = alice.get(&path).await?;
+        Ok((r.status, r.json()))
+    };
+    let cursor = |v: &Value| v["next_cursor"].as_str().and_then(|c| c.parse::<i64>().ok()).context("next_cursor");
+
+    // Running and renewing its lease, it does not change: the wait times out with the same cursor.
+    let id = start(60).await?;
+    let working = eventually(Duration::from_secs(20), "working", || async {
+        let (_, v) = read(format!("/tool-executions/{id}")).await?;
+        Ok((v["status"] == "working").then_some(v))
+    })
+    .await?;
+    let at = cursor(&working)?;
+    let (status, quiet) = read(format!("/tool-executions/{id}?since_cursor={at}&wait_ms=3000")).await?;
+    assert_eq!((status, &quiet["timed_out"], &quiet["status"]), (200, &json!(true), &json!("working")), "{quiet}");
+    assert_eq!(cursor(&quiet)?, at, "heartbeats are not changes: {quiet}");
+    // A change made between two waits answers the next wait at once.
+    let cancel = alice.post(&format!("/tool-executions/{id}/cancel"), json!({})).await?;
+    assert_eq!(cancel.json()["outcome"], "accepted", "{}", cancel.json());
+    let (_, changed) = read(format!("/tool-executions/{id}?since_cursor={at}&wait_ms=300000")).await?;
+    assert_eq!(changed["timed_out"], false, "{changed}");
+    assert!(cursor(&changed)? > at, "{changed}");
+
+    // A predicate wait passes through working and answers at completed.
+    let id = start(2).await?;
+    let (_, done) = read(format!("/tool-executions/{id}?until=completed&wait_ms=60000")).await?;
+    assert_eq!((&done["status"], &done["timed_out"]), (&json!("completed"), &json!(false)), "{done}");
+    // The seed's longest waits are accepted (a finished execution answers at once)...
+    for query in ["until=terminal&wait_ms=14400000", "since_cursor=0&wait_ms=300000", "until=working,terminal"] {
+        let (status, v) = read(format!("/tool-executions/{id}?{query}")).await?;
+        assert_eq!((status, &v["status"]), (200, &json!("completed")), "{query}: {v}");
+    }
+    // ...and a longer one is refused naming its setting; malformed ones say why.
+    for (query, says) in [
+        ("until=terminal&wait_ms=14400001", "gateway.max_predicate_wait_ms"),
+        ("wait_ms=300001", "gateway.max_wait_ms"),
+        ("since_cursor=0&wait_ms=300001", "gateway.max_wait_ms"),
+        ("since_cursor=abc", "since_cursor"),
+        ("until=finished", "until"),
+        ("until=terminal&since_cursor=1", "not both"),
+    ] {
+        let (status, v) = read(format!("/tool-executions/{id}?{query}")).await?;
+        assert_eq!(status, 400, "{query}: {v}");
+        assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains(says)), "{query}: {v}");
+    }
     Ok(())
 }

@@ -112,6 +112,7 @@ pub fn view(r: &ExecutionRecord) -> pb::ExecutionView {
         input_requests: Vec::new(),
         cancel_state: cancel_state as i32,
         progress: progress(r),
+        cursor: r.changed_version,
     }
 }
 

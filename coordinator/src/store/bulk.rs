@@ -153,7 +153,7 @@ fn execution_json(r: &ExecutionRecord) -> Value {
         "idempotency_key": r.idempotency_key, "request_fingerprint": r.request_fingerprint,
         "input_ct": hex(&r.input_ct), "output_ct": hex(&r.output_ct), "error_detail_ct": hex(&r.error_detail_ct),
         "payload_bytes": r.payload_bytes, "traceparent": r.traceparent, "remote_task_id": r.remote_task_id,
-        "version": r.version,
+        "version": r.version, "changed_version": r.changed_version,
     })
 }
 

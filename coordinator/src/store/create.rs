@@ -252,6 +252,7 @@ pub(super) fn inserted_record(new: &NewExecution) -> ExecutionRecord {
         traceparent: new.traceparent.clone(),
         remote_task_id: None,
         version: 1,
+        changed_version: 1,
         progress: None,
     }
 }

@@ -211,6 +211,7 @@ impl Store {
                 (14, "audit_occurrences", include_str!("../../../migrations/postgres/0014_audit_occurrences.sql")),
                 (15, "tool_owners", include_str!("../../../migrations/postgres/0015_tool_owners.sql")),
                 (16, "dashboard_sessions", include_str!("../../../migrations/postgres/0016_dashboard_sessions.sql")),
+                (17, "change_cursor", include_str!("../../../migrations/postgres/0017_change_cursor.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -236,6 +237,7 @@ impl Store {
                 (14, "audit_occurrences", include_str!("../../../migrations/sqlite/0014_audit_occurrences.sql")),
                 (15, "tool_owners", include_str!("../../../migrations/sqlite/0015_tool_owners.sql")),
                 (16, "dashboard_sessions", include_str!("../../../migrations/sqlite/0016_dashboard_sessions.sql")),
+                (17, "change_cursor", include_str!("../../../migrations/sqlite/0017_change_cursor.sql")),
             ],
         };
         let migrations = sources

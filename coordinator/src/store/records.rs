@@ -68,6 +68,9 @@ pub struct ExecutionRecord {
     pub traceparent: Option<String>,
     pub remote_task_id: Option<String>,
     pub version: i64,
+    /// The version of the latest change a caller can see (a heartbeat is
+    /// none): what a wait's cursor names.
+    pub changed_version: i64,
     /// The latest progress the running tool reported (`Store::record_progress`).
     pub progress: Option<ProgressRecord>,
 }
@@ -105,7 +108,7 @@ pub const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_na
     worker_id, lease_attempt, lease_expires_at, attempts, max_attempts, cancel_requested, owner_loss_detection_at, \
     created_at, scheduled_at, started_at, finished_at, updated_at, execution_deadline, retention_expires_at, \
     poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, traceparent, remote_task_id, version, \
-    progress_current, progress_total, progress_message, progress_at";
+    changed_version, progress_current, progress_total, progress_message, progress_at";
 
 fn corrupt(what: &str, id: &str) -> Error {
     Error::Corrupt(format!("{what} of execution {id}"))
@@ -220,6 +223,7 @@ pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         traceparent: row.try_get("traceparent")?,
         remote_task_id: row.try_get("remote_task_id")?,
         version: row.try_get("version")?,
+        changed_version: row.try_get("changed_version")?,
         progress: progress_from_row(row),
         id,
     })

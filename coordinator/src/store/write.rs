@@ -76,8 +76,9 @@ where
 
 const ROW_COLUMNS: &str = "id, old_version, status, failure_reason, not_before, worker_id, lease_attempt, \
     lease_expires_at, attempts, cancel_requested, owner_loss_detection_at, started_at, finished_at, updated_at, \
-    error_message, summary, output_ct, error_detail_ct, payload_bytes, version, deadline, remote_task_id";
-const ROW_WIDTH: usize = 22;
+    error_message, summary, output_ct, error_detail_ct, payload_bytes, version, deadline, remote_task_id, \
+    changed_version";
+const ROW_WIDTH: usize = 23;
 /// Reads the rows' values from `v`; guarded by each row's version.
 const UPDATE_ROWS: &str = "UPDATE executions SET status = v.status, failure_reason = v.failure_reason, \
     not_before = v.not_before, worker_id = v.worker_id, lease_attempt = v.lease_attempt, \
@@ -86,7 +87,7 @@ const UPDATE_ROWS: &str = "UPDATE executions SET status = v.status, failure_reas
     finished_at = v.finished_at, updated_at = v.updated_at, error_message = v.error_message, \
     summary = v.summary, output_ct = v.output_ct, error_detail_ct = v.error_detail_ct, \
     payload_bytes = v.payload_bytes, version = v.version, execution_deadline = v.deadline, \
-    remote_task_id = v.remote_task_id \
+    remote_task_id = v.remote_task_id, changed_version = v.changed_version \
     FROM v WHERE executions.id = v.id AND executions.version = v.old_version";
 const INSERT_EVENTS: &str = "INSERT INTO execution_events (execution_id, seq, at, kind, status) VALUES";
 const EVENT_WIDTH: usize = 5;
@@ -140,6 +141,9 @@ pub fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
     after.payload_bytes += p.data.payload_bytes;
     after.remote_task_id = if next.remote_task { p.data.remote_task_id.clone().or(after.remote_task_id) } else { None };
     after.version = before.version + 1;
+    if !matches!(p.event, Event::Heartbeat { .. }) {
+        after.changed_version = after.version;
+    }
     after
 }
 
@@ -262,6 +266,7 @@ impl<'a> Batch<'a> {
             add(args, after.version)?;
             add(args, after.execution_deadline)?;
             add(args, after.remote_task_id.clone())?;
+            add(args, after.changed_version)?;
         }
         Ok(())
     }

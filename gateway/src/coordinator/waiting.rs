@@ -33,52 +33,54 @@ impl Coordinator {
 
     /// Long-polls until the status differs from `known_status` (unspecified:
     /// from the status when the call arrives) or `wait` passes.
+    pub fn wait<'a>(
+        &'a self,
+        bearer: &'a Bearer,
+        scope: &'a Scope,
+        id: &'a str,
+        wait: Duration,
+        known_status: pb::ExecutionStatus,
+    ) -> impl Future<Output = Result<pb::ExecutionView, WireError>> + 'a {
+        // Not an `async fn` of its own: a parked wait's future is paid per waiter.
+        self.wait_until(bearer, scope, id, wait, Until::StatusChange(known_status))
+    }
+
+    /// Long-polls until `until` holds (or the execution is terminal, after
+    /// which nothing changes) or `wait` passes.
     ///
     /// Parked on this process's wait hub: the waiter's own authenticated read
-    /// (answered at once when the status already differs), then a receiver on
+    /// (answered at once when the condition already holds), then a receiver on
     /// the execution's entry, woken by the coordinator's push; the caller's
     /// credential is checked again before a change is answered (already done
     /// when the push was read with this very credential; otherwise `WhoAmI`,
     /// shared by the waiters one change woke), and a time-out answers a fresh
-    /// read. While the hub's stream is down the wait is one unary call, as
+    /// read. While the hub's stream is down the wait is unary calls, as
     /// before the hub, so nothing hangs on it.
-    pub async fn wait(
+    pub async fn wait_until(
         &self,
         bearer: &Bearer,
         scope: &Scope,
         id: &str,
         wait: Duration,
-        known_status: pb::ExecutionStatus,
+        mut until: Until,
     ) -> Result<pb::ExecutionView, WireError> {
-        let until = Instant::now() + wait;
-        let mut baseline = (known_status != pb::ExecutionStatus::Unspecified).then_some(known_status);
+        let deadline = Instant::now() + wait;
         loop {
-            match self.park(bearer, scope, id, until, &mut baseline).await {
+            match self.park(bearer, scope, id, deadline, &mut until).await {
                 Parked::Answered(answer) => return *answer,
-                Parked::Again if Instant::now() < until => continue,
+                Parked::Again if Instant::now() < deadline => continue,
                 // Rare paths, boxed: their call futures would otherwise sit
                 // inside every parked wait's future.
                 Parked::Again => return Box::pin(self.execution(bearer, scope, id)).await,
-                Parked::Down => {
-                    let left = until.saturating_duration_since(Instant::now());
-                    let known = baseline.unwrap_or(pb::ExecutionStatus::Unspecified);
-                    return Box::pin(self.wait_unary(bearer, scope, id, left, known)).await;
-                }
+                Parked::Down => return Box::pin(self.wait_unary_until(bearer, scope, id, deadline, until)).await,
             }
         }
     }
 
     /// One stay on the hub: joined, watched with the caller's credential,
-    /// parked until a later view differs from `baseline` (set from the first
-    /// read when the caller named none) or `until`.
-    async fn park(
-        &self,
-        bearer: &Bearer,
-        scope: &Scope,
-        id: &str,
-        until: Instant,
-        baseline: &mut Option<pb::ExecutionStatus>,
-    ) -> Parked {
+    /// parked until a later view meets `until` (a status change is resolved
+    /// against the first read when the caller named no status) or `deadline`.
+    async fn park(&self, bearer: &Bearer, scope: &Scope, id: &str, deadline: Instant, until: &mut Until) -> Parked {
         let Some(mut member) = self.hub.join(id).await else { return Parked::Down };
         let authorization = format!("Bearer {}", bearer.0);
         let read = match Box::pin(member.watch(authorization, &scope.org_id, &scope.project_id)).await {
@@ -86,9 +88,8 @@ impl Coordinator {
             Err(WatchError::Refused(e)) => return Parked::Answered(Box::new(Err(e))),
             Err(WatchError::Down) => return Parked::Down,
         };
-        let baseline = *baseline.get_or_insert(read.view.status());
-        let differs = |view: &pb::ExecutionView| view.status() != baseline || view.status().is_terminal();
-        if differs(&read.view) || Instant::now() >= until {
+        let until: &Until = until.resolve(&read.view);
+        if until.met(&read.view) || Instant::now() >= deadline {
             return Parked::Answered(Box::new(Ok(read.view.clone())));
         }
         // Parked from here on: only the read's version is kept, not its view
@@ -98,7 +99,7 @@ impl Coordinator {
         loop {
             let news = match &*member.latest.borrow_and_update() {
                 Latest::Lost => return Parked::Again,
-                Latest::Seen(seen) if seen.version > read_version && differs(&seen.view) => Some(Arc::clone(seen)),
+                Latest::Seen(seen) if seen.version > read_version && until.met(&seen.view) => Some(Arc::clone(seen)),
                 _ => None,
             };
             if let Some(seen) = news {
@@ -106,7 +107,7 @@ impl Coordinator {
             }
             tokio::select! {
                 changed = member.latest.changed() => if changed.is_err() { return Parked::Again },
-                () = tokio::time::sleep_until(until) => {
+                () = tokio::time::sleep_until(deadline) => {
                     // A time-out answers the row as it is now (progress included).
                     return Parked::Answered(Box::new(Box::pin(self.execution(bearer, scope, id)).await));
                 }
@@ -137,7 +138,32 @@ impl Coordinator {
         }
     }
 
-    /// The wait as one unary `WaitExecution` call, held for its whole length.
+    /// The wait as unary `WaitExecution` calls (each answers a status change,
+    /// or ends within the coordinator's own bound) until `until` holds or
+    /// `deadline` passes.
+    async fn wait_unary_until(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        deadline: Instant,
+        mut until: Until,
+    ) -> Result<pb::ExecutionView, WireError> {
+        let mut known = match until {
+            Until::StatusChange(status) => status,
+            _ => pb::ExecutionStatus::Unspecified,
+        };
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let view = self.wait_unary(bearer, scope, id, left, known).await?;
+            if until.resolve(&view).met(&view) || Instant::now() >= deadline {
+                return Ok(view);
+            }
+            known = view.status();
+        }
+    }
+
+    /// One unary `WaitExecution` call, held for its whole length.
     async fn wait_unary(
         &self,
         bearer: &Bearer,
@@ -160,6 +186,55 @@ impl Coordinator {
     /// Executions with an entry on this process's wait hub, and waiters on them.
     pub fn parked(&self) -> (usize, usize) {
         self.hub.counts()
+    }
+}
+
+/// What a wait waits for. Every condition also holds for a terminal
+/// execution, which will not change again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// The status differs from this one (unspecified: from the first read's).
+    StatusChange(pb::ExecutionStatus),
+    /// Any change after this cursor (`ExecutionView.cursor`).
+    ChangedAfter(i64),
+    /// The status is one of these.
+    Reaches(StatusSet),
+}
+
+impl Until {
+    /// Names the status a change is measured from, once a view is read.
+    fn resolve(&mut self, first: &pb::ExecutionView) -> &Until {
+        if *self == Until::StatusChange(pb::ExecutionStatus::Unspecified) {
+            *self = Until::StatusChange(first.status());
+        }
+        self
+    }
+
+    pub fn met(&self, view: &pb::ExecutionView) -> bool {
+        view.status().is_terminal()
+            || match *self {
+                Until::StatusChange(status) => view.status() != status,
+                Until::ChangedAfter(cursor) => view.cursor > cursor,
+                Until::Reaches(set) => set.contains(view.status()),
+            }
+    }
+}
+
+/// A set of execution statuses, a bit each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusSet(u32);
+
+impl StatusSet {
+    pub fn with(self, status: pb::ExecutionStatus) -> StatusSet {
+        StatusSet(self.0 | 1 << (status as u32 & 31))
+    }
+
+    pub fn contains(self, status: pb::ExecutionStatus) -> bool {
+        self.0 & 1 << (status as u32 & 31) != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
     }
 }
 

@@ -244,7 +244,7 @@ async fn get(ctx: &Ctx, args: &Value) -> Result<Value, RpcError> {
         Ok(w) => w.unwrap_or(0),
         Err(refused) => return Ok(refused),
     };
-    if let Err(over) = caller.state.options.wait_limits.wait_ms(wait_ms) {
+    if let Err(over) = caller.state.options.wait_limits.wait_ms(wait_ms, false) {
         return Ok(refusal(&over.to_string()));
     }
     let mut view = match caller.coordinator().execution(&caller.bearer, &caller.scope, id).await {

@@ -17,7 +17,7 @@ pub mod watch;
 pub mod webhooks;
 
 use crate::app::AppState;
-use crate::coordinator::{Bearer, InputAnswer, Scope};
+use crate::coordinator::{Bearer, InputAnswer, Scope, StatusSet, Until};
 use crate::error::ApiError;
 use crate::execution::is_terminal;
 use axum::Router;
@@ -133,18 +133,71 @@ async fn list(
     Ok(json(StatusCode::OK, serde_json::json!({"items": items, "next_cursor": next})))
 }
 
+/// The query of a read by id, boxed: a handler's arguments stay in its
+/// future for as long as a long poll is parked, and the strings are not needed
+/// once parsed.
+struct WaitParams(Box<WaitQuery>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for WaitParams {
+    type Rejection = <Query<WaitQuery> as axum::extract::FromRequestParts<S>>::Rejection;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Query(q) = Query::<WaitQuery>::from_request_parts(parts, state).await?;
+        Ok(WaitParams(Box::new(q)))
+    }
+}
+
 #[derive(Deserialize)]
 struct WaitQuery {
     wait_ms: Option<String>,
     delivery: Option<String>,
     timeout_seconds: Option<String>,
+    since_cursor: Option<String>,
+    until: Option<String>,
 }
 
-/// `wait_ms` (0 when absent) within `gateway.max_wait_ms`.
-pub(crate) fn parse_wait_ms(state: &AppState, raw: Option<&str>) -> Result<u64, ApiError> {
+/// `wait_ms` (0 when absent) within `gateway.max_wait_ms`, or for a wait on
+/// a state (`predicate`) within `gateway.max_predicate_wait_ms`.
+pub(crate) fn parse_wait_ms(state: &AppState, raw: Option<&str>, predicate: bool) -> Result<u64, ApiError> {
     let Some(s) = raw else { return Ok(0) };
     let asked = body::parse_bounded_int(s, "wait_ms", 0, i64::MAX)?;
-    state.options.wait_limits.wait_ms(asked.unsigned_abs()).map_err(watch::over_limit)
+    state.options.wait_limits.wait_ms(asked.unsigned_abs(), predicate).map_err(watch::over_limit)
+}
+
+/// What a long poll waits for: a status change (the default), any change
+/// after `since_cursor`, or (`until`) one of the named statuses, `terminal`
+/// naming the three final ones.
+fn parse_until(q: &WaitQuery) -> Result<Until, ApiError> {
+    let invalid = |m: &str| ApiError::new(ErrorCode::InvalidRequest, m.to_owned());
+    match (q.since_cursor.as_deref(), q.until.as_deref()) {
+        (None, None) => Ok(Until::StatusChange(ExecutionStatus::Unspecified)),
+        (Some(_), Some(_)) => Err(invalid("name `since_cursor` or `until`, not both")),
+        (Some(cursor), None) => {
+            let cursor = body::parse_bounded_int(cursor, "since_cursor", 0, i64::MAX)
+                .map_err(|_| invalid("`since_cursor` must be a `next_cursor` this API returned"))?;
+            Ok(Until::ChangedAfter(cursor))
+        }
+        (None, Some(names)) => {
+            let mut set = StatusSet::default();
+            for name in names.split(',').map(str::trim) {
+                set = match name {
+                    "terminal" => [ExecutionStatus::Completed, ExecutionStatus::Failed, ExecutionStatus::Cancelled]
+                        .into_iter()
+                        .fold(set, StatusSet::with),
+                    _ => match ExecutionStatus::from_name(name).filter(|s| *s != ExecutionStatus::Unspecified) {
+                        Some(status) => set.with(status),
+                        None => {
+                            return Err(invalid(
+                                "`until` takes statuses separated by commas: pending, working, input_required, \
+                                 completed, failed, cancelled, or terminal",
+                            ));
+                        }
+                    },
+                };
+            }
+            Ok(Until::Reaches(set))
+        }
+    }
 }
 
 /// Reads one execution, long-polling up to `wait_ms` for a status change; or,
@@ -152,17 +205,17 @@ pub(crate) fn parse_wait_ms(state: &AppState, raw: Option<&str>) -> Result<u64, 
 async fn get_execution(
     State(state): State<AppState>,
     Path(p): Path<ExecutionPath>,
-    Query(q): Query<WaitQuery>,
+    WaitParams(q): WaitParams,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
     let delivery = watch::Delivery::parse(q.delivery.as_deref())?;
     let (scope, id) = p.split();
     if delivery != watch::Delivery::Poll {
-        if q.wait_ms.is_some() {
+        if q.wait_ms.is_some() || q.since_cursor.is_some() || q.until.is_some() {
             return Err(ApiError::new(
                 ErrorCode::InvalidRequest,
-                "`wait_ms` is for delivery=poll; a watch takes `timeout_seconds`",
+                "`wait_ms`, `since_cursor` and `until` are for delivery=poll; a watch takes `timeout_seconds`",
             ));
         }
         let timeout = match q.timeout_seconds.as_deref() {
@@ -179,22 +232,25 @@ async fn get_execution(
             "`timeout_seconds` is for delivery=websocket or any; a long poll takes `wait_ms`",
         ));
     }
-    let wait_ms = parse_wait_ms(&state, q.wait_ms.as_deref())?;
+    let until = parse_until(&q)?;
+    let wait_ms = parse_wait_ms(&state, q.wait_ms.as_deref(), matches!(until, Until::Reaches(_)))?;
     // The headers share the HTTP/1 connection's read buffer (8 KiB); a
-    // parked poll must not keep it alive.
+    // parked poll must not keep it alive, nor the query's strings.
     drop(headers);
-    let (execution, ending) = read_waiting(&state, &bearer, &scope, &id, wait_ms).await?;
+    drop(q);
+    let (execution, ending) = read_waiting(&state, &bearer, &scope, &id, wait_ms, until).await?;
     Ok(json(StatusCode::OK, view::read(&execution, ending)))
 }
 
-/// One execution, after up to `wait_ms` for a status change (0: at once), and
-/// why the read ended.
+/// One execution, after up to `wait_ms` for `until` (0: at once), and why
+/// the read ended.
 pub(crate) async fn read_waiting(
     state: &AppState,
     bearer: &Bearer,
     scope: &Scope,
     id: &str,
     wait_ms: u64,
+    until: Until,
 ) -> Result<(ExecutionView, Ending), ApiError> {
     if wait_ms == 0 {
         return Ok((Box::pin(state.coordinator.execution(bearer, scope, id)).await?, Ending::Answered));
@@ -202,16 +258,19 @@ pub(crate) async fn read_waiting(
     let _place = state.admit_wait(bearer)?;
     let wait = Duration::from_millis(wait_ms);
     let began = Instant::now();
-    let any_change = ExecutionStatus::Unspecified;
     // Boxed as it comes: a view-sized answer matched on inline would be laid
     // out in every parked poll's future, since the shutdown arm awaits.
-    let waited = state.unless_shutdown(state.coordinator.wait(bearer, scope, id, wait, any_change)).await.map(Box::new);
+    let waited =
+        state.unless_shutdown(state.coordinator.wait_until(bearer, scope, id, wait, until)).await.map(Box::new);
     Ok(match waited {
         Some(waited) => {
             let execution = (*waited)?;
-            // The coordinator answers early only for a change (or a
-            // terminal execution); a full wait found none.
-            let timed_out = !is_terminal(&execution) && began.elapsed() >= wait;
+            // The wait answers early only when its condition holds (or the
+            // execution is terminal); a full wait found it did not.
+            let timed_out = match until {
+                Until::StatusChange(_) => !is_terminal(&execution) && began.elapsed() >= wait,
+                _ => !until.met(&execution),
+            };
             (execution, if timed_out { Ending::TimedOut } else { Ending::Answered })
         }
         // The caller reconnects at once, to another replica.

@@ -153,13 +153,21 @@ pub fn spec() -> Value {
             },
             format!("{base}/{{execution_id}}"): {
                 "parameters": with_id.clone(),
-                "get": op("Read an execution, optionally waiting for its status to change", "getExecution",
+                "get": op("Read an execution, optionally waiting for it to change or reach a state", "getExecution",
                     ("200", json!({"description": "The owner view, and why a long poll ended",
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionRead"}}}})),
                     &[400, 401, 403, 404, 503],
                     json!({
-                        "parameters": [{"name": "wait_ms", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 45000},
-                            "description": "Wait up to this long for the status to change (0: answer at once)"}],
+                        "parameters": [
+                            {"name": "wait_ms", "in": "query", "schema": {"type": "integer", "minimum": 0},
+                                "description": "Wait up to this long (0: answer at once): at most gateway.max_wait_ms \
+                                    (45000 unless configured), or with `until` gateway.max_predicate_wait_ms; longer is 400"},
+                            {"name": "since_cursor", "in": "query", "schema": {"type": "string"},
+                                "description": "Answer as soon as the execution changed after this `next_cursor` (at once if it already has)"},
+                            {"name": "until", "in": "query", "schema": {"type": "string"},
+                                "description": "Answer once the status is one of these, comma-separated: pending, working, \
+                                    input_required, completed, failed, cancelled, terminal"}
+                        ],
                         "responses": {"429": too_many_waits()}
                     })),
             },
@@ -258,9 +266,11 @@ pub fn spec() -> Value {
                     "description": "The owner view answered by a read by id, saying why a long poll ended",
                     "allOf": [
                         {"$ref": "#/components/schemas/Execution"},
-                        {"type": "object", "required": ["timed_out", "shutdown"], "properties": {
+                        {"type": "object", "required": ["timed_out", "shutdown", "next_cursor"], "properties": {
                             "timed_out": {"type": "boolean",
-                                "description": "true when wait_ms passed without a status change"},
+                                "description": "true when wait_ms passed without what the wait waited for"},
+                            "next_cursor": {"type": "string",
+                                "description": "Give it as since_cursor to the next wait, so no change in between is missed"},
                             "shutdown": {"type": "boolean",
                                 "description": "true when the wait ended early because this gateway is shutting down \
                                     (timed_out is then false): reconnect at once"}
@@ -318,7 +328,7 @@ mod tests {
         let get = &doc["paths"]["/v1/orgs/{org_id}/projects/{project_id}/tool-executions/{execution_id}"]["get"];
         assert!(get["responses"]["429"]["description"].as_str().is_some_and(|d| d.contains("too_many_waits")));
         let read = &doc["components"]["schemas"]["ExecutionRead"]["allOf"][1];
-        assert_eq!(read["required"], json!(["timed_out", "shutdown"]));
+        assert_eq!(read["required"], json!(["timed_out", "shutdown", "next_cursor"]));
         let codes = doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["description"]
             .as_str()
             .unwrap_or_default();

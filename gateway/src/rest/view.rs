@@ -56,19 +56,21 @@ pub fn owner(e: &ExecutionView) -> Value {
 /// How a read by id ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ending {
-    /// At once (no wait), or because the status changed.
+    /// At once (no wait), or because what the wait waited for happened.
     Answered,
-    /// `wait_ms` passed without a change.
+    /// `wait_ms` passed without it.
     TimedOut,
     /// The gateway is shutting down: reconnect at once.
     Shutdown,
 }
 
 /// The owner view answered by `GET …/{id}`: with `timed_out` and `shutdown`,
-/// which say why a long poll ended.
+/// which say why a long poll ended, and `next_cursor`, the `since_cursor` of
+/// a wait that must not miss a change after this view.
 pub fn read(e: &ExecutionView, ending: Ending) -> Value {
     let mut view = owner(e);
     view["timed_out"] = (ending == Ending::TimedOut).into();
     view["shutdown"] = (ending == Ending::Shutdown).into();
+    view["next_cursor"] = e.cursor.to_string().into();
     view
 }

@@ -286,7 +286,7 @@ async fn poll_wait(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let bearer = Bearer::from_headers(&headers)?;
-    let wait_ms = super::parse_wait_ms(&state, q.wait_ms.as_deref())?;
+    let wait_ms = super::parse_wait_ms(&state, q.wait_ms.as_deref(), false)?;
     let claims = WaitClaims::open(&state.options.session_key, &p.wait_id).ok().filter(|c| {
         c.org_id == p.org_id
             && c.project_id == p.project_id
@@ -310,7 +310,9 @@ async fn poll_wait(
     }
     let (scope, id) =
         ExecutionPath { org_id: p.org_id, project_id: p.project_id, execution_id: p.execution_id }.split();
-    let (execution, ending) = super::read_waiting(&state, &bearer, &scope, &id, wait_ms).await?;
+    let any_change =
+        crate::coordinator::Until::StatusChange(baton_proto::coordinator::v1::ExecutionStatus::Unspecified);
+    let (execution, ending) = super::read_waiting(&state, &bearer, &scope, &id, wait_ms, any_change).await?;
     let mut out: Value = view::read(&execution, ending);
     out["wait_id"] = p.wait_id.into();
     out["wait_expires_at"] = rfc3339(claims.until_ms);
