@@ -240,6 +240,23 @@ impl Coordinator {
         Ok(())
     }
 
+    /// The changes of the caller's execution after cursor `after`, oldest first.
+    pub async fn changes_after(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+        after: i64,
+    ) -> Result<pb::ListExecutionChangesResponse, WireError> {
+        let request = pb::ListExecutionChangesRequest {
+            org_id: scope.org_id.clone(),
+            project_id: scope.project_id.clone(),
+            execution_id: id.to_owned(),
+            after,
+        };
+        self.call(bearer, request, None, |mut c, r| async move { c.list_execution_changes(r).await }).await
+    }
+
     /// Uses a single-use watch token for every replica: `true` on its first
     /// use by `bearer`, `false` when it was used before.
     pub async fn use_watch_token(

@@ -350,3 +350,58 @@ async fn waits_take_a_cursor_or_a_predicate_each_under_its_own_ceiling() -> Resu
     }
     Ok(())
 }
+
+/// A watcher that lost its socket resumes with `after=<seq>`, the `seq` of
+/// the last frame it saw, and gets every change it missed, in order, before
+/// the execution as it stands; each frame's `seq` is the cursor a long poll
+/// names too.
+#[tokio::test]
+async fn a_resumed_watch_replays_every_change_it_missed_in_order() -> Result<()> {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let c = Cluster::single(Settings::default()).await?;
+    let alice = c.rest(0, &c.id.user_token);
+    let started = alice.start("Demo.Sleep", json!({"seconds": 2}), None).await?.json();
+    let id = started["execution_id"].as_str().context("execution_id")?.to_owned();
+    let offer = alice.get(&format!("/tool-executions/{id}?delivery=websocket")).await?.json();
+    let url = offer["websocket_url"].as_str().context("websocket_url")?;
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await?;
+    let first: Value = match socket.next().await.context("a first frame")?? {
+        Message::Text(text) => serde_json::from_str(text.as_str())?,
+        other => anyhow::bail!("not a text frame: {other:?}"),
+    };
+    assert_eq!(first["type"], "execution", "{first}");
+    let seen = first["seq"].as_i64().context("seq")?;
+    drop(socket);
+    assert_eq!(alice.until_terminal(&id, Duration::from_secs(30)).await?["status"], "completed");
+
+    let offer = alice.get(&format!("/tool-executions/{id}?delivery=websocket&after={seen}")).await?.json();
+    let url = offer["websocket_url"].as_str().context("websocket_url")?;
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await?;
+    let mut frames = Vec::new();
+    while let Some(frame) = tokio::time::timeout(Duration::from_secs(30), socket.next()).await? {
+        match frame? {
+            Message::Text(text) => frames.push(serde_json::from_str::<Value>(text.as_str())?),
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    let kinds: Vec<&str> = frames.iter().map(|f| f["type"].as_str().unwrap_or_default()).collect();
+    let changes = kinds.iter().take_while(|k| **k == "change").count();
+    assert!(changes >= 1, "at least the settlement was missed: {frames:?}");
+    assert_eq!(&kinds[changes..], ["execution", "end"], "{frames:?}");
+    let seqs: Vec<i64> = frames[..changes].iter().filter_map(|f| f["seq"].as_i64()).collect();
+    assert!(seqs.first().is_some_and(|s| *s > seen), "only what came after {seen}: {seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order: {seqs:?}");
+    assert_eq!(frames[changes - 1]["status"], "completed", "{frames:?}");
+    assert_eq!(frames[changes]["seq"].as_i64(), seqs.last().copied(), "the view is the last change: {frames:?}");
+    let polled = alice.get(&format!("/tool-executions/{id}")).await?.json();
+    assert_eq!(polled["next_cursor"], frames[changes]["seq"].to_string(), "one cursor for both: {polled}");
+
+    for (query, says) in [("delivery=websocket&after=x", "after"), ("after=3", "since_cursor")] {
+        let r = alice.get(&format!("/tool-executions/{id}?{query}")).await?;
+        assert_eq!(r.status, 400, "{query}: {}", r.json());
+        assert!(r.json()["error"]["message"].as_str().is_some_and(|m| m.contains(says)), "{query}: {}", r.json());
+    }
+    Ok(())
+}

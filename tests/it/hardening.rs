@@ -465,3 +465,140 @@ async fn a_peer_token_seen_on_the_wire_is_good_for_one_call_only() -> Result<()>
     assert!(log.contains("peer call without a valid cluster credential refused"));
     Ok(())
 }
+
+/// What a hostile tool writes into its error reaches an operator's terminal
+/// escaped: a tool whose error carries ESC and BEL sequences (a colour, a
+/// window title) is shown by `baton executions get` as visible text.
+#[tokio::test]
+async fn a_tools_terminal_escapes_reach_the_cli_as_text() -> Result<()> {
+    use crate::worker_trust::{Hostile, channel, tool};
+    use baton_proto::worker::v1::{self as wpb, coordinator_message::Msg, settlement, worker_message};
+    let c = Cluster::single(Settings::default()).await?;
+    let mut h =
+        Hostile::register(channel(&c, 0, None).await?, &c.id.worker_token, "wk_escapes", vec![tool("Evil.Escapes")], 1)
+            .await?
+            .map_err(|s| anyhow::anyhow!("registration: {s}"))?;
+    let rest = c.rest(0, &c.id.member_key);
+    let id = rest.start("Evil.Escapes", json!({}), None).await?.json()["execution_id"]
+        .as_str()
+        .context("execution_id")?
+        .to_owned();
+    let assigned = h.next(Duration::from_secs(20), |m| if let Msg::Assignment(a) = m { Some(a) } else { None }).await?;
+    let message = "\u{1b}[31mred\u{1b}]0;owned\u{7} and a\rcarriage return".to_owned();
+    let error = wpb::ToolError { message, ..Default::default() };
+    h.send(worker_message::Msg::Settlement(wpb::Settlement {
+        execution_id: id.clone(),
+        attempt: assigned.attempt,
+        outcome: Some(settlement::Outcome::Error(error)),
+    }))
+    .await?;
+    assert_eq!(rest.until_terminal(&id, Duration::from_secs(20)).await?["status"], "failed");
+    let shown = crate::ops_cli::executions(&c, &c.id.admin_key, &["get", &id]).await?;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(shown.stdout.contains("red"), "{}", shown.stdout);
+    assert!(
+        !shown.stdout.contains(['\u{1b}', '\u{7}', '\r']),
+        "no control character reaches the terminal: {:?}",
+        shown.stdout
+    );
+    Ok(())
+}
+
+/// Made-up gRPC paths and MCP methods do not become metric series: each
+/// collapses into one label, however many a caller invents.
+#[tokio::test]
+async fn made_up_methods_do_not_grow_the_metric_label_space() -> Result<()> {
+    use crate::telemetry::{metrics_addr, scrape};
+    let mut c = Cluster::new(Settings::default()).await?;
+    let metrics = [("BATON_TELEMETRY__METRICS_ADDR", "127.0.0.1:0".to_owned())];
+    c.start_coordinator_with(&metrics).await?;
+    c.start_gateway_with(0, &metrics).await?;
+    let mcp = format!("http://{}/mcp/{}", c.gateways[0].addr, c.id.gateway_id);
+    let h2 = reqwest::Client::builder().http2_prior_knowledge().build()?;
+    for i in 0..20 {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "baton-it-hardening", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        let body =
+            json!({"jsonrpc": "2.0", "id": i, "method": format!("invented/method{i}"), "params": {"_meta": meta}});
+        let answer = c
+            .http
+            .post(&mcp)
+            .bearer_auth(&c.id.user_token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", format!("invented/method{i}"))
+            .json(&body)
+            .send()
+            .await?
+            .text()
+            .await?;
+        assert!(answer.contains("-32601"), "an unknown method: {answer}");
+        let path = format!("{}/baton.Invented/Method{i}", c.coordinator_url(0));
+        h2.post(path).header("content-type", "application/grpc").header("te", "trailers").send().await?;
+    }
+    let gateway = scrape(&c.http, &metrics_addr(&c.gateways[0].log)?).await?;
+    let coordinator = scrape(&c.http, &metrics_addr(&c.coordinators[0].log)?).await?;
+    assert!(!gateway.contains("invented/method"), "no series per made-up MCP method");
+    assert!(gateway.contains("http_route=\"/mcp/{gateway_id}\""), "one route label for every MCP request");
+    assert!(!coordinator.contains("Invented") && !coordinator.contains("Method1"), "no series per made-up gRPC path");
+    assert!(coordinator.contains("\"unknown\""), "they share the label `unknown`");
+    Ok(())
+}
+
+/// A dashboard panel that polls one run's status is one audit row per
+/// opening, not a row per poll; sign-in's `next` cannot walk out of the
+/// project with dot segments.
+#[tokio::test]
+async fn a_polling_panel_is_one_audit_row_and_sign_in_stays_in_its_project() -> Result<()> {
+    let c = Cluster::single(Settings::default()).await?;
+    let (key_id, key) =
+        issued(&c, &["create-api-key", "--project", &c.id.project_id, "--role", "member", "--permissions", "status"])
+            .await?;
+    let rest = c.rest(0, &c.id.member_key);
+    let id = rest.start("Demo.Echo", json!({"text": "polled"}), None).await?.json()["execution_id"]
+        .as_str()
+        .context("execution_id")?
+        .to_owned();
+    let operator = c.rest(0, &key);
+    for _ in 0..10 {
+        assert_eq!(operator.get(&format!("/operator/tool-executions/{id}")).await?.status, 200);
+    }
+    let mut db = c.db().await?;
+    let (rows, occurrences): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COALESCE(SUM(occurrences), 0)::BIGINT FROM audit_logs \
+         WHERE action = 'operator.status' AND actor_id = $1 AND target = $2",
+    )
+    .bind(&key_id)
+    .bind(&id)
+    .fetch_one(&mut db)
+    .await?;
+    assert_eq!((rows, occurrences), (1, 10), "ten polls, one row that counts them");
+
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
+    let base = format!("http://{}/dashboard/orgs/{}/projects/{}", c.gateways[0].addr, c.id.org_id, c.id.project_id);
+    let form = http.get(format!("{base}/sign-in")).send().await?;
+    let token = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("baton_dashboard_sign_in="))
+        .and_then(|v| v.split(';').next())
+        .context("the sign-in form's cookie")?
+        .to_owned();
+    let next = format!("/dashboard/orgs/{}/projects/{}/../../../../admin", c.id.org_id, c.id.project_id);
+    let body = format!("key={}&csrf={token}&next={}", c.id.admin_key, next.replace('/', "%2F"));
+    let signed = http
+        .post(format!("{base}/sign-in"))
+        .header("cookie", format!("baton_dashboard_sign_in={token}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await?;
+    assert_eq!(signed.status(), 303);
+    let location = signed.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let list = format!("/dashboard/orgs/{}/projects/{}/tool-executions", c.id.org_id, c.id.project_id);
+    assert_eq!(location, list, "dot segments in `next` lead to the project's list");
+    Ok(())
+}

@@ -13,10 +13,10 @@ use tokio::process::Command;
 const CANARY: &str = "canary-ops-5d1e";
 
 /// What one run of the binary left behind.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Run {
@@ -43,7 +43,7 @@ async fn baton(args: &[&str], env: &[(&str, &str)]) -> Result<Run> {
 }
 
 /// `baton executions ARGS` as `key`, against the cluster's first gateway.
-async fn executions(c: &Cluster, key: &str, args: &[&str]) -> Result<Run> {
+pub(crate) async fn executions(c: &Cluster, key: &str, args: &[&str]) -> Result<Run> {
     let url = format!("http://{}", c.gateways[0].addr);
     let mut all = vec!["executions"];
     all.extend_from_slice(args);

@@ -14,7 +14,7 @@ use std::time::Duration;
 const CANARY: &str = "telemetry-canary-5d1e";
 
 /// The address a role logged for its metrics listener.
-fn metrics_addr(log: &std::path::Path) -> Result<String> {
+pub(crate) fn metrics_addr(log: &std::path::Path) -> Result<String> {
     let text = std::fs::read_to_string(log)?;
     // Not the worker's own tool-metrics listener ("worker metrics listening").
     let line = text
@@ -24,7 +24,7 @@ fn metrics_addr(log: &std::path::Path) -> Result<String> {
     line.split("addr=").nth(1).and_then(|r| r.split_whitespace().next()).map(str::to_owned).context("addr")
 }
 
-async fn scrape(http: &reqwest::Client, addr: &str) -> Result<String> {
+pub(crate) async fn scrape(http: &reqwest::Client, addr: &str) -> Result<String> {
     Ok(http.get(format!("http://{addr}/metrics")).send().await?.error_for_status()?.text().await?)
 }
 

@@ -103,7 +103,7 @@ impl Hostile {
         })
     }
 
-    async fn send(&self, m: worker_message::Msg) -> Result<()> {
+    pub(crate) async fn send(&self, m: worker_message::Msg) -> Result<()> {
         self.tx.send(wrap(m)).await.map_err(|_| anyhow!("session closed"))
     }
 

@@ -244,3 +244,25 @@ async fn a_worker_that_registers_again_without_an_attempt_gives_it_back() {
     let (_third, _rx) = w.worker("w1", vec![again.clone()]).await;
     assert_eq!(w.status(&id).await, Status::Working);
 }
+
+#[tokio::test]
+async fn a_resumed_watch_reads_only_the_changes_after_its_cursor() {
+    let w = World::new().await;
+    let (session, mut rx) = w.worker("w1", Vec::new()).await;
+    let id = w.start("Test.Echo").await;
+    let attempt = assigned(&w.engine, &mut rx).await;
+    w.engine.handle(&session, vec![settlement(&attempt, Reported::Result(r#"{"content":[]}"#.into()))]).await;
+    assert!(matches!(rx.recv().await, Some(Command::SettlementAck(a)) if a == attempt));
+    let all = w.engine.changes_after(w.bearer().as_deref(), w.scope(), &id, 0).await.expect("changes");
+    let seqs: Vec<i64> = all.changes.iter().map(|c| c.seq).collect();
+    assert!(seqs.len() >= 3 && seqs.windows(2).all(|s| s[0] < s[1]), "created, claimed, settled in order: {seqs:?}");
+    assert_eq!(all.changes.last().map(|c| c.status.as_str()), Some("completed"));
+    assert!(!all.gone);
+    let later = w.engine.changes_after(w.bearer().as_deref(), w.scope(), &id, seqs[0]).await.expect("changes");
+    assert_eq!(later.changes.iter().map(|c| c.seq).collect::<Vec<_>>(), seqs[1..], "only what came after");
+    let last = *seqs.last().expect("a change");
+    let none = w.engine.changes_after(w.bearer().as_deref(), w.scope(), &id, last).await.expect("changes");
+    assert!(none.changes.is_empty() && !none.gone, "nothing missed after the last change");
+    let foreign = w.engine.changes_after(Some("Bearer nobody"), w.scope(), &id, 0).await;
+    assert!(foreign.is_err(), "only the owner reads them");
+}

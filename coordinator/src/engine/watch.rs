@@ -1,10 +1,25 @@
 //! Single use of a gateway's watch token (websocket delivery), for every
 //! gateway replica at once. The token is sealed by the gateway and carries the
 //! caller's credential; the gateway sends that credential with this call, so
-//! who used a token is proven here, not claimed.
+//! who used a token is proven here, not claimed. And the changes a
+//! reconnecting watcher missed, read from the execution's event log.
 
-use super::{Engine, Error, Result, now_ms};
+use super::{Engine, Error, Result, Scope, now_ms};
 use crate::domain::Millis;
+use crate::store::EventRecord;
+
+/// The most changes one resume replays; an execution has tens.
+const MAX_REPLAYED: usize = 1_000;
+
+/// What a watcher missed after a cursor.
+#[derive(Clone, Debug)]
+pub struct Missed {
+    /// In order, oldest first.
+    pub changes: Vec<EventRecord>,
+    /// The log holds nothing after the cursor although the execution changed
+    /// since: those changes are no longer kept.
+    pub gone: bool,
+}
 
 /// The longest a token id is remembered: a gateway's connect deadline is
 /// seconds to minutes away, so a mark meant to outlive this is refused rather
@@ -29,5 +44,26 @@ impl Engine {
             return Err(Error::Invalid("expires_at is too far ahead".into()));
         }
         Ok(self.store.use_watch_token(token_id, p.credential_id(), now, expires_at).await?)
+    }
+}
+
+impl Engine {
+    /// The changes of execution `id` after cursor `after`, for its owner only
+    /// (anyone else gets the uniform not-found).
+    pub async fn changes_after(
+        &self,
+        authorization: Option<&str>,
+        scope: Scope<'_>,
+        id: &str,
+        after: i64,
+    ) -> Result<Missed> {
+        let (_, record) = self.read_owned(authorization, scope, id).await?;
+        if after < 0 {
+            return Err(Error::Invalid("`after` must be a cursor this API returned".into()));
+        }
+        let changes: Vec<EventRecord> =
+            self.store.list_events(id).await?.into_iter().filter(|e| e.seq > after).take(MAX_REPLAYED).collect();
+        let gone = changes.is_empty() && record.changed_version > after;
+        Ok(Missed { changes, gone })
     }
 }

@@ -294,6 +294,27 @@ impl Coordinator for Api {
         Ok(Response::new(pb::EndDashboardSessionResponse {}))
     }
 
+    async fn list_execution_changes(
+        &self,
+        req: Request<pb::ListExecutionChangesRequest>,
+    ) -> Reply<pb::ListExecutionChangesResponse> {
+        let r = req.get_ref();
+        let scope = scope(&r.org_id, &r.project_id);
+        let missed =
+            self.engine.changes_after(authorization(&req), scope, &r.execution_id, r.after).await.map_err(to_status)?;
+        let changes = missed
+            .changes
+            .iter()
+            .map(|e| pb::ExecutionChange {
+                seq: e.seq,
+                at_ms: e.at,
+                kind: e.kind.clone(),
+                status: pb::ExecutionStatus::from_name(&e.status).unwrap_or_default() as i32,
+            })
+            .collect();
+        Ok(Response::new(pb::ListExecutionChangesResponse { changes, gone: missed.gone }))
+    }
+
     async fn use_watch_token(&self, req: Request<pb::UseWatchTokenRequest>) -> Reply<pb::UseWatchTokenResponse> {
         let r = req.get_ref();
         let first_use =

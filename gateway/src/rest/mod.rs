@@ -154,6 +154,8 @@ struct WaitQuery {
     timeout_seconds: Option<String>,
     since_cursor: Option<String>,
     until: Option<String>,
+    /// A watch resuming after this cursor.
+    after: Option<String>,
 }
 
 /// `wait_ms` (0 when absent) within `gateway.max_wait_ms`, or for a wait on
@@ -222,9 +224,17 @@ async fn get_execution(
             None => None,
             Some(s) => Some(body::parse_bounded_int(s, "timeout_seconds", 1, i64::MAX)?.unsigned_abs()),
         };
+        let after = q.after.as_deref().map(|s| body::parse_bounded_int(s, "after", 0, i64::MAX)).transpose()?;
         // Boxed, like every path a parked long poll does not take: an
         // inline call future would sit in every parked poll's future.
-        return Box::pin(watch::offer(&state, &headers, bearer, scope, id, delivery, timeout)).await;
+        let asked = watch::Asked { delivery, timeout_seconds: timeout, after };
+        return Box::pin(watch::offer(&state, &headers, bearer, scope, id, asked)).await;
+    }
+    if q.after.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`after` resumes a watch (delivery=websocket or any); a long poll takes `since_cursor`",
+        ));
     }
     if q.timeout_seconds.is_some() {
         return Err(ApiError::new(

@@ -123,6 +123,15 @@ fn socket_base(state: &AppState, headers: &HeaderMap) -> String {
     format!("{}://{host}", if secure { "wss" } else { "ws" })
 }
 
+/// What a caller asked of a watch.
+pub(crate) struct Asked {
+    pub delivery: Delivery,
+    /// How long the watch lasts (the default when absent).
+    pub timeout_seconds: Option<u64>,
+    /// Resuming after this cursor: the socket replays what came after it.
+    pub after: Option<i64>,
+}
+
 /// The answer to `GET …/{id}?delivery=websocket|any`: the owner view as it
 /// stands, a single-use `websocket_url` to open before `connect_deadline`, and
 /// a `wait_id` for polling instead. The watch lasts `timeout_seconds` from now,
@@ -133,9 +142,9 @@ pub(crate) async fn offer(
     bearer: Bearer,
     scope: Scope,
     id: String,
-    delivery: Delivery,
-    timeout_seconds: Option<u64>,
+    asked: Asked,
 ) -> Result<Response, ApiError> {
+    let Asked { delivery, timeout_seconds, after } = asked;
     let limits = state.options.wait_limits;
     let seconds = limits.watch_seconds(timeout_seconds).map_err(over_limit)?;
     // Authenticates and proves access before anything is sealed.
@@ -158,6 +167,7 @@ pub(crate) async fn offer(
         execution_id: id.clone(),
         connect_deadline_ms: connect_deadline,
         until_ms: until,
+        after,
     }
     .seal(&state.options.session_key)
     .map_err(sealing)?;
@@ -235,6 +245,15 @@ async fn connect(
     let scope = Scope { org_id: ticket.org_id.clone(), project_id: ticket.project_id.clone(), gateway_id: None };
     // Through the wait hub, as a long poll's first read: a burst of sockets
     // opening is answered in batches on its stream, not a call each.
+    // Resuming: what the watcher missed, read before the current view so
+    // that nothing falls between the two.
+    let replay = match ticket.after {
+        None => Vec::new(),
+        Some(after) => match state.coordinator.changes_after(&bearer, &scope, &ticket.execution_id, after).await {
+            Ok(missed) => socket::replay(&ticket.execution_id, after, &missed),
+            Err(e) => return ApiError::from(e).into_response(),
+        },
+    };
     let first = match state.coordinator.read_before_wait(&bearer, &scope, &ticket.execution_id).await {
         Ok(v) => v,
         Err(e) => return ApiError::from(e).into_response(),
@@ -248,6 +267,7 @@ async fn connect(
         until: Instant::now() + left,
         status: first.status(),
         view: Some(Box::new(first)),
+        replay,
         _place: place,
     });
     // Frames from the client are only read to notice it left: keep them small.

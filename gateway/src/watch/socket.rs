@@ -12,7 +12,7 @@ use crate::coordinator::{Bearer, Scope};
 use crate::rest::view;
 use crate::waits::WaitPermit;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
-use baton_proto::coordinator::v1::{ExecutionStatus, ExecutionView, InputRequestState};
+use baton_proto::coordinator::v1::{ExecutionStatus, ExecutionView, InputRequestState, ListExecutionChangesResponse};
 use baton_proto::error::{ErrorCode, WireError};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -40,6 +40,8 @@ pub struct Watch {
     pub view: Option<Box<ExecutionView>>,
     /// The status of the last view sent.
     pub status: ExecutionStatus,
+    /// Resuming: the missed changes, sent before the first view.
+    pub replay: Vec<Value>,
     /// The wait place this socket holds while it is open (kept for its drop).
     pub _place: WaitPermit,
 }
@@ -84,7 +86,7 @@ impl Sent {
         let mut out = Vec::new();
         if self.status != Some(view.status) {
             self.status = Some(view.status);
-            out.push(json!({"type": "execution", "execution": view::owner(view)}));
+            out.push(json!({"type": "execution", "seq": view.cursor, "execution": view::owner(view)}));
         }
         for r in view.input_requests.iter().filter(|r| r.state() == InputRequestState::Open) {
             if self.requests.insert(r.request_key.clone()) {
@@ -97,6 +99,22 @@ impl Sent {
         }
         out
     }
+}
+
+/// The frames a resuming watch starts with: each change after `after`, in
+/// order, or `events_gone` when those changes are no longer kept.
+pub fn replay(execution_id: &str, after: i64, missed: &ListExecutionChangesResponse) -> Vec<Value> {
+    if missed.gone {
+        return vec![json!({"type": "events_gone", "execution_id": execution_id, "after": after})];
+    }
+    missed
+        .changes
+        .iter()
+        .map(|c| {
+            json!({"type": "change", "execution_id": execution_id, "seq": c.seq, "kind": c.kind,
+                   "status": c.status().name(), "at": crate::json::rfc3339(c.at_ms)})
+        })
+        .collect()
 }
 
 async fn send(socket: &mut WebSocket, message: &Value) -> bool {
@@ -143,8 +161,13 @@ async fn while_connected<F: std::future::Future>(
 /// is paid per open watch.
 pub async fn run(mut socket: WebSocket, mut watch: Box<Watch>) {
     let mut sent = Sent::default();
+    for message in std::mem::take(&mut watch.replay) {
+        if !send(&mut socket, &message).await {
+            return;
+        }
+    }
     loop {
-        let Watch { state, bearer, scope, execution_id, until, view, status, _place } = &mut *watch;
+        let Watch { state, bearer, scope, execution_id, until, view, status, replay: _, _place } = &mut *watch;
         let until = *until;
         // Taken apart here, not across the sends below: a view held over an
         // await would be laid out in this future for the socket's life.
@@ -241,6 +264,24 @@ mod tests {
         let news = sent.news(&view(ExecutionStatus::InputRequired, &["k1", "k2"]));
         assert_eq!(news.len(), 1, "only the new request");
         assert_eq!(news[0]["input_request"]["request_key"], "k2");
+    }
+
+    #[test]
+    fn a_resume_replays_the_changes_in_order_or_says_they_are_gone() {
+        use baton_proto::coordinator::v1::ExecutionChange;
+        let change =
+            |seq, status: ExecutionStatus| ExecutionChange { seq, at_ms: 0, kind: "k".into(), status: status as i32 };
+        let missed = ListExecutionChangesResponse {
+            changes: vec![change(3, ExecutionStatus::Working), change(5, ExecutionStatus::Completed)],
+            gone: false,
+        };
+        let frames = replay("te_x", 2, &missed);
+        let seen: Vec<(i64, &str)> =
+            frames.iter().map(|f| (f["seq"].as_i64().unwrap_or(0), f["status"].as_str().unwrap_or(""))).collect();
+        assert_eq!(seen, [(3, "working"), (5, "completed")]);
+        assert!(frames.iter().all(|f| f["type"] == "change"));
+        let gone = replay("te_x", 2, &ListExecutionChangesResponse { changes: Vec::new(), gone: true });
+        assert_eq!(gone, [json!({"type": "events_gone", "execution_id": "te_x", "after": 2})]);
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub struct Ticket {
     pub connect_deadline_ms: i64,
     #[serde(rename = "u")]
     pub until_ms: i64,
+    /// Resuming: the cursor the watcher last saw; the socket first replays
+    /// every change after it.
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<i64>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -182,6 +186,7 @@ mod tests {
             execution_id: "te_x".into(),
             connect_deadline_ms: 10,
             until_ms: 20,
+            after: Some(7),
         }
     }
 

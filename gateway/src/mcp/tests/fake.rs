@@ -437,6 +437,14 @@ impl Coordinator for Fake {
         Err(Status::unimplemented("dashboard sessions are not faked"))
     }
 
+    /// Watches are not part of the MCP surface.
+    async fn list_execution_changes(
+        &self,
+        _request: Request<ListExecutionChangesRequest>,
+    ) -> Result<Response<ListExecutionChangesResponse>, Status> {
+        Err(Status::unimplemented("watches are not faked"))
+    }
+
     /// Any session ends (the dashboard's router tests sign out).
     async fn end_dashboard_session(
         &self,
