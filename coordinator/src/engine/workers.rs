@@ -14,9 +14,12 @@ use crate::authz::{self, Principal};
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, Outcome, StopReason};
 use crate::options::ToolLimits;
-use crate::store::{EventData, OwnedElsewhere, ToolChange, ToolRecord};
+use crate::store::{self, Applied, EventData, ExecutionRecord, OwnedElsewhere, ToolChange, ToolRecord};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What renewing one lease did: the transition, or why it was ignored.
+type Renewed = Option<std::result::Result<Applied, (Ignored, ExecutionRecord)>>;
 
 /// A message from a worker, after registration.
 #[derive(Clone, Debug)]
@@ -180,6 +183,21 @@ impl Engine {
             );
             return Err(authz::Error::Forbidden("this worker id belongs to another worker identity").into());
         }
+        // The leases the worker still holds are renewed first, in one
+        // transaction: a worker back from a coordinator crash with a full
+        // load must be re-attached well inside its lease.
+        let max_running = self.session_capacity(u32::MAX) as usize;
+        if reg.running.len() > max_running || reg.settling.len() > max_running {
+            return Err(Error::Invalid("a worker cannot report more attempts than the maximum capacity".into()));
+        }
+        let (mut stop, mut stop_now) = (Vec::new(), Vec::new());
+        for (r, renewed) in reg.running.iter().zip(self.renew_leases(&reg.worker_id, &reg.running, now).await) {
+            match renewed? {
+                Some(Ok(applied)) if applied.record.state.cancel_requested => stop_now.push(r.clone()),
+                Some(Ok(_)) => {}
+                _ => stop.push(r.clone()),
+            }
+        }
         let scope = Scope { org_id: &org_id, project_id: &project_id };
         let changes = match self.store.register_tools(&project_id, &group, &tools, now).await? {
             Ok(changes) => changes,
@@ -213,24 +231,6 @@ impl Engine {
         }
         self.store.upsert_worker(&reg.worker_id, &project_id, &self.options.id, now).await?;
         self.reclaim_undelivered(&reg, now).await?;
-        let mut stop = Vec::new();
-        let mut stop_now = Vec::new();
-        let max_running = self.session_capacity(u32::MAX) as usize;
-        if reg.running.len() > max_running || reg.settling.len() > max_running {
-            return Err(Error::Invalid("a worker cannot report more attempts than the maximum capacity".into()));
-        }
-        for r in &reg.running {
-            let hb = Event::Heartbeat {
-                worker_id: reg.worker_id.clone(),
-                attempt: r.attempt,
-                lease_until: now + self.options.lease_ms,
-            };
-            match self.store.apply(&r.execution_id, &hb, &EventData::default(), now).await? {
-                Some(Ok(applied)) if applied.record.state.cancel_requested => stop_now.push(r.clone()),
-                Some(Ok(_)) => {}
-                _ => stop.push(r.clone()),
-            }
-        }
         let capacity = i64::from(self.session_capacity(reg.capacity));
         let who = SessionIdentity {
             worker_id: reg.worker_id.clone(),
@@ -368,26 +368,7 @@ impl Engine {
         // A worker runs at most its capacity; a longer list is not believed.
         let believed = usize::try_from(session.capacity).unwrap_or(0);
         let running: Vec<AttemptRef> = hb.running.into_iter().take(believed).collect();
-        let lease_until = now + self.options.lease_ms;
-        let items: Vec<(String, Event, EventData)> = running
-            .iter()
-            .map(|r| {
-                let event = Event::Heartbeat { worker_id: session.worker_id.clone(), attempt: r.attempt, lease_until };
-                (r.execution_id.clone(), event, EventData::default())
-            })
-            .collect();
-        // Every lease renewed in one transaction: a busy worker's heartbeat must
-        // not take longer than the lease it renews.
-        let results = match self.store.apply_batch(&items, now).await {
-            Ok(results) => results.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(_) => {
-                let mut one_by_one = Vec::with_capacity(items.len());
-                for (id, event, data) in &items {
-                    one_by_one.push(self.store.apply(id, event, data, now).await);
-                }
-                one_by_one
-            }
-        };
+        let results = self.renew_leases(&session.worker_id, &running, now).await;
         for (r, result) in running.into_iter().zip(results) {
             match result {
                 Ok(Some(Ok(applied))) if applied.record.state.cancel_requested => {
@@ -410,6 +391,31 @@ impl Engine {
             self.slots_wake.notify_one();
         }
         Ok(())
+    }
+
+    /// Renews `worker_id`'s leases of `running`, all in one transaction (one
+    /// by one only if the batch fails): a busy worker's heartbeat, or its
+    /// registration after a reconnect, must not take longer than the lease it
+    /// renews. One answer per attempt, in order.
+    async fn renew_leases(&self, worker_id: &str, running: &[AttemptRef], now: i64) -> Vec<store::Result<Renewed>> {
+        let lease_until = now + self.options.lease_ms;
+        let items: Vec<(String, Event, EventData)> = running
+            .iter()
+            .map(|r| {
+                let event = Event::Heartbeat { worker_id: worker_id.to_owned(), attempt: r.attempt, lease_until };
+                (r.execution_id.clone(), event, EventData::default())
+            })
+            .collect();
+        match self.store.apply_batch(&items, now).await {
+            Ok(results) => results.into_iter().map(Ok).collect(),
+            Err(_) => {
+                let mut one_by_one = Vec::with_capacity(items.len());
+                for (id, event, data) in &items {
+                    one_by_one.push(self.store.apply(id, event, data, now).await);
+                }
+                one_by_one
+            }
+        }
     }
 
     /// Keeps a tool's latest progress on its execution, where every reader
