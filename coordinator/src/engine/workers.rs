@@ -190,8 +190,12 @@ impl Engine {
         if reg.running.len() > max_running || reg.settling.len() > max_running {
             return Err(Error::Invalid("a worker cannot report more attempts than the maximum capacity".into()));
         }
+        // The attempts it is still settling too: their settlements are sent
+        // again once the session is open, and must find the lease still held.
+        let held: Vec<AttemptRef> = reg.running.iter().chain(&reg.settling).cloned().collect();
+        let renewed = self.renew_leases(&reg.worker_id, &held, now).await;
         let (mut stop, mut stop_now) = (Vec::new(), Vec::new());
-        for (r, renewed) in reg.running.iter().zip(self.renew_leases(&reg.worker_id, &reg.running, now).await) {
+        for (r, renewed) in reg.running.iter().zip(renewed) {
             match renewed? {
                 Some(Ok(applied)) if applied.record.state.cancel_requested => stop_now.push(r.clone()),
                 Some(Ok(_)) => {}
