@@ -194,6 +194,39 @@ async fn bounds_hold_again_after_redis_loses_its_keys() {
 }
 
 #[tokio::test]
+async fn bounds_hold_after_redis_restarts_from_an_older_snapshot() {
+    // Redis comes back with the state of a moment ago (an RDB snapshot, the
+    // last second of an append-only file, a replica promoted behind its
+    // master): the epoch is there, the admissions after the snapshot are not.
+    let mut redis = crate::servers::PrivateRedis::start().await.expect("private redis");
+    let c = Cluster::single(Settings { principal_concurrency: 4, redis_url: Some(redis.url()), ..Settings::default() })
+        .await
+        .expect("cluster");
+    let alice = c.rest(0, &c.id.user_token);
+    let sleep = || alice.start("Demo.Sleep", json!({"seconds": 30}), None);
+    for _ in 0..2 {
+        assert_eq!(sleep().await.expect("start").status, 202);
+    }
+    redis.snapshot().await.expect("snapshot");
+    for _ in 0..2 {
+        assert_eq!(sleep().await.expect("start").status, 202);
+    }
+    assert_eq!(sleep().await.expect("start").status, 429, "the principal is full");
+    redis.restart_from_snapshot().await.expect("restart");
+    // Refused (503) while the coordinator rebuilds, then full again (429):
+    // never admitted on the snapshot's count of two.
+    let status = eventually(Duration::from_secs(20), "admission rebuilt", || async {
+        let r = sleep().await?;
+        Ok((r.status != 503).then_some(r.status))
+    })
+    .await
+    .expect("rebuilt");
+    assert_eq!(status, 429);
+    let open = "SELECT COUNT(*) FROM executions WHERE status IN ('pending','working','input_required')";
+    assert_eq!(c.scalar(open).await.expect("count"), 4);
+}
+
+#[tokio::test]
 async fn organization_bound_holds_across_two_coordinators() {
     shared_bound_holds(Settings { organization_concurrency: 3, ..Settings::default() }, 3, "organization").await;
 }

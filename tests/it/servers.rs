@@ -179,15 +179,27 @@ impl Drop for PrivatePostgres {
     }
 }
 
-/// A `redis-server` of one test, without persistence: a restart starts empty.
+/// A `redis-server` of one test. It writes nothing on its own: a snapshot is
+/// taken only when the test asks, so a restart starts empty or from that
+/// snapshot, as the test chooses.
 pub struct PrivateRedis {
     port: u16,
+    dir: PathBuf,
     child: Option<Child>,
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 impl PrivateRedis {
     pub async fn start() -> Result<PrivateRedis> {
-        let mut r = PrivateRedis { port: free_port()?, child: None };
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(format!("baton-redis-{port}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let mut r = PrivateRedis { port, dir, child: None };
         r.spawn().await?;
         Ok(r)
     }
@@ -196,9 +208,15 @@ impl PrivateRedis {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    fn snapshot_file(&self) -> PathBuf {
+        self.dir.join("dump.rdb")
+    }
+
     async fn spawn(&mut self) -> Result<()> {
+        let dir = self.dir.to_str().ok_or_else(|| anyhow!("redis dir is not UTF-8"))?.to_owned();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", &dir, "--dbfilename", "dump.rdb"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .kill_on_drop(true)
@@ -208,9 +226,23 @@ impl PrivateRedis {
         let url = self.url();
         eventually(Duration::from_secs(10), "private redis", || {
             let url = url.clone();
-            async move { Ok(redis::Client::open(url)?.get_multiplexed_async_connection().await.ok().map(|_| ())) }
+            async move {
+                let Ok(mut con) = redis::Client::open(url)?.get_multiplexed_async_connection().await else {
+                    return Ok(None);
+                };
+                // Answering PING is not enough: a server loading a snapshot refuses commands.
+                let pong: Result<String, _> = redis::cmd("PING").query_async(&mut con).await;
+                Ok(pong.ok().map(|_| ()))
+            }
         })
         .await
+    }
+
+    /// Writes a snapshot of everything the server holds now (SAVE).
+    pub async fn snapshot(&self) -> Result<()> {
+        let mut con = redis::Client::open(self.url())?.get_multiplexed_async_connection().await?;
+        let _: () = redis::cmd("SAVE").query_async(&mut con).await?;
+        Ok(())
     }
 
     /// SIGKILL; the server is gone once this returns.
@@ -224,6 +256,20 @@ impl PrivateRedis {
     /// A fresh (empty) server on the same port, after `kill9`.
     pub async fn start_again(&mut self) -> Result<()> {
         self.kill9().await;
+        match std::fs::remove_file(self.snapshot_file()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        self.spawn().await
+    }
+
+    /// kill -9, then a server on the same port that loads the last
+    /// `snapshot`: whatever was written after it is lost, the rest is back.
+    pub async fn restart_from_snapshot(&mut self) -> Result<()> {
+        self.kill9().await;
+        if !self.snapshot_file().is_file() {
+            bail!("no snapshot to restart from");
+        }
         self.spawn().await
     }
 }

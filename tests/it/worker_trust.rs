@@ -193,6 +193,7 @@ async fn forged_messages_change_nothing(settings: Settings) -> Result<()> {
         h.send(worker_message::Msg::Heartbeat(wpb::Heartbeat {
             running: vec![wpb::RunningAttempt { execution_id: id.clone(), attempt }],
             free_slots: u32::MAX,
+            settling: vec![],
         }))
         .await?;
         h.next(Duration::from_secs(10), refused(wpb::MessageKind::Heartbeat)).await?;
@@ -400,6 +401,7 @@ async fn a_lost_stop_is_sent_again(settings: Settings) -> Result<()> {
     let heartbeat = worker_message::Msg::Heartbeat(wpb::Heartbeat {
         running: vec![wpb::RunningAttempt { execution_id: id.clone(), attempt }],
         free_slots: 3,
+        settling: vec![],
     });
     h.send(heartbeat).await?;
     h.next(Duration::from_secs(10), is_stop(id.clone())).await?;
@@ -412,6 +414,52 @@ async fn a_lost_stop_is_sent_again(settings: Settings) -> Result<()> {
     let done = alice.until_terminal(&id, Duration::from_secs(10)).await?;
     assert_eq!(done["status"], "cancelled", "{done}");
     Ok(())
+}
+
+/// A settlement the coordinator is slow to store (here: one not sent yet)
+/// outlives the lease while the worker lists it as settling in its heartbeats.
+#[tokio::test]
+async fn an_attempt_being_settled_keeps_its_lease() {
+    let short = Settings { lease_ms: 1_000, owner_loss_grace_ms: 1_000, ..Settings::default() };
+    let c = cluster(short).await.expect("cluster");
+    let mut h = Hostile::register(
+        channel(&c, 0, None).await.expect("channel"),
+        &c.id.worker_token,
+        "settler",
+        vec![tool("Trust.Slow")],
+        4,
+    )
+    .await
+    .expect("session")
+    .expect("registered");
+    let alice = c.rest(0, &c.id.user_token);
+    let id = start(&alice, "Trust.Slow", json!({})).await.expect("start");
+    let attempt = h
+        .next(Duration::from_secs(10), |m| match m {
+            Msg::Assignment(a) => Some(a.attempt),
+            _ => None,
+        })
+        .await
+        .expect("assignment");
+    let settling = wpb::RunningAttempt { execution_id: id.clone(), attempt };
+    // Four lease lengths of heartbeats that name the attempt only as settling.
+    let mut ticks = tokio::time::interval(Duration::from_millis(200));
+    for _ in 0..20 {
+        ticks.tick().await;
+        let hb = wpb::Heartbeat { running: vec![], free_slots: 4, settling: vec![settling.clone()] };
+        h.send(worker_message::Msg::Heartbeat(hb)).await.expect("heartbeat");
+    }
+    h.send(worker_message::Msg::Settlement(wpb::Settlement {
+        execution_id: id.clone(),
+        attempt,
+        outcome: Some(settlement::Outcome::ResultJson(
+            r#"{"content":[{"type":"text","text":"late but held"}]}"#.into(),
+        )),
+    }))
+    .await
+    .expect("settlement");
+    let done = alice.until_terminal(&id, Duration::from_secs(10)).await.expect("terminal");
+    assert_eq!(done["status"], "completed", "{done}");
 }
 
 macro_rules! both_transports {

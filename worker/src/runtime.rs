@@ -122,10 +122,7 @@ impl Worker {
             .map(|(_, t)| registration_of(t.spec(), false))
             .chain(self.remote_tools().iter().map(|t| registration_of(t.spec.clone(), true)))
             .collect();
-        let attempt = |(id, attempt): &Key| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt };
-        let (running, settling) = self.with_state(|s| {
-            (s.attempts.running().map(attempt).collect(), s.attempts.settling().map(attempt).collect())
-        });
+        let (running, settling, _) = self.held();
         wpb::Register {
             worker_id: self.options.worker_id.clone(),
             worker_token: self.options.token.clone(),
@@ -309,18 +306,23 @@ impl Worker {
         self.with_state(|s| s.attempts.overdue(after, now))
     }
 
+    /// The attempts this worker runs, those it is settling, and whether it drains.
+    fn held(&self) -> (Vec<wpb::RunningAttempt>, Vec<wpb::RunningAttempt>, bool) {
+        let attempt = |(id, attempt): &Key| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt };
+        self.with_state(|s| {
+            (
+                s.attempts.running().map(attempt).collect(),
+                s.attempts.settling().map(attempt).collect(),
+                s.draining_since.is_some(),
+            )
+        })
+    }
+
     fn heartbeat(&self) -> WorkerMessage {
-        let (running, busy, draining) = self.with_state(|s| {
-            let running: Vec<_> = s
-                .attempts
-                .running()
-                .map(|(id, attempt)| wpb::RunningAttempt { execution_id: id.clone(), attempt: *attempt })
-                .collect();
-            let busy = running.len();
-            (running, busy, s.draining_since.is_some())
-        });
+        let (running, settling, draining) = self.held();
+        let busy = running.len();
         let free_slots = if draining { 0 } else { (self.options.capacity as usize).saturating_sub(busy) as u32 };
-        msg(worker_message::Msg::Heartbeat(wpb::Heartbeat { running, free_slots }))
+        msg(worker_message::Msg::Heartbeat(wpb::Heartbeat { running, free_slots, settling }))
     }
 
     fn remote_tools(&self) -> &[RemoteTool] {
@@ -543,8 +545,7 @@ impl SessionEnd {
 mod resend_tests {
     use super::*;
 
-    #[tokio::test]
-    async fn an_unacknowledged_settlement_is_sent_again_after_a_heartbeat_interval() {
+    fn worker() -> Arc<Worker> {
         let options = Options {
             coordinator_url: "http://127.0.0.1:1".into(),
             coordinator_urls: Vec::new(),
@@ -554,7 +555,12 @@ mod resend_tests {
             remote_servers: Vec::new(),
             tls: None,
         };
-        let worker = Worker::new(options, Vec::new());
+        Worker::new(options, Vec::new())
+    }
+
+    #[tokio::test]
+    async fn an_unacknowledged_settlement_is_sent_again_after_a_heartbeat_interval() {
+        let worker = worker();
         let key = ("te_x".to_owned(), 1);
         let settlement = wpb::Settlement { execution_id: key.0.clone(), attempt: 1, outcome: None };
         let t0 = tokio::time::Instant::now();
@@ -571,5 +577,21 @@ mod resend_tests {
             worker.overdue_settlements(period, t0 + Duration::from_secs(9)).is_empty(),
             "acknowledged ones are done"
         );
+    }
+
+    #[tokio::test]
+    async fn heartbeats_hold_the_leases_of_settlements_until_acknowledged() {
+        let worker = worker();
+        let key = ("te_y".to_owned(), 2);
+        let settlement = wpb::Settlement { execution_id: key.0.clone(), attempt: 2, outcome: None };
+        worker.with_state(|s| s.attempts.settled(key.clone(), settlement, tokio::time::Instant::now()));
+        let settling = |m: WorkerMessage| match m.msg {
+            Some(worker_message::Msg::Heartbeat(hb)) => Some((hb.running.len(), hb.settling, hb.free_slots)),
+            _ => None,
+        };
+        let held = wpb::RunningAttempt { execution_id: key.0.clone(), attempt: 2 };
+        assert_eq!(settling(worker.heartbeat()), Some((0, vec![held], 1)), "settling takes no slot");
+        worker.with_state(|s| s.attempts.acknowledged(&key));
+        assert_eq!(settling(worker.heartbeat()), Some((0, vec![], 1)));
     }
 }

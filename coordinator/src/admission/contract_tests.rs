@@ -211,3 +211,28 @@ async fn a_rebuild_that_straddles_a_flush_writes_nothing_after_it() {
     a.rebuild_alone(&open, 30, Some(6)).await.expect("rebuild");
     assert_eq!(a.admit(&ticket("s2", "p1", "u1", 1), 40).await.expect("admit").map(|a| a.fence), Ok(Some(6)));
 }
+
+#[tokio::test]
+async fn a_redis_restarted_from_an_older_snapshot_counts_as_having_lost_its_state() {
+    let a = redis(bounds()).await;
+    assert_eq!(a.admit(&ticket("o1", "p1", "u1", 1), 0).await.expect("admit").map(|_| ()), Ok(()));
+    // The snapshot holds the epoch, but admissions after it are gone: the
+    // server run that answers is not the one the epoch was published on.
+    a.pretend_restarted_for_tests(None).await;
+    assert_eq!(a.epoch().await.expect("epoch"), None, "a restart is detectable");
+    let refused = a.admit(&ticket("o2", "p1", "u1", 1), 10).await;
+    assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
+    a.rebuild_alone(&[(ticket("o1", "p1", "u1", 1), true)], 20, Some(2)).await.expect("rebuild");
+    assert_eq!(a.admit(&ticket("o2", "p1", "u1", 1), 30).await.expect("admit").map(|a| a.fence), Ok(Some(2)));
+}
+
+#[tokio::test]
+async fn a_rebuild_lock_restored_from_a_snapshot_writes_nothing() {
+    let a = redis(bounds()).await;
+    let lock = a.lock_rebuild().await.expect("lock").expect("free");
+    let restored = a.pretend_restarted_for_tests(Some(&lock)).await.expect("restored lock");
+    let stale = a.rebuild(&restored, &[(ticket("l1", "p1", "u1", 1), true)], 10, Some(5)).await;
+    assert!(matches!(stale, Err(Error::Unavailable(_))), "{stale:?}");
+    a.unlock_rebuild(restored).await;
+    assert_eq!(a.epoch().await.expect("epoch"), None, "no epoch published on the new run");
+}

@@ -6,7 +6,9 @@
 //! bytes are a per-project counter kept in step with a hash of per-id sizes.
 //!
 //! Redis is not the truth: `rebuild` re-derives every set from Postgres (at start,
-//! periodically, and when the epoch key shows Redis was flushed or restarted).
+//! periodically, and when the epoch key shows Redis lost writes: it is gone
+//! after a flush or an empty restart, and it names another server run after a
+//! restart from a snapshot or append-only file, or a failover to a replica).
 //! If Redis is unreachable, admission fails closed. The epoch key holds the
 //! admission generation (store/fence.rs): an admission answers the generation
 //! it was granted under, and its create is inserted only while Postgres still
@@ -24,15 +26,19 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 const ADMIT: &str = r#"
--- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 bytes-expiry zset, 6 bytes total, 7 bytes sizes, 8 meta, 9 epoch
+-- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 bytes-expiry zset, 6 bytes total, 7 bytes sizes, 8 meta, 9 epoch,
+-- 10 epoch-run
 -- ARGV: 1 id, 2 now, 3 expires_at, 4 payload bytes, 5..9 bounds (principal, project, org, backlog, bytes), 10 meta ttl ms
 local id, now = ARGV[1], tonumber(ARGV[2])
 -- KEYS[9] is the epoch a rebuild writes: without it Redis lost its state (a
 -- restart, a flush) and counts nothing yet, so nothing is admitted until the
 -- rebuild from the durable truth is done. Its value is the generation the
--- admission is granted under.
+-- admission is granted under. KEYS[10] names the server run that rebuild
+-- wrote to: a server restarted from an older snapshot or its append-only file,
+-- or a replica promoted after a failover, has the epoch but may have lost
+-- the admissions after it, so it counts as having lost its state too.
 local epoch = redis.call('GET', KEYS[9])
-if not epoch then return 'rebuilding' end
+if not epoch or redis.call('GET', KEYS[10]) ~= RUN_ID() then return 'rebuilding' end
 if redis.call('EXISTS', KEYS[8]) == 1 then return 'ok:' .. epoch end
 for i = 1, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now) end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
@@ -85,7 +91,7 @@ const READD: &str = r#"
 -- A rebuild adding back an open execution, bypassing the bounds (it was
 -- admitted once), unless it was released since the snapshot was read.
 local id = ARGV[1]
-if redis.call('GET', KEYS[9]) ~= ARGV[5] then return -1 end
+if not HOLDS(KEYS[9], ARGV[5]) then return -1 end
 if redis.call('HEXISTS', KEYS[8], 'released') == 1 then return 0 end
 for i = 1, 3 do redis.call('ZADD', KEYS[i], 'NX', ARGV[2], id) end
 if ARGV[4] == '1' then
@@ -98,13 +104,58 @@ redis.call('HSETNX', KEYS[7], id, ARGV[3])
 return 1
 "#;
 
-/// One write of a rebuild, made only while the rebuild still holds the lock.
+/// One write of a rebuild, made only while the rebuild still holds the lock
+/// on the server run it took it on.
 const FENCED: &str = r#"
 -- KEYS: 1 the rebuild lock, 2 the key written; ARGV: 1 lock token, 2 command, 3.. its arguments
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if not HOLDS(KEYS[1], ARGV[1]) then return -1 end
 redis.call(ARGV[2], KEYS[2], unpack(ARGV, 3))
 return 1
 "#;
+
+/// The rebuild lock, taken on this server run: its value is a random token
+/// and the run id, so a server restarted from a snapshot that holds the lock
+/// still refuses the rest of that rebuild.
+const LOCK: &str = r#"
+-- KEYS: 1 the rebuild lock; ARGV: 1 random token, 2 lock ms
+local value = ARGV[1] .. ':' .. RUN_ID()
+if redis.call('SET', KEYS[1], value, 'NX', 'PX', ARGV[2]) then return value end
+return false
+"#;
+
+/// The end of a rebuild: the generation, and the server run it holds on.
+const PUBLISH: &str = r#"
+-- KEYS: 1 the rebuild lock, 2 epoch, 3 epoch-run; ARGV: 1 lock token, 2 generation
+if not HOLDS(KEYS[1], ARGV[1]) then return -1 end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[3], RUN_ID())
+return 1
+"#;
+
+/// The published generation, or nothing when this server run is not the one
+/// it was published on.
+const EPOCH: &str = r#"
+-- KEYS: 1 epoch, 2 epoch-run
+if redis.call('GET', KEYS[2]) ~= RUN_ID() then return false end
+return redis.call('GET', KEYS[1])
+"#;
+
+/// Helpers every script may use: the server's run id (new on every start,
+/// and different on a promoted replica), and whether a rebuild lock is held
+/// by `token` on this run.
+const PRELUDE: &str = r#"
+local function RUN_ID()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+end
+local function HOLDS(lock, token)
+  local value = redis.call('GET', lock)
+  return value == token and string.sub(value, -40) == RUN_ID()
+end
+"#;
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}{body}"))
+}
 
 const UNLOCK: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -137,6 +188,9 @@ pub struct RedisAdmission {
     readd: Script,
     fenced: Script,
     unlock: Script,
+    lock: Script,
+    publish: Script,
+    epoch: Script,
     /// Average hold time per scope kind, observed on this replica's releases.
     avg_hold_ms: Mutex<HashMap<Scope, f64>>,
 }
@@ -163,11 +217,14 @@ impl RedisAdmission {
             con,
             prefix: format!("{prefix}:adm"),
             bounds,
-            admit: Script::new(ADMIT),
-            release: Script::new(RELEASE),
-            readd: Script::new(READD),
-            fenced: Script::new(FENCED),
-            unlock: Script::new(UNLOCK),
+            admit: script(ADMIT),
+            release: script(RELEASE),
+            readd: script(READD),
+            fenced: script(FENCED),
+            unlock: script(UNLOCK),
+            lock: script(LOCK),
+            publish: script(PUBLISH),
+            epoch: script(EPOCH),
             avg_hold_ms: Mutex::new(HashMap::new()),
         })
     }
@@ -214,6 +271,10 @@ impl RedisAdmission {
         format!("{}:epoch", self.prefix)
     }
 
+    fn epoch_run_key(&self) -> String {
+        format!("{}:epoch-run", self.prefix)
+    }
+
     fn lock_key(&self) -> String {
         format!("{}:rebuild-lock", self.prefix)
     }
@@ -229,12 +290,18 @@ impl RedisAdmission {
         }
     }
 
-    /// The generation the last rebuild published; None after a flush or an
-    /// empty restart lost it.
+    /// The generation the last rebuild published; None when Redis may have
+    /// lost admissions since: a flush, a restart (empty, or from a snapshot or
+    /// its append-only file), a failover to a replica.
     pub async fn epoch(&self) -> Result<Option<i64>, Error> {
         let mut con = self.con.clone();
-        let value: Option<String> =
-            redis::cmd("GET").arg(self.epoch_key()).query_async(&mut con).await.map_err(unavailable)?;
+        let value: Option<String> = self
+            .epoch
+            .key(self.epoch_key())
+            .key(self.epoch_run_key())
+            .invoke_async(&mut con)
+            .await
+            .map_err(unavailable)?;
         // A value this version cannot read counts as lost: the rebuild replaces it.
         Ok(value.and_then(|v| v.parse().ok()))
     }
@@ -243,16 +310,15 @@ impl RedisAdmission {
     pub async fn lock_rebuild(&self) -> Result<Option<RebuildLock>, Error> {
         let mut con = self.con.clone();
         let token = crate::domain::id::random_id("rb_", 96);
-        let taken: Option<String> = redis::cmd("SET")
-            .arg(self.lock_key())
+        let taken: Option<String> = self
+            .lock
+            .key(self.lock_key())
             .arg(&token)
-            .arg("NX")
-            .arg("PX")
             .arg(REBUILD_LOCK_MS)
-            .query_async(&mut con)
+            .invoke_async(&mut con)
             .await
             .map_err(unavailable)?;
-        Ok(taken.map(|_| RebuildLock { token }))
+        Ok(taken.map(|token| RebuildLock { token }))
     }
 
     /// Gives the lock back, unless it was lost meanwhile (then it is another's).
@@ -380,7 +446,19 @@ impl RedisAdmission {
             self.write_fenced(&mut con, lock, "SET", &total_key, &[&(total + extra).to_string()]).await?;
         }
         if let Some(generation) = publish {
-            self.write_fenced(&mut con, lock, "SET", &self.epoch_key(), &[&generation.to_string()]).await?;
+            let published: i64 = self
+                .publish
+                .key(self.lock_key())
+                .key(self.epoch_key())
+                .key(self.epoch_run_key())
+                .arg(&lock.token)
+                .arg(generation)
+                .invoke_async(&mut con)
+                .await
+                .map_err(unavailable)?;
+            if published < 0 {
+                return Err(lost_lock());
+            }
         }
         report.open = open.len();
         Ok(report)
@@ -412,6 +490,20 @@ impl RedisAdmission {
             let _: Result<i64, _> = redis::cmd("DEL").arg(k).query_async(&mut con).await;
         }
     }
+
+    /// What a restart from a snapshot leaves: every key as it was, but
+    /// written by another server run than the one now answering. Returns the
+    /// lock as the snapshot holds it.
+    pub async fn pretend_restarted_for_tests(&self, lock: Option<&RebuildLock>) -> Option<RebuildLock> {
+        let mut con = self.con.clone();
+        let other_run = "0".repeat(40);
+        let _: Result<(), _> = redis::cmd("SET").arg(self.epoch_run_key()).arg(&other_run).query_async(&mut con).await;
+        let lock = lock?;
+        let (token, _) = lock.token.rsplit_once(':')?;
+        let restored = format!("{token}:{other_run}");
+        let _: Result<(), _> = redis::cmd("SET").arg(self.lock_key()).arg(&restored).query_async(&mut con).await;
+        Some(RebuildLock { token: restored })
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -431,7 +523,7 @@ impl Admission for RedisAdmission {
         for k in self.keys(t) {
             inv.key(k);
         }
-        inv.key(self.epoch_key());
+        inv.key(self.epoch_key()).key(self.epoch_run_key());
         let meta_ttl = (t.expires_at_ms - now_ms).max(1_000);
         inv.arg(&t.execution_id).arg(now_ms).arg(t.expires_at_ms).arg(t.payload_bytes);
         inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);

@@ -36,6 +36,8 @@ pub struct Registration {
 pub struct Heartbeat {
     pub running: Vec<AttemptRef>,
     pub free_slots: u32,
+    /// Settled and sent, not yet acknowledged: leases renewed, never stopped.
+    pub settling: Vec<AttemptRef>,
 }
 
 /// How the worker says an attempt ended.

@@ -372,7 +372,11 @@ impl Engine {
         // A worker runs at most its capacity; a longer list is not believed.
         let believed = usize::try_from(session.capacity).unwrap_or(0);
         let running: Vec<AttemptRef> = hb.running.into_iter().take(believed).collect();
-        let results = self.renew_leases(&session.worker_id, &running, now).await;
+        let settling = hb.settling.into_iter().take(believed);
+        let held: Vec<AttemptRef> = running.iter().cloned().chain(settling).collect();
+        // A settling attempt's renewal needs no answer: once its settlement
+        // is stored the lease is gone, and the acknowledgement tells the worker.
+        let results = self.renew_leases(&session.worker_id, &held, now).await;
         for (r, result) in running.into_iter().zip(results) {
             match result {
                 Ok(Some(Ok(applied))) if applied.record.state.cancel_requested => {

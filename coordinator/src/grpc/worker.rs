@@ -194,9 +194,11 @@ fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
     use worker_message::Msg as W;
     Some(match m.msg? {
         W::Register(_) => return None,
-        W::Heartbeat(hb) => {
-            FromWorker::Heartbeat(Heartbeat { running: running(hb.running), free_slots: hb.free_slots })
-        }
+        W::Heartbeat(hb) => FromWorker::Heartbeat(Heartbeat {
+            running: running(hb.running),
+            free_slots: hb.free_slots,
+            settling: running(hb.settling),
+        }),
         W::Settlement(s) => FromWorker::Settlement(Settlement {
             attempt: attempt(s.execution_id, s.attempt),
             outcome: s.outcome.map(|o| match o {
