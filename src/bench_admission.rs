@@ -3,7 +3,7 @@
 //! decision adds to a start (p50/p99). Each admitted ticket is released, so
 //! the measured mix is one admit + one release per execution, as in production.
 
-use baton_coordinator::admission::redis::RedisAdmission;
+use baton_coordinator::admission::redis::{Publish, RedisAdmission};
 use baton_coordinator::admission::{Admission, Bounds, Ticket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let admission = Arc::new(RedisAdmission::connect(&args.redis_url, &prefix, bounds).await?);
     // As a coordinator does before serving: until a rebuild, nothing is admitted.
-    admission.rebuild_alone(&[], 0, Some(1)).await?;
+    admission.rebuild_alone(&[], 0, Some(Publish { generation: 1, retained: &[] })).await?;
     let per_task = args.decisions.div_ceil(args.concurrency.max(1));
     let started = Instant::now();
     let tasks: Vec<_> = (0..args.concurrency.max(1))
@@ -50,6 +50,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         user_id: format!("user_{}", i % 16),
                         payload_bytes: 256,
                         expires_at_ms: i64::MAX / 4,
+                        retained_until_ms: i64::MAX / 4,
                     };
                     let t0 = Instant::now();
                     match admission.admit(&ticket, 0).await {

@@ -180,6 +180,38 @@ async fn a_completed_execution_carries_no_error_of_an_earlier_attempt() -> Resul
 }
 
 #[tokio::test]
+async fn the_retained_payload_bound_counts_results_kept_after_the_work_ended() -> Result<()> {
+    let bound = 3_000;
+    let c = Cluster::single(Settings { retained_payload_bytes: bound, ..Settings::default() }).await?;
+    let alice = c.rest(0, &c.id.user_token);
+    let text = "r".repeat(400);
+    let mut finished = 0;
+    let refused = loop {
+        let r = alice.start("Demo.Echo", json!({"text": text}), None).await?;
+        if r.status != 202 {
+            break r;
+        }
+        let id = r.json()["execution_id"].as_str().context("execution_id")?.to_owned();
+        let done = alice.until_terminal(&id, Duration::from_secs(30)).await?;
+        assert_eq!(done["status"], "completed", "{done}");
+        finished += 1;
+        anyhow::ensure!(finished < 10, "never refused");
+    };
+    assert_eq!(refused.status, 429, "{:?}", refused.json());
+    assert_eq!(refused.json()["error"]["scope"], "retained_payload_bytes", "{:?}", refused.json());
+    assert!(refused.headers.get("retry-after").is_some());
+    // Nothing runs: what fills the bound is what the ended executions keep.
+    let open = "SELECT COUNT(*) FROM executions WHERE status IN ('pending','working','input_required')";
+    assert_eq!(c.scalar(open).await?, 0);
+    let inputs = c.scalar("SELECT CAST(SUM(LENGTH(input_ct)) AS BIGINT) FROM executions").await?;
+    let kept = c.scalar("SELECT CAST(SUM(payload_bytes) AS BIGINT) FROM executions").await?;
+    let one_input = inputs / finished;
+    assert!(inputs + one_input <= bound as i64, "inputs alone ({inputs} B) would have left room");
+    assert!(kept + one_input > bound as i64, "inputs and results ({kept} B) fill the bound");
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_attempt_stopped_by_a_cancel_says_so_rather_than_failed() -> Result<()> {
     let c = Cluster::single(Settings::default()).await?;
     let member = c.rest(0, &c.id.member_key);

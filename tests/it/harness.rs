@@ -166,6 +166,7 @@ pub struct Settings {
     pub project_concurrency: u64,
     pub organization_concurrency: u64,
     pub backlog: u64,
+    pub retained_payload_bytes: u64,
     pub lease_ms: u64,
     pub owner_loss_grace_ms: u64,
     /// A Redis of the test's own (to stop it mid-test); the shared one otherwise.
@@ -188,6 +189,7 @@ impl Default for Settings {
             project_concurrency: 10_000,
             organization_concurrency: 10_000,
             backlog: 10_000,
+            retained_payload_bytes: 1 << 30,
             // Generous enough that a loaded CI machine never misses a heartbeat;
             // tests about owner loss shorten them.
             lease_ms: 5_000,
@@ -245,7 +247,7 @@ impl Cluster {
                 "mcp_tasks_project_concurrency": settings.project_concurrency,
                 "mcp_tasks_organization_concurrency": settings.organization_concurrency,
                 "mcp_tasks_backlog": settings.backlog,
-                "mcp_tasks_retained_payload_bytes": 1u64 << 30,
+                "mcp_tasks_retained_payload_bytes": settings.retained_payload_bytes,
             },
             "security": {
                 "execution_payload_keys": [{"id": "k1", "key": base64::engine::general_purpose::STANDARD.encode(key)}],

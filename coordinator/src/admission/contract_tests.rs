@@ -21,7 +21,13 @@ pub fn ticket(id: &str, project: &str, user: &str, bytes: u64) -> Ticket {
         user_id: user.into(),
         payload_bytes: bytes,
         expires_at_ms: i64::MAX / 2,
+        retained_until_ms: i64::MAX / 4,
     }
+}
+
+/// A rebuild after a loss publishing `generation`, with no retained bytes in Postgres.
+fn publish(generation: i64) -> Option<super::redis::Publish<'static>> {
+    Some(super::redis::Publish { generation, retained: &[] })
 }
 
 /// The behaviour every implementation must show, given a fresh instance with `bounds()`.
@@ -60,6 +66,29 @@ pub async fn contract(a: &dyn Admission) {
     a.release(&t("b4", ""), 31).await.expect("release");
     a.started(&t("b1", "a"), 32).await.expect("started");
     assert_eq!(a.admit(&t("b5", "e"), 33).await.expect("admit").map(|_| ()), Ok(()));
+    retained_bytes(a).await;
+}
+
+/// Retained payload bytes count what a project keeps until its retention
+/// ends, results included, not only the inputs of running work.
+async fn retained_bytes(a: &dyn Admission) {
+    let hour = 3_600_000;
+    let t = |id: &str, bytes: u64| Ticket { retained_until_ms: hour / 2, ..ticket(id, "pb", id, bytes) };
+    let ok = |r: Result<Result<Admitted, Rejection>, Error>| r.expect("admit").map(|_| ());
+    assert_eq!(ok(a.admit(&t("x1", 40), 0).await), Ok(()));
+    // It ends keeping 90 bytes (its input and its result): they stay counted.
+    a.release(&t("x1", 90), 10).await.expect("release");
+    a.release(&t("x1", 90), 11).await.expect("a second release changes nothing");
+    let r = a.admit(&t("x2", 20), 20).await.expect("admit").expect_err("bytes retained");
+    assert_eq!(r.scope, Scope::RetainedPayloadBytes);
+    assert_eq!(ok(a.admit(&t("x2", 10), 20).await), Ok(()));
+    // Work never created gives its bytes back.
+    a.withdraw(&t("x2", 10), 21).await.expect("withdraw");
+    assert_eq!(ok(a.admit(&t("x3", 10), 22).await), Ok(()));
+    a.release(&t("x3", 10), 23).await.expect("release");
+    assert!(a.admit(&t("x4", 1), 24).await.expect("admit").is_err(), "100 of 100 held");
+    // Their retention hour ends: the bytes are no longer held.
+    assert_eq!(ok(a.admit(&t("x4", 100), hour + 1).await), Ok(()));
 }
 
 #[tokio::test]
@@ -83,7 +112,7 @@ async fn redis(bounds: Bounds) -> super::redis::RedisAdmission {
     let a =
         super::redis::RedisAdmission::connect(&url, &prefix, bounds).await.expect("redis reachable (TEST_REDIS_URL)");
     // A coordinator rebuilds before it serves; until then nothing is admitted.
-    a.rebuild_alone(&[], 0, Some(1)).await.expect("first rebuild");
+    a.rebuild_alone(&[], 0, publish(1)).await.expect("first rebuild");
     a
 }
 
@@ -94,7 +123,7 @@ async fn nothing_is_admitted_while_redis_has_lost_its_state() {
     a.wipe_for_tests().await;
     let refused = a.admit(&ticket("w2", "p1", "u1", 1), 10).await;
     assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
-    a.rebuild_alone(&[(ticket("w1", "p1", "u1", 1), true)], 20, Some(2)).await.expect("rebuild");
+    a.rebuild_alone(&[(ticket("w1", "p1", "u1", 1), true)], 20, publish(2)).await.expect("rebuild");
     assert_eq!(a.admit(&ticket("w2", "p1", "u1", 1), 30).await.expect("admit").map(|_| ()), Ok(()));
     let full = a.admit(&ticket("w3", "p1", "u1", 1), 40).await.expect("admit").expect_err("principal full again");
     assert_eq!(full.scope, Scope::Principal);
@@ -156,7 +185,7 @@ async fn rebuild_restores_the_bounds_after_the_keys_are_lost() {
     assert_eq!(a.epoch().await.expect("epoch"), Some(1));
     a.wipe_for_tests().await;
     assert_eq!(a.epoch().await.expect("epoch"), None, "a flush is detectable");
-    a.rebuild_alone(&open, 1_000, Some(2)).await.expect("rebuild");
+    a.rebuild_alone(&open, 1_000, publish(2)).await.expect("rebuild");
     let r = a.admit(&ticket("r3", "p1", "u1", 1), 1_000).await.expect("admit").expect_err("principal full again");
     assert_eq!(r.scope, Scope::Principal);
     // A stale member (terminal in the truth, admitted long ago) is removed by the next rebuild.
@@ -188,7 +217,7 @@ async fn an_admission_answers_the_generation_it_was_granted_under() {
     let first = a.admit(&ticket("g1", "p1", "u1", 1), 0).await.expect("admit").expect("room");
     assert_eq!(first.fence, Some(1), "the generation the first rebuild published");
     a.wipe_for_tests().await;
-    a.rebuild_alone(&[(ticket("g1", "p1", "u1", 1), true)], 10, Some(7)).await.expect("rebuild");
+    a.rebuild_alone(&[(ticket("g1", "p1", "u1", 1), true)], 10, publish(7)).await.expect("rebuild");
     let second = a.admit(&ticket("g2", "p1", "u1", 1), 20).await.expect("admit").expect("room");
     assert_eq!(second.fence, Some(7));
 }
@@ -201,14 +230,14 @@ async fn a_rebuild_that_straddles_a_flush_writes_nothing_after_it() {
     // Redis loses its state while the rebuild works from what it read before.
     a.wipe_for_tests().await;
     let open = [(ticket("s1", "p1", "u1", 1), true)];
-    let stale = a.rebuild(&lock, &open, 10, Some(5)).await;
+    let stale = a.rebuild(&lock, &open, 10, publish(5)).await;
     assert!(matches!(stale, Err(Error::Unavailable(_))), "{stale:?}");
     a.unlock_rebuild(lock).await;
     assert_eq!(a.epoch().await.expect("epoch"), None, "no epoch published: admission stays shut");
     let refused = a.admit(&ticket("s2", "p1", "u1", 1), 20).await;
     assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
     // The next rebuild, from a snapshot read after the loss, opens it again.
-    a.rebuild_alone(&open, 30, Some(6)).await.expect("rebuild");
+    a.rebuild_alone(&open, 30, publish(6)).await.expect("rebuild");
     assert_eq!(a.admit(&ticket("s2", "p1", "u1", 1), 40).await.expect("admit").map(|a| a.fence), Ok(Some(6)));
 }
 
@@ -222,7 +251,7 @@ async fn a_redis_restarted_from_an_older_snapshot_counts_as_having_lost_its_stat
     assert_eq!(a.epoch().await.expect("epoch"), None, "a restart is detectable");
     let refused = a.admit(&ticket("o2", "p1", "u1", 1), 10).await;
     assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
-    a.rebuild_alone(&[(ticket("o1", "p1", "u1", 1), true)], 20, Some(2)).await.expect("rebuild");
+    a.rebuild_alone(&[(ticket("o1", "p1", "u1", 1), true)], 20, publish(2)).await.expect("rebuild");
     assert_eq!(a.admit(&ticket("o2", "p1", "u1", 1), 30).await.expect("admit").map(|a| a.fence), Ok(Some(2)));
 }
 
@@ -231,8 +260,33 @@ async fn a_rebuild_lock_restored_from_a_snapshot_writes_nothing() {
     let a = redis(bounds()).await;
     let lock = a.lock_rebuild().await.expect("lock").expect("free");
     let restored = a.pretend_restarted_for_tests(Some(&lock)).await.expect("restored lock");
-    let stale = a.rebuild(&restored, &[(ticket("l1", "p1", "u1", 1), true)], 10, Some(5)).await;
+    let stale = a.rebuild(&restored, &[(ticket("l1", "p1", "u1", 1), true)], 10, publish(5)).await;
     assert!(matches!(stale, Err(Error::Unavailable(_))), "{stale:?}");
     a.unlock_rebuild(restored).await;
     assert_eq!(a.epoch().await.expect("epoch"), None, "no epoch published on the new run");
+}
+
+#[tokio::test]
+async fn a_rebuild_after_a_loss_counts_the_bytes_postgres_retains() {
+    let a = redis(bounds()).await;
+    let finished = Ticket { retained_until_ms: 10_000_000, ..ticket("k1", "pk", "u1", 30) };
+    assert_eq!(a.admit(&finished, 0).await.expect("admit").map(|_| ()), Ok(()));
+    a.release(&Ticket { payload_bytes: 90, ..finished.clone() }, 10).await.expect("release");
+    let stale = Ticket { retained_until_ms: 10_000_000, ..ticket("k0", "gone", "u1", 50) };
+    assert_eq!(a.admit(&stale, 10).await.expect("admit").map(|_| ()), Ok(()));
+    a.release(&stale, 10).await.expect("release");
+    // Redis comes back from a snapshot: what it counted may be stale.
+    a.pretend_restarted_for_tests(None).await;
+    // Postgres retains k1's 90 bytes; the project "gone" retains nothing any more.
+    let retained = [RetainedBytes { project_id: "pk".into(), bucket: retention_bucket(10_000_000), bytes: 90 }];
+    let publish = super::redis::Publish { generation: 2, retained: &retained };
+    a.rebuild_alone(&[], 20, Some(publish)).await.expect("rebuild");
+    let r = a.admit(&ticket("k2", "pk", "u2", 20), 30).await.expect("admit").expect_err("bytes retained");
+    assert_eq!(r.scope, Scope::RetainedPayloadBytes);
+    assert_eq!(a.admit(&ticket("k2", "pk", "u2", 10), 30).await.expect("admit").map(|_| ()), Ok(()));
+    let fresh = ticket("k4", "gone", "u4", 60);
+    assert_eq!(a.admit(&fresh, 30).await.expect("admit").map(|_| ()), Ok(()), "nothing retained there now");
+    // The bytes leave with their retention hour.
+    let later = retention_bucket(10_000_000) + 1;
+    assert_eq!(a.admit(&ticket("k3", "pk", "u3", 80), later).await.expect("admit").map(|_| ()), Ok(()));
 }

@@ -1,9 +1,33 @@
 //! In-process admission for a single process (`baton dev`): the documents say
 //! local limits apply per process rather than across a cluster.
 
-use super::{Admission, Admitted, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
-use std::collections::HashMap;
+use super::{Admission, Admitted, Bounds, Error, Rejection, Scope, Ticket, retention_bucket, retry_after_from_hold};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+
+/// One project's retained payload bytes, per retention hour.
+#[derive(Default)]
+struct Retained {
+    total: u64,
+    by_bucket: BTreeMap<i64, u64>,
+}
+
+impl Retained {
+    /// Forgets the hours that ended by `now_ms`.
+    fn expire(&mut self, now_ms: i64) {
+        let kept = self.by_bucket.split_off(&(now_ms + 1));
+        let gone: u64 = self.by_bucket.values().sum();
+        self.total = self.total.saturating_sub(gone);
+        self.by_bucket = kept;
+    }
+
+    /// Adds `delta` bytes (negative: gives them back) to the hour of `retained_until_ms`.
+    fn add(&mut self, retained_until_ms: i64, delta: i64) {
+        let held = self.by_bucket.entry(retention_bucket(retained_until_ms)).or_default();
+        *held = held.saturating_add_signed(delta);
+        self.total = self.total.saturating_add_signed(delta);
+    }
+}
 
 #[derive(Default)]
 struct Held {
@@ -13,7 +37,7 @@ struct Held {
     project: HashMap<String, u64>,
     org: HashMap<String, u64>,
     backlog: HashMap<String, u64>,
-    bytes: HashMap<String, u64>,
+    bytes: HashMap<String, Retained>,
     /// Exponentially weighted average hold time per scope kind.
     avg_hold_ms: HashMap<Scope, f64>,
 }
@@ -57,17 +81,16 @@ impl Admission for MemoryAdmission {
             return Ok(Ok(Admitted { fence: None }));
         }
         let principal_key = (t.project_id.clone(), t.user_id.clone());
+        let retained = h.bytes.entry(t.project_id.clone()).or_default();
+        retained.expire(now_ms);
+        let retained = retained.total;
         let b = &self.bounds;
         let checks = [
             (Scope::Principal, h.principal.get(&principal_key).copied().unwrap_or(0) + 1, b.principal_concurrency),
             (Scope::Project, h.project.get(&t.project_id).copied().unwrap_or(0) + 1, b.project_concurrency),
             (Scope::Organization, h.org.get(&t.org_id).copied().unwrap_or(0) + 1, b.organization_concurrency),
             (Scope::Backlog, h.backlog.get(&t.project_id).copied().unwrap_or(0) + 1, b.backlog),
-            (
-                Scope::RetainedPayloadBytes,
-                h.bytes.get(&t.project_id).copied().unwrap_or(0) + t.payload_bytes,
-                b.retained_payload_bytes,
-            ),
+            (Scope::RetainedPayloadBytes, retained.saturating_add(t.payload_bytes), b.retained_payload_bytes),
         ];
         if let Some((scope, _, _)) = checks.iter().find(|(_, wanted, bound)| wanted > bound) {
             let retry_after_ms = retry_after_from_hold(h.avg_hold_ms.get(scope).copied());
@@ -77,7 +100,7 @@ impl Admission for MemoryAdmission {
         *h.project.entry(t.project_id.clone()).or_default() += 1;
         *h.org.entry(t.org_id.clone()).or_default() += 1;
         *h.backlog.entry(t.project_id.clone()).or_default() += 1;
-        *h.bytes.entry(t.project_id.clone()).or_default() += t.payload_bytes;
+        h.bytes.entry(t.project_id.clone()).or_default().add(t.retained_until_ms, signed(t.payload_bytes));
         h.live.insert(t.execution_id.clone(), (t.clone(), now_ms, false));
         Ok(Ok(Admitted { fence: None }))
     }
@@ -96,6 +119,21 @@ impl Admission for MemoryAdmission {
     }
 
     async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
+        self.leave(t, now_ms, signed(t.payload_bytes))
+    }
+
+    async fn withdraw(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
+        self.leave(t, now_ms, 0)
+    }
+}
+
+fn signed(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+impl MemoryAdmission {
+    /// Leaves every concurrency scope; the bytes held since admission become `keep`.
+    fn leave(&self, t: &Ticket, now_ms: i64, keep: i64) -> Result<(), Error> {
         let mut h = self.lock()?;
         let Some((ticket, at, started)) = h.live.remove(&t.execution_id) else { return Ok(()) };
         if let Some(v) = h.principal.get_mut(&(ticket.project_id.clone(), ticket.user_id.clone())) {
@@ -104,7 +142,10 @@ impl Admission for MemoryAdmission {
         h.principal.retain(|_, v| *v > 0);
         dec(&mut h.project, &ticket.project_id, 1);
         dec(&mut h.org, &ticket.org_id, 1);
-        dec(&mut h.bytes, &ticket.project_id, ticket.payload_bytes);
+        h.bytes
+            .entry(ticket.project_id.clone())
+            .or_default()
+            .add(ticket.retained_until_ms, keep - signed(ticket.payload_bytes));
         if !started {
             dec(&mut h.backlog, &ticket.project_id, 1);
         }

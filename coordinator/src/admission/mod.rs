@@ -3,10 +3,16 @@
 //! - principal concurrency: non-terminal executions of one canonical owner (project, user);
 //! - project / organization concurrency: non-terminal executions in the project / org;
 //! - backlog: executions of the project admitted but not yet started;
-//! - retained payload bytes: input bytes held by the project's non-terminal executions.
+//! - retained payload bytes: every payload byte the project's executions keep
+//!   (input, result, error detail, input requests and answers) until their
+//!   retention expires.
 //!
-//! An execution holds its place from admission until it turns terminal (and its
-//! backlog place until it starts). Admitting the same id twice counts once.
+//! An execution holds its concurrency places from admission until it turns
+//! terminal (and its backlog place until it starts). Its payload bytes count
+//! from admission (the input) until its retention expires; at the terminal
+//! transition they become everything the record keeps. Bytes are held per
+//! retention hour (`retention_bucket`), so a project's total drops as hours
+//! pass without a record per execution. Admitting the same id twice counts once.
 //! Two implementations: `memory` (one process, `baton dev`) and `redis` (cluster).
 
 pub mod memory;
@@ -60,10 +66,31 @@ pub struct Ticket {
     pub org_id: String,
     pub project_id: String,
     pub user_id: String,
+    /// The payload bytes the execution keeps: its input at admission, all of
+    /// them at the terminal transition.
     pub payload_bytes: u64,
     /// When the execution's claim may be dropped even if never released (its
     /// deadline): a crashed coordinator cannot leak capacity forever.
     pub expires_at_ms: i64,
+    /// When its record, and so its payload bytes, stop being retained.
+    pub retained_until_ms: i64,
+}
+
+/// Bytes are held per hour of retention: the end of the hour that holds
+/// `retained_until_ms`, so they are never released before the record is.
+pub fn retention_bucket(retained_until_ms: i64) -> i64 {
+    const HOUR: i64 = 3_600_000;
+    retained_until_ms.div_euclid(HOUR).saturating_add(1).saturating_mul(HOUR)
+}
+
+/// The retained payload bytes of one project whose retention ends in one hour
+/// (`retention_bucket`), as Postgres holds them: what a rebuild after a loss
+/// starts the byte totals from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetainedBytes {
+    pub project_id: String,
+    pub bucket: i64,
+    pub bytes: u64,
 }
 
 /// An admission granted, and the generation it was granted under: the
@@ -93,8 +120,12 @@ pub trait Admission: Send + Sync + 'static {
     async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<Admitted, Rejection>, Error>;
     /// The execution started: it leaves the backlog.
     async fn started(&self, t: &Ticket, now_ms: i64) -> Result<(), Error>;
-    /// The execution is terminal (or was never created): it leaves every scope.
+    /// The execution is terminal: it leaves every concurrency scope, and its
+    /// payload bytes become `t.payload_bytes` (all it keeps) until retention ends.
     async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error>;
+    /// The execution was never created (its insert failed, or it was a
+    /// replay): it leaves every scope and its bytes are given back.
+    async fn withdraw(&self, t: &Ticket, now_ms: i64) -> Result<(), Error>;
 }
 
 /// Retry-After from the average time an execution recently held its place,

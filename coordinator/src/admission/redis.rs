@@ -19,34 +19,34 @@
 //! All keys of one decision share the prefix; a Redis Cluster deployment would
 //! need hash tags (not supported yet).
 
-use super::{Admission, Admitted, Bounds, Error, Rejection, Scope, Ticket, retry_after_from_hold};
+use super::{Admission, Admitted, Bounds, Error, Rejection, RetainedBytes, Scope, Ticket, retry_after_from_hold};
 use redis::Script;
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 const ADMIT: &str = r#"
--- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 bytes-expiry zset, 6 bytes total, 7 bytes sizes, 8 meta, 9 epoch,
--- 10 epoch-run
--- ARGV: 1 id, 2 now, 3 expires_at, 4 payload bytes, 5..9 bounds (principal, project, org, backlog, bytes), 10 meta ttl ms
+-- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 retained-due, 6 retained-total, 7 retained-open,
+-- 8 meta, 9 retained-hour, 10 epoch, 11 epoch-run
+-- ARGV: 1 id, 2 now, 3 expires_at, 4 payload bytes, 5..9 bounds (principal, project, org, backlog, bytes),
+-- 10 meta ttl ms, 11 retention bucket
 local id, now = ARGV[1], tonumber(ARGV[2])
--- KEYS[9] is the epoch a rebuild writes: without it Redis lost its state (a
+-- KEYS[10] is the epoch a rebuild writes: without it Redis lost its state (a
 -- restart, a flush) and counts nothing yet, so nothing is admitted until the
 -- rebuild from the durable truth is done. Its value is the generation the
--- admission is granted under. KEYS[10] names the server run that rebuild
+-- admission is granted under. KEYS[11] names the server run that rebuild
 -- wrote to: a server restarted from an older snapshot or its append-only file,
 -- or a replica promoted after a failover, has the epoch but may have lost
 -- the admissions after it, so it counts as having lost its state too.
-local epoch = redis.call('GET', KEYS[9])
-if not epoch or redis.call('GET', KEYS[10]) ~= RUN_ID() then return 'rebuilding' end
+local epoch = redis.call('GET', KEYS[10])
+if not epoch or redis.call('GET', KEYS[11]) ~= RUN_ID() then return 'rebuilding' end
 if redis.call('EXISTS', KEYS[8]) == 1 then return 'ok:' .. epoch end
 for i = 1, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now) end
-local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
-for _, g in ipairs(gone) do
-  local size = tonumber(redis.call('HGET', KEYS[7], g) or '0')
-  redis.call('DECRBY', KEYS[6], size)
-  redis.call('HDEL', KEYS[7], g)
-  redis.call('ZREM', KEYS[5], g)
+-- Retention hours that ended take their bytes with them.
+for _, hour in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)) do
+  redis.call('DECRBY', KEYS[6], tonumber(redis.call('HGET', KEYS[9], hour) or '0'))
+  redis.call('HDEL', KEYS[9], hour)
+  redis.call('ZREM', KEYS[5], hour)
 end
 local names = {'principal', 'project', 'organization', 'backlog'}
 for i = 1, 4 do
@@ -57,8 +57,10 @@ end
 local bytes = tonumber(ARGV[4])
 local total = tonumber(redis.call('GET', KEYS[6]) or '0')
 if total + bytes > tonumber(ARGV[9]) then return 'retained_payload_bytes' end
-for i = 1, 5 do redis.call('ZADD', KEYS[i], ARGV[3], id) end
+for i = 1, 4 do redis.call('ZADD', KEYS[i], ARGV[3], id) end
 redis.call('HSET', KEYS[7], id, bytes)
+redis.call('HINCRBY', KEYS[9], ARGV[11], bytes)
+redis.call('ZADD', KEYS[5], ARGV[11], ARGV[11])
 redis.call('INCRBY', KEYS[6], bytes)
 redis.call('HSET', KEYS[8], 'admitted_at', now)
 redis.call('PEXPIRE', KEYS[8], ARGV[10])
@@ -66,19 +68,29 @@ return 'ok:' .. epoch
 "#;
 
 const RELEASE: &str = r#"
--- KEYS: as ADMIT; ARGV: 1 id, 2 'all' or 'backlog'
+-- KEYS: as ADMIT (1..9); ARGV: 1 id, 2 'backlog', 'all' (terminal) or 'withdraw' (never created),
+-- 3 tombstone ms, 4 the bytes the record keeps, 5 retention bucket
 local id = ARGV[1]
 redis.call('ZREM', KEYS[4], id)
 if ARGV[2] == 'backlog' then return false end
+if redis.call('HEXISTS', KEYS[8], 'released') == 1 then return false end
 for i = 1, 3 do redis.call('ZREM', KEYS[i], id) end
-if redis.call('ZREM', KEYS[5], id) == 1 then
-  local size = tonumber(redis.call('HGET', KEYS[7], id) or '0')
-  redis.call('DECRBY', KEYS[6], size)
-  redis.call('HDEL', KEYS[7], id)
+local held = redis.call('HGET', KEYS[7], id)
+redis.call('HDEL', KEYS[7], id)
+local keep = 0
+if ARGV[2] == 'all' then keep = tonumber(ARGV[4]) end
+-- What was held since admission becomes what is kept. Without a record of
+-- what was held (Redis lost it and a rebuild counted the row as it was then),
+-- all of it is added: counting some twice errs on the side of the bound.
+local delta = keep - tonumber(held or '0')
+if delta ~= 0 then
+  redis.call('HINCRBY', KEYS[9], ARGV[5], delta)
+  redis.call('ZADD', KEYS[5], ARGV[5], ARGV[5])
+  redis.call('INCRBY', KEYS[6], delta)
 end
 local at = redis.call('HGET', KEYS[8], 'admitted_at')
 -- A tombstone, so that a rebuild working from an older snapshot of the open
--- executions cannot add this one back.
+-- executions cannot add this one back, and a second release changes nothing.
 redis.call('DEL', KEYS[8])
 redis.call('HSET', KEYS[8], 'released', 1)
 redis.call('PEXPIRE', KEYS[8], ARGV[3])
@@ -86,12 +98,12 @@ return at
 "#;
 
 const READD: &str = r#"
--- KEYS: as ADMIT, 9 the rebuild lock; ARGV: 1 id, 2 expires_at, 3 payload bytes,
+-- KEYS: as ADMIT (1..9), 10 the rebuild lock; ARGV: 1 id, 2 expires_at, 3 payload bytes,
 -- 4 started ('1' or '0'), 5 the rebuild's lock token
 -- A rebuild adding back an open execution, bypassing the bounds (it was
 -- admitted once), unless it was released since the snapshot was read.
 local id = ARGV[1]
-if not HOLDS(KEYS[9], ARGV[5]) then return -1 end
+if not HOLDS(KEYS[10], ARGV[5]) then return -1 end
 if redis.call('HEXISTS', KEYS[8], 'released') == 1 then return 0 end
 for i = 1, 3 do redis.call('ZADD', KEYS[i], 'NX', ARGV[2], id) end
 if ARGV[4] == '1' then
@@ -99,8 +111,24 @@ if ARGV[4] == '1' then
 else
   redis.call('ZADD', KEYS[4], 'NX', ARGV[2], id)
 end
-redis.call('ZADD', KEYS[5], 'NX', ARGV[2], id)
 redis.call('HSETNX', KEYS[7], id, ARGV[3])
+return 1
+"#;
+
+/// A project's retained bytes as Postgres holds them, written by a rebuild
+/// after a loss in place of whatever Redis kept.
+const RETAINED: &str = r#"
+-- KEYS: 1 the rebuild lock, 2 retained-hour, 3 retained-due, 4 retained-total;
+-- ARGV: 1 lock token, then pairs of (retention bucket, bytes)
+if not HOLDS(KEYS[1], ARGV[1]) then return -1 end
+redis.call('DEL', KEYS[2], KEYS[3])
+local total = 0
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[3], ARGV[i], ARGV[i])
+  total = total + tonumber(ARGV[i + 1])
+end
+redis.call('SET', KEYS[4], total)
 return 1
 "#;
 
@@ -174,6 +202,14 @@ const RECENT_ADMISSION_MS: i64 = 60_000;
 /// stops writing (the next one starts over).
 const REBUILD_LOCK_MS: i64 = 60_000;
 
+/// What a rebuild after a loss publishes: the new generation, and the
+/// retained bytes Postgres holds, per project and retention hour.
+#[derive(Clone, Copy, Debug)]
+pub struct Publish<'a> {
+    pub generation: i64,
+    pub retained: &'a [RetainedBytes],
+}
+
 /// The right to write a rebuild, held by one replica at a time.
 pub struct RebuildLock {
     token: String,
@@ -191,6 +227,7 @@ pub struct RedisAdmission {
     lock: Script,
     publish: Script,
     epoch: Script,
+    retained: Script,
     /// Average hold time per scope kind, observed on this replica's releases.
     avg_hold_ms: Mutex<HashMap<Scope, f64>>,
 }
@@ -225,33 +262,45 @@ impl RedisAdmission {
             lock: script(LOCK),
             publish: script(PUBLISH),
             epoch: script(EPOCH),
+            retained: script(RETAINED),
             avg_hold_ms: Mutex::new(HashMap::new()),
         })
     }
 
-    fn keys(&self, t: &Ticket) -> [String; 8] {
+    fn keys(&self, t: &Ticket) -> [String; 9] {
         let p = &self.prefix;
+        let [due, total, open, hour] = self.retained_keys(&t.project_id);
         [
             format!("{p}:principal:{}:{}", t.project_id, t.user_id),
             format!("{p}:project:{}", t.project_id),
             format!("{p}:org:{}", t.org_id),
             format!("{p}:backlog:{}", t.project_id),
-            format!("{p}:bytes-expiry:{}", t.project_id),
-            format!("{p}:bytes-total:{}", t.project_id),
-            format!("{p}:bytes-size:{}", t.project_id),
+            due,
+            total,
+            open,
             format!("{p}:e:{}", t.execution_id),
+            hour,
         ]
     }
 
-    /// Runs the release script for `scope` (`backlog` or `all`); with `all`,
-    /// answers when the ticket was admitted.
-    async fn run_release(&self, t: &Ticket, scope: &str) -> Result<Option<i64>, Error> {
+    /// A project's retained bytes: the retention hours still counted (a set
+    /// scored by the hour), the total, the bytes each open execution holds,
+    /// and the bytes per hour.
+    fn retained_keys(&self, project_id: &str) -> [String; 4] {
+        let p = &self.prefix;
+        ["due", "total", "open", "hour"].map(|k| format!("{p}:retained-{k}:{project_id}"))
+    }
+
+    /// Runs the release script in `mode` (`backlog`, `all` or `withdraw`);
+    /// the other two answer when the ticket was admitted.
+    async fn run_release(&self, t: &Ticket, mode: &str) -> Result<Option<i64>, Error> {
         let mut con = self.con.clone();
         let mut inv = self.release.prepare_invoke();
         for k in self.keys(t) {
             inv.key(k);
         }
-        inv.arg(&t.execution_id).arg(scope).arg(TOMBSTONE_MS);
+        inv.arg(&t.execution_id).arg(mode).arg(TOMBSTONE_MS);
+        inv.arg(t.payload_bytes).arg(super::retention_bucket(t.retained_until_ms));
         inv.invoke_async(&mut con).await.map_err(unavailable)
     }
 
@@ -353,15 +402,17 @@ impl RedisAdmission {
     /// Re-derives the sets from the durable truth, as the holder of `lock`.
     /// `open` holds every non-terminal execution and whether it started;
     /// members Redis holds that are not open are removed unless admitted in
-    /// the last `RECENT_ADMISSION_MS`. With
-    /// `publish`, the rebuild ends by writing that generation to the epoch
-    /// key, which opens admission again after Redis lost its state.
+    /// the last `RECENT_ADMISSION_MS`. With `publish`, after Redis lost its
+    /// state, the retained bytes are set from Postgres' and the rebuild ends
+    /// by writing the generation to the epoch key, which opens admission
+    /// again. (Byte totals are left alone otherwise: their truth is a scan
+    /// of every retained record, too heavy to run every period.)
     pub async fn rebuild(
         &self,
         lock: &RebuildLock,
         open: &[(Ticket, bool)],
         now_ms: i64,
-        publish: Option<i64>,
+        publish: Option<Publish<'_>>,
     ) -> Result<RebuildReport, Error> {
         let mut con = self.con.clone();
         let mut report = RebuildReport::default();
@@ -417,42 +468,45 @@ impl RedisAdmission {
                 _ => {}
             }
         }
-        // Recompute byte totals from the size hashes of live members.
-        let mut totals: HashMap<String, u64> = HashMap::new();
-        for (t, _) in open {
-            *totals.entry(t.project_id.clone()).or_default() += t.payload_bytes;
-        }
-        for key in keys.iter().filter(|k| k.starts_with(&format!("{}:bytes-size:", self.prefix))) {
-            let project = key.rsplit(':').next().unwrap_or_default().to_owned();
-            totals.entry(project).or_default();
-        }
-        for (project, total) in totals {
-            let size_key = format!("{}:bytes-size:{project}", self.prefix);
-            let expiry_key = format!("{}:bytes-expiry:{project}", self.prefix);
-            let ids: Vec<String> =
-                redis::cmd("HKEYS").arg(&size_key).query_async(&mut con).await.map_err(unavailable)?;
-            let mut extra = 0u64;
+        // What each open execution holds: forgotten for those no longer open.
+        let open_prefix = format!("{}:retained-open:", self.prefix);
+        for key in keys.iter().filter(|k| k.starts_with(&open_prefix)) {
+            let ids: Vec<String> = redis::cmd("HKEYS").arg(key).query_async(&mut con).await.map_err(unavailable)?;
             for id in ids.iter().filter(|id| !live.contains(id.as_str())) {
-                if self.admitted_recently(&mut con, id.as_str(), now_ms).await? {
-                    let size: Option<u64> =
-                        redis::cmd("HGET").arg(&size_key).arg(id).query_async(&mut con).await.map_err(unavailable)?;
-                    extra += size.unwrap_or(0);
-                    continue;
+                if !self.admitted_recently(&mut con, id.as_str(), now_ms).await? {
+                    self.write_fenced(&mut con, lock, "HDEL", key, &[id]).await?;
                 }
-                self.write_fenced(&mut con, lock, "HDEL", &size_key, &[id]).await?;
-                self.write_fenced(&mut con, lock, "ZREM", &expiry_key, &[id]).await?;
             }
-            let total_key = format!("{}:bytes-total:{project}", self.prefix);
-            self.write_fenced(&mut con, lock, "SET", &total_key, &[&(total + extra).to_string()]).await?;
         }
-        if let Some(generation) = publish {
+        if let Some(p) = publish {
+            let mut by_project: HashMap<&str, Vec<(i64, u64)>> = HashMap::new();
+            for r in p.retained {
+                by_project.entry(r.project_id.as_str()).or_default().push((r.bucket, r.bytes));
+            }
+            // Projects Redis counts bytes for that retain nothing now start from zero.
+            let total_prefix = format!("{}:retained-total:", self.prefix);
+            for project in keys.iter().filter_map(|k| k.strip_prefix(&total_prefix)) {
+                by_project.entry(project).or_default();
+            }
+            for (project, hours) in by_project {
+                let [due, total, _, hour] = self.retained_keys(project);
+                let mut inv = self.retained.prepare_invoke();
+                inv.key(self.lock_key()).key(hour).key(due).key(total).arg(&lock.token);
+                for (bucket, bytes) in hours {
+                    inv.arg(bucket).arg(bytes);
+                }
+                let written: i64 = inv.invoke_async(&mut con).await.map_err(unavailable)?;
+                if written < 0 {
+                    return Err(lost_lock());
+                }
+            }
             let published: i64 = self
                 .publish
                 .key(self.lock_key())
                 .key(self.epoch_key())
                 .key(self.epoch_run_key())
                 .arg(&lock.token)
-                .arg(generation)
+                .arg(p.generation)
                 .invoke_async(&mut con)
                 .await
                 .map_err(unavailable)?;
@@ -470,7 +524,7 @@ impl RedisAdmission {
         &self,
         open: &[(Ticket, bool)],
         now_ms: i64,
-        publish: Option<i64>,
+        publish: Option<Publish<'_>>,
     ) -> Result<RebuildReport, Error> {
         let lock = self.lock_rebuild().await?.ok_or_else(lost_lock)?;
         let report = self.rebuild(&lock, open, now_ms, publish).await;
@@ -528,6 +582,7 @@ impl Admission for RedisAdmission {
         inv.arg(&t.execution_id).arg(now_ms).arg(t.expires_at_ms).arg(t.payload_bytes);
         inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);
         inv.arg(b.backlog).arg(b.retained_payload_bytes).arg(meta_ttl);
+        inv.arg(super::retention_bucket(t.retained_until_ms));
         let answer: String = inv.invoke_async(&mut con).await.map_err(unavailable)?;
         if let Some(epoch) = answer.strip_prefix("ok:") {
             // An epoch this version cannot read is never published by a rebuild
@@ -557,5 +612,9 @@ impl Admission for RedisAdmission {
             self.observe((now_ms - at) as f64);
         }
         Ok(())
+    }
+
+    async fn withdraw(&self, t: &Ticket, _now_ms: i64) -> Result<(), Error> {
+        self.run_release(t, "withdraw").await.map(|_| ())
     }
 }

@@ -71,7 +71,8 @@ impl Engine {
             published.push(PublishedRequest { request_key: key, remote_key: r.remote_key.clone(), spec_ct: sealed });
         }
         let event = Event::InputRequested { worker_id: session.worker_id.clone(), attempt: at.attempt };
-        let data = EventData { new_input_requests: published, ..Default::default() };
+        let payload_bytes = published.iter().map(|p| p.spec_ct.len() as i64).sum();
+        let data = EventData { new_input_requests: published, payload_bytes, ..Default::default() };
         match self.store.apply(&at.execution_id, &event, &data, now_ms()).await? {
             Some(Ok(applied)) => {
                 self.after_commit(&applied.record, &applied.effects).await;

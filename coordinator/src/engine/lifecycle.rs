@@ -216,6 +216,7 @@ impl Engine {
             user_id: new.user_id.clone(),
             payload_bytes: u64::try_from(new.payload_bytes).unwrap_or(0),
             expires_at_ms: new.execution_deadline,
+            retained_until_ms: new.retention_expires_at,
         };
         match self.admission.admit(&ticket, now).await? {
             Ok(admitted) => new.admission_fence = admitted.fence,
@@ -254,7 +255,7 @@ impl Engine {
                 if let Some(session) = &reserved {
                     session.return_slots(1);
                 }
-                let _ = self.admission.release(&ticket, now).await;
+                let _ = self.admission.withdraw(&ticket, now).await;
                 return Err(e.into());
             }
         };
@@ -263,7 +264,7 @@ impl Engine {
             session.return_slots(1);
         }
         if created.replayed {
-            let _ = self.admission.release(&ticket, now).await;
+            let _ = self.admission.withdraw(&ticket, now).await;
             return Self::replay_for(p, created);
         }
         self.metrics.started(&created.record.surface);

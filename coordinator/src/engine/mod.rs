@@ -271,8 +271,9 @@ fn ticket(r: &ExecutionRecord) -> Ticket {
         org_id: r.org_id.clone(),
         project_id: r.project_id.clone(),
         user_id: r.user_id.clone(),
-        payload_bytes: u64::try_from(r.input_ct.as_ref().map_or(0, Vec::len)).unwrap_or(0),
+        payload_bytes: u64::try_from(r.payload_bytes).unwrap_or(0),
         expires_at_ms: r.execution_deadline,
+        retained_until_ms: r.retention_expires_at,
     }
 }
 

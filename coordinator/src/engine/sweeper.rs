@@ -4,7 +4,7 @@
 
 use super::{Engine, now_ms};
 use crate::admission::Ticket;
-use crate::admission::redis::RedisAdmission;
+use crate::admission::redis::{Publish, RedisAdmission};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,13 +99,17 @@ pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool 
     let rebuilt = async {
         let epoch = redis.epoch().await.map_err(|e| e.to_string())?;
         let current = engine.store.admission_fence().await.map_err(|e| e.to_string())?;
-        let publish = if epoch == Some(current) {
+        let generation = if epoch == Some(current) {
             None
         } else {
             flushed = true;
             Some(engine.store.advance_admission_fence().await.map_err(|e| e.to_string())?)
         };
         let open = engine.store.open_executions().await.map_err(|e| e.to_string())?;
+        let retained = match generation {
+            Some(_) => engine.store.retained_bytes(now_ms()).await.map_err(|e| e.to_string())?,
+            None => Vec::new(),
+        };
         let open: Vec<_> = open
             .into_iter()
             .map(|o| {
@@ -114,12 +118,14 @@ pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool 
                     org_id: o.org_id,
                     project_id: o.project_id,
                     user_id: o.user_id,
-                    payload_bytes: o.input_bytes,
+                    payload_bytes: o.payload_bytes,
                     expires_at_ms: o.execution_deadline,
+                    retained_until_ms: o.retention_expires_at,
                 };
                 (ticket, o.started)
             })
             .collect();
+        let publish = generation.map(|generation| Publish { generation, retained: &retained });
         redis.rebuild(&lock, &open, now_ms(), publish).await.map_err(|e| e.to_string())
     }
     .await;

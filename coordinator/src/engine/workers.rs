@@ -454,7 +454,13 @@ impl Engine {
                     .then(|| self.ring.seal(&id, Field::ErrorDetail, detail_json.as_bytes()))
                     .transpose()?;
                 let message: String = message.chars().take(2_000).collect();
-                let data = EventData { error_message: Some(message), error_detail_ct: detail, ..Default::default() };
+                let payload_bytes = detail.as_ref().map_or(0, |d| d.len() as i64);
+                let data = EventData {
+                    error_message: Some(message),
+                    error_detail_ct: detail,
+                    payload_bytes,
+                    ..Default::default()
+                };
                 let outcome = if protocol { Outcome::ProtocolError } else { Outcome::ToolError { retryable } };
                 (outcome, data)
             }

@@ -99,7 +99,9 @@ impl Store {
             // Terminal or no longer waiting: nothing to relay.
             return Ok(None);
         };
-        let record = persist(&mut tx, &record, &event, &t, &EventData::default(), now).await?;
+        // The answer is kept with the record: it counts toward its retained bytes.
+        let data = EventData { payload_bytes: response_ct.len() as i64, ..Default::default() };
+        let record = persist(&mut tx, &record, &event, &t, &data, now).await?;
         tx.commit().await?;
         Ok(Some(Answered {
             applied: Applied { record, effects: t.effects },

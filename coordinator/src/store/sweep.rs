@@ -31,9 +31,11 @@ pub struct OpenExecution {
     pub org_id: String,
     pub project_id: String,
     pub user_id: String,
-    /// Stored (sealed) input bytes.
-    pub input_bytes: u64,
+    /// The payload bytes its record keeps (sealed input, and whatever was
+    /// stored since).
+    pub payload_bytes: u64,
     pub execution_deadline: Millis,
+    pub retention_expires_at: Millis,
     /// Left the backlog: claimed at least once.
     pub started: bool,
 }
@@ -48,22 +50,48 @@ impl Store {
     /// Every non-terminal execution, with what admission counts of it.
     pub async fn open_executions(&self) -> Result<Vec<OpenExecution>> {
         let sql = format!(
-            "SELECT id, org_id, project_id, user_id, execution_deadline, started_at, \
-             COALESCE(LENGTH(input_ct), 0) AS input_bytes FROM executions WHERE {OPEN}"
+            "SELECT id, org_id, project_id, user_id, execution_deadline, retention_expires_at, started_at, \
+             payload_bytes FROM executions WHERE {OPEN}"
         );
         let rows = sqlx::query(AssertSqlSafe(sql)).fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 let started: Option<i64> = r.try_get("started_at")?;
-                let bytes: i64 = r.try_get("input_bytes")?;
+                let bytes: i64 = r.try_get("payload_bytes")?;
                 Ok(OpenExecution {
                     id: r.try_get("id")?,
                     org_id: r.try_get("org_id")?,
                     project_id: r.try_get("project_id")?,
                     user_id: r.try_get("user_id")?,
-                    input_bytes: u64::try_from(bytes).unwrap_or(0),
+                    payload_bytes: u64::try_from(bytes).unwrap_or(0),
                     execution_deadline: r.try_get("execution_deadline")?,
+                    retention_expires_at: r.try_get("retention_expires_at")?,
                     started: started.is_some(),
+                })
+            })
+            .collect()
+    }
+
+    /// The payload bytes retained executions keep, per project and retention
+    /// hour (`admission::retention_bucket`): the byte totals a rebuild after
+    /// a loss starts from. A scan of every retained record.
+    pub async fn retained_bytes(&self, now: Millis) -> Result<Vec<crate::admission::RetainedBytes>> {
+        // The hour's end in SQL, as `retention_bucket` computes it (times are positive).
+        let rows = sqlx::query(
+            "SELECT project_id, (retention_expires_at / 3600000 + 1) * 3600000 AS bucket, \
+             CAST(SUM(payload_bytes) AS BIGINT) AS bytes FROM executions WHERE retention_expires_at > $1 \
+             GROUP BY project_id, bucket",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let bytes: i64 = r.try_get("bytes")?;
+                Ok(crate::admission::RetainedBytes {
+                    project_id: r.try_get("project_id")?,
+                    bucket: r.try_get("bucket")?,
+                    bytes: u64::try_from(bytes).unwrap_or(0),
                 })
             })
             .collect()
