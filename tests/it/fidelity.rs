@@ -99,6 +99,22 @@ impl Mcp {
     async fn call(&self, tool: &str, arguments: Value) -> Result<Value> {
         self.request("tools/call", json!({"name": tool, "arguments": arguments})).await
     }
+
+    /// GET on the endpoint with `Last-Event-ID`: the status and the whole body.
+    async fn resume(&self, last_event_id: &str) -> Result<(u16, String)> {
+        let mut req = self.http.get(&self.url).bearer_auth(&self.token).header("accept", "text/event-stream");
+        if let Some(s) = &self.session {
+            req = req.header("mcp-session-id", s).header("mcp-protocol-version", V1);
+        }
+        let reply = req.header("last-event-id", last_event_id).send().await?;
+        let status = reply.status().as_u16();
+        Ok((status, tokio::time::timeout(Duration::from_secs(30), reply.text()).await??))
+    }
+}
+
+/// The JSON-RPC messages of an SSE body.
+fn sse_messages(body: &str) -> Vec<Value> {
+    body.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d.trim()).ok()).collect()
 }
 
 /// What every era must show for Demo.Fail's own failure.
@@ -208,6 +224,61 @@ async fn the_retained_payload_bound_counts_results_kept_after_the_work_ended() -
     let one_input = inputs / finished;
     assert!(inputs + one_input <= bound as i64, "inputs alone ({inputs} B) would have left room");
     assert!(kept + one_input > bound as i64, "inputs and results ({kept} B) fill the bound");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cut_tasks_result_stream_resumes_from_its_last_event_id_on_another_replica() -> Result<()> {
+    let mut c = Cluster::new(Settings::default()).await?;
+    c.start_coordinator().await?;
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key)?;
+    // One session key for both gateways: a legacy session opens on either.
+    use base64::Engine as _;
+    let shared = [("BATON_SECURITY__MCP_SESSION_KEY", base64::engine::general_purpose::STANDARD.encode(key))];
+    c.start_gateway_with(0, &shared).await?;
+    c.start_gateway_with(0, &shared).await?;
+    c.start_worker(0).await?;
+    let alice = Mcp::legacy(&c, &c.id.user_token).await?;
+    let created = alice
+        .request("tools/call", json!({"name": "Demo.Sleep", "arguments": {"seconds": 2}, "task": {"ttl": 60_000}}))
+        .await?;
+    let task_id = created["result"]["task"]["taskId"].as_str().context("taskId")?.to_owned();
+    let mut stream = alice
+        .post(json!({"jsonrpc": "2.0", "id": 31, "method": "tasks/result",
+        "params": {"taskId": task_id}}))
+        .await?;
+    // The stream opens with an event that carries only an id: where to resume from.
+    let mut first = String::new();
+    while !first.contains("\n\n") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.chunk()).await??.context("stream ended")?;
+        first.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let event = first.split("\n\n").next().unwrap_or_default();
+    assert!(!event.contains("data:"), "{event}");
+    let event_id = event.lines().find_map(|l| l.strip_prefix("id:")).context("no event id")?.trim().to_owned();
+    drop(stream);
+
+    // Resumed on the other gateway, the stream answers the original request.
+    let (status, body) = alice.at(&c, 1).resume(&event_id).await?;
+    assert_eq!(status, 200, "{body}");
+    let answer = sse_messages(&body).into_iter().find(|m| m["id"] == 31).context("no answer")?;
+    assert_eq!(answer["result"]["content"][0]["text"], "slept 2 s", "{answer}");
+
+    // Another user, in a session of their own, finds nothing at that point.
+    let bob = Mcp::legacy(&c, &c.id.other_user_token).await?;
+    let (status, body) = bob.resume(&event_id).await?;
+    let answer = sse_messages(&body).into_iter().find(|m| m["id"] == 31).context("no answer")?;
+    assert_eq!((status, answer["result"].clone()), (200, Value::Null), "{body}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
+    // Nor with Alice's session id.
+    let thief = Mcp { session: alice.session.clone(), ..Mcp::legacy(&c, &c.id.other_user_token).await? };
+    let (status, body) = thief.resume(&event_id).await?;
+    assert!(!body.contains("slept"), "{status}: {body}");
+    // An id this server never minted is refused; a GET without one has no stream.
+    assert_eq!(alice.resume("rs1.bm90IGpzb24").await?.0, 400);
+    let plain = c.http.get(&alice.url).bearer_auth(&alice.token).header("accept", "text/event-stream").send().await?;
+    assert_eq!(plain.status(), 405);
     Ok(())
 }
 

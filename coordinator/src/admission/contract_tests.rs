@@ -262,8 +262,13 @@ async fn a_rebuild_lock_restored_from_a_snapshot_writes_nothing() {
     let restored = a.pretend_restarted_for_tests(Some(&lock)).await.expect("restored lock");
     let stale = a.rebuild(&restored, &[(ticket("l1", "p1", "u1", 1), true)], 10, publish(5)).await;
     assert!(matches!(stale, Err(Error::Unavailable(_))), "{stale:?}");
-    a.unlock_rebuild(restored).await;
     assert_eq!(a.epoch().await.expect("epoch"), None, "no epoch published on the new run");
+    // Nobody waits for that lock to expire: the next rebuild takes it over.
+    let next = a.lock_rebuild().await.expect("lock").expect("a leftover of another run binds nobody");
+    assert!(a.lock_rebuild().await.expect("lock").is_none(), "one rebuild at a time on this run");
+    a.rebuild(&next, &[], 20, publish(6)).await.expect("rebuild");
+    a.unlock_rebuild(next).await;
+    assert_eq!(a.epoch().await.expect("epoch"), Some(6));
 }
 
 #[tokio::test]

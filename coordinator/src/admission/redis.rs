@@ -143,12 +143,16 @@ return 1
 
 /// The rebuild lock, taken on this server run: its value is a random token
 /// and the run id, so a server restarted from a snapshot that holds the lock
-/// still refuses the rest of that rebuild.
+/// still refuses the rest of that rebuild. Such a leftover of another run
+/// binds nobody: it is taken over at once rather than waited out.
 const LOCK: &str = r#"
 -- KEYS: 1 the rebuild lock; ARGV: 1 random token, 2 lock ms
-local value = ARGV[1] .. ':' .. RUN_ID()
-if redis.call('SET', KEYS[1], value, 'NX', 'PX', ARGV[2]) then return value end
-return false
+local run = RUN_ID()
+local value = ARGV[1] .. ':' .. run
+local held = redis.call('GET', KEYS[1])
+if held and string.sub(held, -40) == run then return false end
+redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+return value
 "#;
 
 /// The end of a rebuild: the generation, and the server run it holds on.

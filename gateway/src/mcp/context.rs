@@ -103,6 +103,8 @@ impl Caller {
 pub struct Ctx {
     pub caller: Caller,
     pub era: Era,
+    /// The JSON-RPC id of the request served.
+    pub request_id: Value,
     /// 2026-07-28: the request's declared client capabilities.
     pub client_capabilities: Map<String, Value>,
     /// Legacy: the negotiated version and what the session remembers.
@@ -148,6 +150,12 @@ pub enum Reply {
 pub enum Outgoing {
     /// A server→client request, sent as is.
     Message(Value),
+    /// A server→client request, sent with the SSE event id a client that
+    /// loses the stream after it resumes from (`super::resume`).
+    Resumable(Value, String),
+    /// An event with an id and no data: a point to resume from before
+    /// anything else was sent (it primes the client's `Last-Event-ID`).
+    Checkpoint(String),
     /// The result of the request that opened the stream.
     Result(Value),
     Error(RpcError),

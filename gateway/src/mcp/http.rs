@@ -1,6 +1,7 @@
 //! Streamable HTTP at `/mcp/{gateway_id}`: POST carries one JSON-RPC message
 //! (answered with JSON, an SSE stream, or 202 for notifications and client
-//! responses), GET has no server stream (405), DELETE ends a legacy session.
+//! responses), GET has no server stream (405) but resumes a cut `tasks/result`
+//! stream (`Last-Event-ID`), DELETE ends a legacy session.
 //! Runs the pre-read guards, tells the eras apart, authenticates, and renders
 //! results and errors with each era's HTTP statuses. A request refused before
 //! it was authenticated (negotiation, framing, envelope, session) is answered
@@ -12,7 +13,7 @@ use super::error::RpcError;
 use super::jsonrpc::{self, Message};
 use super::protocol::{Era, server_info};
 use super::session::Terminated;
-use super::{guard, legacy, modern, tasks_v1};
+use super::{guard, legacy, modern, resume, tasks_v1};
 use crate::app::AppState;
 use crate::error::retry_after_secs;
 use axum::Extension;
@@ -29,6 +30,9 @@ use serde_json::{Map, Value, json};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The header a client resumes a cut SSE stream with.
+const LAST_EVENT_ID: &str = "last-event-id";
 
 /// Terminated legacy sessions remembered by this replica.
 const TERMINATED_CAPACITY: usize = 100_000;
@@ -130,7 +134,14 @@ async fn modern_message(state: &AppState, gateway_id: &str, headers: &HeaderMap,
         Ok(c) => c,
         Err(e) => return error_response(Era::Modern, Some(&id), e),
     };
-    let ctx = Ctx { caller, era: Era::Modern, client_capabilities, legacy_version: String::new(), elicitation: false };
+    let ctx = Ctx {
+        caller,
+        era: Era::Modern,
+        request_id: id.clone(),
+        client_capabilities,
+        legacy_version: String::new(),
+        elicitation: false,
+    };
     let outcome = crate::telemetry::mcp_operation(&method, &params, modern::dispatch(&ctx, &method, &params)).await;
     reply(Era::Modern, &id, outcome)
 }
@@ -175,6 +186,7 @@ async fn legacy_message(
             let ctx = Ctx {
                 caller,
                 era: Era::Legacy,
+                request_id: id.clone(),
                 client_capabilities: Map::new(),
                 legacy_version: claims.version,
                 elicitation: claims.elicitation,
@@ -211,12 +223,58 @@ async fn initialize(
     }
 }
 
-/// No standalone server stream is offered; clients fall back to POST.
-async fn get_stream(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+/// No standalone server stream is offered (405; clients fall back to POST).
+/// A GET with `Last-Event-ID` resumes a legacy `tasks/result` stream that
+/// was cut: it answers what that stream had not sent yet, from any replica.
+async fn get_stream(
+    State(state): State<AppState>,
+    Extension(terminated): Extension<Arc<Terminated>>,
+    Path(gateway_id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     if let Some(refused) = refuse_foreign(&state, &uri, &headers) {
         return refused;
     }
-    method_not_allowed()
+    let Some(last_event_id) = headers.get(LAST_EVENT_ID) else {
+        return method_not_allowed();
+    };
+    if !guard::accepts(&headers).sse {
+        let message = "not acceptable: Accept must list text/event-stream";
+        return unverified(&state, &headers, Era::Legacy, None, || {
+            transport_error(StatusCode::NOT_ACCEPTABLE, message)
+        })
+        .await;
+    }
+    let Some(point) = last_event_id.to_str().ok().and_then(resume::ResumePoint::parse) else {
+        let message = "bad request: Last-Event-ID names no stream of this server";
+        return unverified(&state, &headers, Era::Legacy, None, || transport_error(StatusCode::BAD_REQUEST, message))
+            .await;
+    };
+    let claims = match legacy::claims(&state.options.session_key, &headers, &gateway_id, &terminated) {
+        Ok(c) => c,
+        Err(e) => {
+            return unverified(&state, &headers, Era::Legacy, None, || error_response(Era::Legacy, None, e)).await;
+        }
+    };
+    let caller = match Caller::authenticate_in_session(&state, &headers, &gateway_id, Some(&claims.sid)).await {
+        Ok(c) => c,
+        Err(e) => return error_response(Era::Legacy, None, e),
+    };
+    if let Err(e) = legacy::check(&claims, &caller, &headers) {
+        return error_response(Era::Legacy, None, e);
+    }
+    let ctx = Ctx {
+        caller,
+        era: Era::Legacy,
+        request_id: point.request_id.clone(),
+        client_capabilities: Map::new(),
+        legacy_version: claims.version,
+        elicitation: claims.elicitation,
+    };
+    let id = point.request_id.clone();
+    let stream = crate::telemetry::mcp_operation("tasks/result", &Map::new(), tasks_v1::resume(&ctx, point)).await;
+    sse(Era::Legacy, id, stream)
 }
 
 fn method_not_allowed() -> Response {
@@ -293,12 +351,19 @@ fn reply(era: Era, id: &Value, outcome: Result<Reply, RpcError>) -> Response {
 
 fn sse(era: Era, id: Value, stream: BoxStream<'static, Outgoing>) -> Response {
     let events = stream.map(move |item| {
-        let message = match item {
-            Outgoing::Message(m) => m,
-            Outgoing::Result(r) => jsonrpc::result(&id, decorate(era, r)),
-            Outgoing::Error(e) => e.response(Some(&id)),
+        let (message, event_id) = match item {
+            Outgoing::Message(m) => (m, None),
+            Outgoing::Resumable(m, event_id) => (m, Some(event_id)),
+            // No data: a client records the id and dispatches nothing.
+            Outgoing::Checkpoint(event_id) => return Ok::<_, Infallible>(Event::default().id(event_id)),
+            Outgoing::Result(r) => (jsonrpc::result(&id, decorate(era, r)), None),
+            Outgoing::Error(e) => (e.response(Some(&id)), None),
         };
-        Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
+        let event = Event::default().event("message").data(message.to_string());
+        Ok(match event_id {
+            Some(event_id) => event.id(event_id),
+            None => event,
+        })
     });
     let keep_alive = KeepAlive::new().interval(Duration::from_secs(15));
     let mut response = Sse::new(events).keep_alive(keep_alive).into_response();

@@ -11,7 +11,8 @@
 //! `tools`, `task_view`, `tasks_v1`, `tasks_v2`, `compat`. Shared below them:
 //! `guard` (Host/Origin, Accept/Content-Type, header values), `jsonrpc`
 //! (framing), `error` (the one error table), `session` (sealed session ids),
-//! `request_state` (sealed MRTR request states),
+//! `request_state` (sealed MRTR request states), `resume` (where a cut
+//! `tasks/result` stream resumes from),
 //! `context` (the caller: bearer, scope, dialect facts) and `protocol`
 //! (versions, eras, names). Coordinator calls go through the gateway's typed
 //! client (`crate::coordinator`); shared JSON helpers live in `crate::json`,
@@ -29,6 +30,7 @@ mod legacy;
 mod modern;
 mod protocol;
 mod request_state;
+mod resume;
 mod session;
 mod task_view;
 mod tasks_v1;

@@ -6,12 +6,14 @@
 //! the request key, so an answer may reach any replica. A blocking
 //! `tasks/result` holds a wait place (`crate::waits`); when the gateway shuts
 //! down its stream sends what it has and ends with an error saying so (the
-//! client asks again, on any replica).
+//! client asks again, on any replica). Its events carry ids a client that
+//! loses the stream resumes from on any replica (`super::resume`).
 
 use super::context::{Caller, Ctx, Outgoing, Reply};
 use super::error::{RpcError, task_error};
 use super::jsonrpc::{self, str_param};
 use super::protocol::RELATED_TASK;
+use super::resume::ResumePoint;
 use super::task_view::{self, Snapshot};
 use crate::coordinator::InputAnswer;
 use crate::execution::is_execution_id;
@@ -21,8 +23,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use baton_proto::coordinator::v1::{CancelOutcome, CancelState, ExecutionStatus, InputRequestState};
 use baton_proto::worker::v1::InputAction;
 use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use serde_json::{Map, Value, json};
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 const INPUT_ID_PREFIX: &str = "baton-input.";
@@ -68,16 +71,41 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
     if let Some(done) = finished(&snap) {
         return done.map(Reply::Json);
     }
+    let point = ResumePoint { task_id: id.to_owned(), request_id: ctx.request_id.clone(), sent: Vec::new() };
+    Ok(Reply::Stream(stream(ctx, point, snap)?))
+}
+
+/// The rest of a `tasks/result` stream that was cut after `point`: the input
+/// requests it had not sent, then the result; on any replica. Anything that
+/// stops it (the task is unknown to this caller, too many waits) is the
+/// stream's one error.
+pub async fn resume(ctx: &Ctx, point: ResumePoint) -> BoxStream<'static, Outgoing> {
+    let opened = async {
+        if !ctx.legacy_tasks() {
+            return Err(RpcError::method_not_found("tasks/result"));
+        }
+        let snap = task_view::snapshot_before_wait(&ctx.caller, &point.task_id).await.map_err(task_error)?;
+        stream(ctx, point, snap)
+    };
+    match opened.await {
+        Ok(stream) => stream,
+        Err(e) => futures_util::stream::once(async move { Outgoing::Error(e) }).boxed(),
+    }
+}
+
+/// A blocking `tasks/result` stream from `snap` on, resumable after `point`.
+fn stream(ctx: &Ctx, point: ResumePoint, snap: Snapshot) -> Result<BoxStream<'static, Outgoing>, RpcError> {
     let place = ctx.caller.admit_wait()?;
+    let mut queue = VecDeque::new();
+    queue.push_back(Outgoing::Checkpoint(point.event_id()));
     let stream = ResultStream {
         _place: place,
         caller: ctx.caller.clone(),
-        execution_id: id.to_owned(),
         elicitation: ctx.elicitation,
         first: Some(Box::new(snap)),
         known_status: ExecutionStatus::Unspecified,
-        sent: HashSet::new(),
-        queue: VecDeque::new(),
+        point,
+        queue,
         done: false,
     };
     let stream = futures_util::stream::unfold(stream, |mut s| async move {
@@ -91,21 +119,21 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
             s.step().await;
         }
     });
-    Ok(Reply::Stream(stream.boxed()))
+    Ok(stream.boxed())
 }
 
 /// The state of one blocking `tasks/result`.
 struct ResultStream {
     _place: WaitPermit,
     caller: Caller,
-    execution_id: String,
     elicitation: bool,
     /// The first read, until the first step sends it; boxed, since a
     /// parked stream would otherwise keep room for a view inline.
     first: Option<Box<Snapshot>>,
     known_status: ExecutionStatus,
-    /// Input requests already sent on this stream.
-    sent: HashSet<String>,
+    /// The task, the request answered and the input requests already sent
+    /// (on this stream, or before it on the one it resumes).
+    point: ResumePoint,
     queue: VecDeque<Outgoing>,
     done: bool,
 }
@@ -119,7 +147,7 @@ impl ResultStream {
         let snap = match snap {
             Ok(Some(s)) => s,
             Ok(None) => {
-                let e = RpcError::shutting_down(&self.execution_id, true);
+                let e = RpcError::shutting_down(&self.point.task_id, true);
                 self.queue.push_back(Outgoing::Error(e));
                 self.done = true;
                 return;
@@ -141,14 +169,16 @@ impl ResultStream {
         }
         if snap.view.status() == ExecutionStatus::InputRequired && self.elicitation {
             for r in snap.view.input_requests.iter().filter(|r| r.state() == InputRequestState::Open) {
-                if self.sent.insert(r.request_key.clone()) {
+                if !self.point.sent.contains(&r.request_key) {
+                    self.point.sent.push(r.request_key.clone());
                     let params = json!({
                         "message": r.message,
                         "requestedSchema": task_view::requested_schema(&r.requested_schema_json),
                         "_meta": {RELATED_TASK: {"taskId": snap.view.execution_id}},
                     });
                     let id = input_id(&snap.view.execution_id, &r.request_key);
-                    self.queue.push_back(Outgoing::Message(jsonrpc::request(&id, "elicitation/create", params)));
+                    let request = jsonrpc::request(&id, "elicitation/create", params);
+                    self.queue.push_back(Outgoing::Resumable(request, self.point.event_id()));
                 }
             }
         }
@@ -160,7 +190,7 @@ impl ResultStream {
         let slice =
             if self.known_status == ExecutionStatus::InputRequired { INPUT_WAIT_SLICE } else { STATUS_WAIT_SLICE };
         let wait =
-            caller.coordinator().wait(&caller.bearer, &caller.scope, &self.execution_id, slice, self.known_status);
+            caller.coordinator().wait(&caller.bearer, &caller.scope, &self.point.task_id, slice, self.known_status);
         let Some(waited) = caller.state.unless_shutdown(wait).await else {
             return Ok(None);
         };
