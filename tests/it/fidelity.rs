@@ -248,14 +248,15 @@ async fn a_cut_tasks_result_stream_resumes_from_its_last_event_id_on_another_rep
         .post(json!({"jsonrpc": "2.0", "id": 31, "method": "tasks/result",
         "params": {"taskId": task_id}}))
         .await?;
-    // The stream opens with an event that carries only an id: where to resume from.
+    // The stream opens with an event that carries an id and empty data: where to resume from.
     let mut first = String::new();
     while !first.contains("\n\n") {
         let chunk = tokio::time::timeout(Duration::from_secs(10), stream.chunk()).await??.context("stream ended")?;
         first.push_str(&String::from_utf8_lossy(&chunk));
     }
     let event = first.split("\n\n").next().unwrap_or_default();
-    assert!(!event.contains("data:"), "{event}");
+    let data: Vec<_> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+    assert_eq!(data, [""], "{event}");
     let event_id = event.lines().find_map(|l| l.strip_prefix("id:")).context("no event id")?.trim().to_owned();
     drop(stream);
 
@@ -264,6 +265,10 @@ async fn a_cut_tasks_result_stream_resumes_from_its_last_event_id_on_another_rep
     assert_eq!(status, 200, "{body}");
     let answer = sse_messages(&body).into_iter().find(|m| m["id"] == 31).context("no answer")?;
     assert_eq!(answer["result"]["content"][0]["text"], "slept 2 s", "{answer}");
+    // After its last message a stream marks its end: resuming from there finds no stream.
+    let last_id = body.lines().filter_map(|l| l.strip_prefix("id:")).last().context("no end mark")?.trim();
+    assert!(body.rfind("id:") > body.rfind("\"id\":31"), "the end mark follows the answer: {body}");
+    assert_eq!(alice.resume(last_id).await?.0, 405);
 
     // Another user, in a session of their own, finds nothing at that point.
     let bob = Mcp::legacy(&c, &c.id.other_user_token).await?;

@@ -1,9 +1,11 @@
 // `@modelcontextprotocol/sdk@1.32.2` against a real `baton dev`: the 2025-11-25 tasks
-// utility through `client.experimental.tasks.callToolStream`.
+// utility through `client.experimental.tasks.callToolStream`, and resuming a
+// `tasks/result` stream with the transport's resumption token.
 // usage: node ts_sdk_v1.mjs DEV_JSON   (run from a directory whose node_modules has the SDK)
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const SUITE = "@modelcontextprotocol/sdk 1.32.2 (2025-11-25 tasks)";
 const RELATED_TASK = "io.modelcontextprotocol/related-task";
@@ -105,6 +107,29 @@ await run("listTasks shows the finished task; cancelTask of a running task", asy
   const rest = await collect(stream);
   const last = rest[rest.length - 1];
   check(last?.type === "error", `after cancel the stream ends in ${JSON.stringify(last)}`);
+});
+
+await run("a tasks/result stream resumes from its Last-Event-ID through the SDK's resumption token", async () => {
+  const created = await client.request(
+    { method: "tools/call", params: { name: "Demo.Sleep", arguments: { seconds: 1.5 }, task: { ttl: 60000 } } },
+    CreateTaskResultSchema,
+  );
+  const taskId = created.task.taskId;
+  let token;
+  const first = client.request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
+    onresumptiontoken: (t) => {
+      token = token ?? t;
+    },
+  });
+  for (let i = 0; !token && i < 200; i++) await new Promise((r) => setTimeout(r, 25));
+  check(token, "the stream carried no event id");
+  // A second request resumes from that id (GET with Last-Event-ID) and is answered as the first.
+  const resumed = await client.request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
+    resumptionToken: token,
+  });
+  check(resumed.content?.[0]?.text === "slept 1.5 s", `resumed ${JSON.stringify(resumed)}`);
+  const original = await first;
+  check(original.content?.[0]?.text === "slept 1.5 s", `original ${JSON.stringify(original)}`);
 });
 
 await client.close();

@@ -20,7 +20,6 @@ use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures_util::StreamExt;
@@ -251,6 +250,9 @@ async fn get_stream(
         return unverified(&state, &headers, Era::Legacy, None, || transport_error(StatusCode::BAD_REQUEST, message))
             .await;
     };
+    if point.done {
+        return unverified(&state, &headers, Era::Legacy, None, method_not_allowed).await;
+    }
     let claims = match legacy::claims(&state.options.session_key, &headers, &gateway_id, &terminated) {
         Ok(c) => c,
         Err(e) => {
@@ -349,26 +351,58 @@ fn reply(era: Era, id: &Value, outcome: Result<Reply, RpcError>) -> Response {
     }
 }
 
+/// How often an idle stream sends a comment, so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The SSE response of a stream of messages. Framed here rather than with
+/// axum's `Sse`, which leaves out an empty `data` field: the priming event
+/// (`Outgoing::Checkpoint`) needs one, or SSE parsers never report its id.
 fn sse(era: Era, id: Value, stream: BoxStream<'static, Outgoing>) -> Response {
-    let events = stream.map(move |item| {
-        let (message, event_id) = match item {
-            Outgoing::Message(m) => (m, None),
-            Outgoing::Resumable(m, event_id) => (m, Some(event_id)),
-            // No data: a client records the id and dispatches nothing.
-            Outgoing::Checkpoint(event_id) => return Ok::<_, Infallible>(Event::default().id(event_id)),
-            Outgoing::Result(r) => (jsonrpc::result(&id, decorate(era, r)), None),
-            Outgoing::Error(e) => (e.response(Some(&id)), None),
-        };
-        let event = Event::default().event("message").data(message.to_string());
-        Ok(match event_id {
-            Some(event_id) => event.id(event_id),
-            None => event,
-        })
-    });
-    let keep_alive = KeepAlive::new().interval(Duration::from_secs(15));
-    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
-    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    let frames = stream.map(move |item| frame(era, &id, item)).boxed();
+    let body = futures_util::stream::unfold(
+        (frames, tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE)),
+        |(mut frames, mut idle)| async move {
+            tokio::select! {
+                frame = frames.next() => frame.map(|f| {
+                    idle.reset();
+                    (f, (frames, idle))
+                }),
+                _ = idle.tick() => Some((Bytes::from_static(b":\n\n"), (frames, idle))),
+            }
+        },
+    );
+    let mut response = axum::body::Body::from_stream(body.map(Ok::<_, Infallible>)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
+}
+
+/// One SSE event: its id when it has one, and its message as the data (a
+/// checkpoint's data is empty).
+fn frame(era: Era, id: &Value, item: Outgoing) -> Bytes {
+    let (message, event_id) = match item {
+        Outgoing::Message(m) => (Some(m), None),
+        Outgoing::Resumable(m, event_id) => (Some(m), Some(event_id)),
+        Outgoing::Checkpoint(event_id) => (None, Some(event_id)),
+        Outgoing::Result(r) => (Some(jsonrpc::result(id, decorate(era, r))), None),
+        Outgoing::Error(e) => (Some(e.response(Some(id))), None),
+    };
+    let mut out = String::new();
+    if let Some(event_id) = event_id {
+        // Ours are base64url after a fixed prefix: no line breaks to escape.
+        out.push_str("id: ");
+        out.push_str(&event_id);
+        out.push('\n');
+    }
+    out.push_str("event: message\ndata: ");
+    // Compact JSON has no raw line breaks.
+    if let Some(message) = message {
+        out.push_str(&message.to_string());
+    }
+    out.push_str("\n\n");
+    Bytes::from(out)
 }
 
 pub(super) fn error_response(era: Era, id: Option<&Value>, e: RpcError) -> Response {

@@ -4,7 +4,10 @@
 //! (the task, the request id the stream answers) and what it already sent
 //! (the input requests). It is not a credential: whoever resumes is
 //! authenticated and authorized again, and an id naming another caller's
-//! task finds nothing.
+//! task finds nothing. The last message of a stream is followed by an id
+//! marked done: a client that still reconnects after it (the TypeScript SDK
+//! does after an error response) is told there is no stream (405), rather
+//! than sent the error again, and again.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -29,6 +32,9 @@ pub struct ResumePoint {
     /// Request keys of the input requests already sent on the stream.
     #[serde(rename = "s", default)]
     pub sent: Vec<String>,
+    /// The stream sent its last message: nothing more will come on it.
+    #[serde(rename = "d", default, skip_serializing_if = "std::ops::Not::not")]
+    pub done: bool,
 }
 
 impl ResumePoint {
@@ -60,10 +66,12 @@ mod tests {
 
     #[test]
     fn an_event_id_names_its_stream_and_what_it_sent() {
-        let p = ResumePoint { task_id: "te_1".into(), request_id: json!(9), sent: vec!["ir_a".into()] };
+        let p = ResumePoint { task_id: "te_1".into(), request_id: json!(9), sent: vec!["ir_a".into()], done: false };
         let id = p.event_id();
         assert!(id.starts_with("rs1.") && !id.contains(['\n', '\r', ':']), "{id}");
-        assert_eq!(ResumePoint::parse(&id), Some(p));
+        assert_eq!(ResumePoint::parse(&id), Some(p.clone()));
+        let done = ResumePoint { done: true, ..p };
+        assert_eq!(ResumePoint::parse(&done.event_id()).map(|p| p.done), Some(true));
     }
 
     #[test]

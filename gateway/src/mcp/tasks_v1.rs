@@ -71,7 +71,8 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
     if let Some(done) = finished(&snap) {
         return done.map(Reply::Json);
     }
-    let point = ResumePoint { task_id: id.to_owned(), request_id: ctx.request_id.clone(), sent: Vec::new() };
+    let point =
+        ResumePoint { task_id: id.to_owned(), request_id: ctx.request_id.clone(), sent: Vec::new(), done: false };
     Ok(Reply::Stream(stream(ctx, point, snap)?))
 }
 
@@ -117,6 +118,10 @@ fn stream(ctx: &Ctx, point: ResumePoint, snap: Snapshot) -> Result<BoxStream<'st
                 return None;
             }
             s.step().await;
+            if s.done {
+                s.point.done = true;
+                s.queue.push_back(Outgoing::Checkpoint(s.point.event_id()));
+            }
         }
     });
     Ok(stream.boxed())
