@@ -17,6 +17,7 @@
 
 pub mod memory;
 pub mod redis;
+mod redis_scripts;
 
 #[cfg(test)]
 mod contract_tests;
