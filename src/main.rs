@@ -164,6 +164,8 @@ fn configure<T>(
         ExitCode::from(EX_CONFIG)
     };
     let config = config::Config::load(path.map(PathBuf::as_path)).map_err(report)?;
+    // Every role checks every configured TLS file at start.
+    tls::validate(&config).map_err(report)?;
     let derived = derive(&config).map_err(report)?;
     Ok((config, derived))
 }

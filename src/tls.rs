@@ -185,6 +185,17 @@ mod tests {
     }
 
     #[test]
+    fn fields_that_need_another_are_refused_at_validation() {
+        let c = config(Tls { require_client_cert: Some(false), ..Tls::default() });
+        let err = validate(&c).expect_err("no client CA");
+        assert!(err.to_string().contains("tls.require_client_cert"), "{err}");
+        let mut c = Config::default();
+        c.telemetry.otlp_key_file = Some(PathBuf::from("/nonexistent/key.pem"));
+        let err = validate(&c).expect_err("half a pair");
+        assert!(err.to_string().contains("telemetry.otlp_cert_file"), "{err}");
+    }
+
+    #[test]
     fn nothing_configured_means_plaintext_server_and_default_clients() {
         let c = Config::default();
         assert!(server(&c).expect("valid").is_none());

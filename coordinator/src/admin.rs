@@ -5,8 +5,8 @@
 
 use crate::audit::{self, Actor, Record, action, outcome};
 use crate::authz::{Role, generate_token, hash_token};
+use crate::clock::now_ms;
 use crate::domain::id::random_id;
-use crate::engine::now_ms;
 use crate::store::{self, CredentialKind, NewCredential, Store};
 
 #[derive(Debug, thiserror::Error)]

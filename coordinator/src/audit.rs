@@ -6,8 +6,8 @@
 //! gets the uniform not-found and leaves no row there.
 
 use crate::authz::Principal;
+use crate::clock::now_ms;
 use crate::domain::id::random_id;
-use crate::engine::now_ms;
 use crate::store::{self, AuditEntry, Store};
 
 /// How long audit rows are kept: longer than any execution's history, so an

@@ -76,7 +76,7 @@ pub struct Shared {
     /// wait answers at once.
     pub shutdown: CancellationToken,
     /// Tool definitions `tools/call` plans with (see `mcp::tool_defs`).
-    pub tool_defs: Arc<crate::mcp::ToolDefs>,
+    pub tool_defs: Arc<crate::tool_defs::ToolDefs>,
 }
 
 impl AppState {

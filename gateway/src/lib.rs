@@ -20,6 +20,7 @@ pub mod rest;
 mod serve;
 mod shared_calls;
 mod telemetry;
+mod tool_defs;
 pub mod waits;
 mod watch;
 

@@ -266,7 +266,7 @@ async fn a_cut_tasks_result_stream_resumes_from_its_last_event_id_on_another_rep
     let answer = sse_messages(&body).into_iter().find(|m| m["id"] == 31).context("no answer")?;
     assert_eq!(answer["result"]["content"][0]["text"], "slept 2 s", "{answer}");
     // After its last message a stream marks its end: resuming from there finds no stream.
-    let last_id = body.lines().filter_map(|l| l.strip_prefix("id:")).last().context("no end mark")?.trim();
+    let last_id = body.lines().filter_map(|l| l.strip_prefix("id:")).next_back().context("no end mark")?.trim();
     assert!(body.rfind("id:") > body.rfind("\"id\":31"), "the end mark follows the answer: {body}");
     assert_eq!(alice.resume(last_id).await?.0, 405);
 

@@ -3,6 +3,7 @@
 //! offending places. Allow-lists name today's exceptions; an entry that no
 //! longer offends fails too, so the lists only shrink.
 
+mod modules;
 mod source;
 mod sql;
 
@@ -260,4 +261,45 @@ fn proto_imports_are_found_in_all_their_forms() {
     );
     let lines: Vec<usize> = proto_uses(&code).iter().map(|(at, _)| line_of(&code, *at)).collect();
     assert_eq!(lines, vec![1, 2, 3]);
+}
+
+// --- e. Modules import each other in one direction ---------------------------
+
+/// Each crate's source folder; a crate's modules never form a circle.
+const CRATE_SOURCES: [&str; 8] = [
+    "proto/src",
+    "proto/telemetry/src",
+    "coordinator/src",
+    "coordinator/domain/src",
+    "gateway/src",
+    "worker/src",
+    "src",
+    "examples/hello-worker/src",
+];
+
+#[test]
+fn no_two_modules_of_a_crate_import_each_other_even_through_others() {
+    let mut problems = Vec::new();
+    for dir in CRATE_SOURCES {
+        let mut files = Vec::new();
+        for file in rust_files(&[dir]).unwrap_or_else(|e| panic!("{e}")) {
+            if is_test_file(&file) {
+                continue;
+            }
+            let rel = relative(&file);
+            let Some(code) = non_test_code(&read(&file).unwrap_or_else(|e| panic!("{e}"))) else { continue };
+            let under_src = rel.strip_prefix(&format!("{dir}/")).unwrap_or(&rel).to_owned();
+            files.push(modules::ModuleFile { module: modules::module_of(&under_src), name: rel, code });
+        }
+        let edges = modules::edges(&files);
+        for circle in modules::circles(files.len(), &edges) {
+            let names: Vec<&str> = circle.iter().map(|i| files[*i].name.as_str()).collect();
+            problems.push(names.join(" <-> "));
+        }
+    }
+    report(
+        "import circles between the modules of a crate",
+        "Move what the files share down into a module of its own, which imports none of them.",
+        &problems,
+    );
 }

@@ -15,6 +15,7 @@ pub mod sdk;
 pub mod serve;
 pub mod supervise;
 pub mod testing;
+mod wire;
 
 pub use runtime::{Options, Worker};
 /// Re-exported so a tool crate's derives and this crate agree on one version.

@@ -4,7 +4,6 @@
 //! (bad credential, refused tool) ends the worker with that error.
 
 mod attempts;
-mod wire;
 
 use crate::metrics::Metrics;
 use crate::reconnect::Reconnect;
@@ -12,6 +11,7 @@ use crate::remote::link::{Relay, Uplink};
 use crate::remote::{RemoteServer, RemoteTool};
 use crate::sdk::{Context, Failure, Progress, ProgressSink, Tool};
 use crate::supervise::Supervisor;
+use crate::wire::{PROGRESS_INTERVAL, progress_message, registration_of};
 use attempts::{Attempts, Key, Start};
 use baton_proto::worker::v1::{
     self as wpb, MessageKind, StopReason, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
@@ -23,8 +23,6 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-pub(crate) use wire::progress_message;
-use wire::{PROGRESS_INTERVAL, registration_of};
 
 #[derive(Clone, Debug)]
 pub struct Options {

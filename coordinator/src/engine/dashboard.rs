@@ -5,8 +5,9 @@
 //! open: until sign-out, the key's revocation, `idle_ms` without use, or
 //! `lifetime_ms` after sign-in, whichever comes first.
 
-use super::{Engine, Result, now_ms};
+use super::{Engine, Result};
 use crate::authz::{self, Principal, Role, generate_token, hash_token};
+use crate::clock::now_ms;
 use crate::store::Credential;
 
 const PREFIX: &str = "bds_";

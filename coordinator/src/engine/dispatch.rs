@@ -3,9 +3,10 @@
 //! work (locally or over the bus); a slow tick covers scheduled runs and lost
 //! signals.
 
+use super::Engine;
 use super::messages::{Assignment, AttemptRef, Command};
 use super::sessions::Session;
-use super::{Engine, now_ms};
+use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::store::Claimed;
 use std::sync::Arc;

@@ -7,9 +7,10 @@
 //! input, and the outputs and free-form error details, are opened from their
 //! sealed columns only when asked for, by an admin.
 
-use super::{Engine, Error, Result, Scope, now_ms};
+use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, history::Route};
+use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{FailureReason, Millis, Status};
 use crate::store::{AttemptRecord, EventRecord, ExecutionRecord, HistoryFilter, HistoryRow};

@@ -7,7 +7,8 @@ use super::messages::{
     RemoteTaskStarted,
 };
 use super::sessions::Session;
-use super::{Engine, Error, Result, Scope, now_ms};
+use super::{Engine, Error, Result, Scope};
+use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, StopReason};
 use crate::store::{EventData, PublishedRequest};

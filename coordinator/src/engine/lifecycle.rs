@@ -3,10 +3,11 @@
 
 use super::creates::Claim;
 use super::sessions::{Reserved, Session};
-use super::{Engine, Error, Result, Scope, now_ms, token_hash};
+use super::{Engine, Error, Result, Scope, token_hash};
 use crate::admission::Ticket;
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
+use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{Event, ExecutionId, FailureReason, Ignored, Lifetime, Status};
 use crate::store::{Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};

@@ -29,6 +29,7 @@ mod watch;
 pub mod webhooks;
 mod workers;
 
+use crate::clock::now_ms;
 pub use bus::Bus;
 pub use creates::Creates;
 pub use reads::Reads;
@@ -97,10 +98,6 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-pub fn now_ms() -> Millis {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 /// The coordinator's use cases over one store, admission and bus. Built once
 /// per process with [`Engine::new`]; adapters reach it only through methods.

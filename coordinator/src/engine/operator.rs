@@ -6,9 +6,10 @@
 //! logged with the operator's credential id.
 
 use super::lifecycle::{CancelOutcome, encode_cursor};
-use super::{Engine, Error, Result, Scope, now_ms};
+use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal, operator::Route};
+use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::Status;
 use crate::store::ExecutionRecord;

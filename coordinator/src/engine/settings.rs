@@ -2,9 +2,10 @@
 //! window. Who may call what is `authz::admin::TABLE`; a refusal of a caller
 //! of the project is itself audited.
 
-use super::{Engine, Error, Result, Scope, now_ms};
+use super::{Engine, Error, Result, Scope};
 use crate::audit::{self, Actor, Record, action, outcome};
 use crate::authz::{self, Principal, admin::Route};
+use crate::clock::now_ms;
 use crate::domain::Millis;
 use crate::store::{AuditEntry, AuditFilter, RetentionSettings};
 

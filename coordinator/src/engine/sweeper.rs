@@ -2,9 +2,10 @@
 //! entry in the coordinator directory. Safe on every replica at once: each step
 //! is a locked read-modify-write through the state machine.
 
-use super::{Engine, now_ms};
+use super::Engine;
 use crate::admission::Ticket;
 use crate::admission::redis::{Publish, RedisAdmission};
+use crate::clock::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,7 +4,8 @@
 //! who used a token is proven here, not claimed. And the changes a
 //! reconnecting watcher missed, read from the execution's event log.
 
-use super::{Engine, Error, Result, Scope, now_ms};
+use super::{Engine, Error, Result, Scope};
+use crate::clock::now_ms;
 use crate::domain::Millis;
 use crate::store::EventRecord;
 

@@ -8,9 +8,10 @@ use super::messages::{
     Reported, Settlement,
 };
 use super::sessions::{CloseReason, Outbox, Session, SessionIdentity};
-use super::{Engine, Error, Result, Scope, now_ms};
+use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
+use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, Outcome, StopReason};
 use crate::options::ToolLimits;

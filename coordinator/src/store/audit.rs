@@ -4,7 +4,7 @@
 //! many (`occurrences`: refusals of one credential for one action within a
 //! minute, see `crate::audit`), and never changes what the row says.
 
-use super::history::{Where, add};
+use super::history_filter::{Where, add};
 use super::{Result, Store};
 use crate::domain::Millis;
 use sqlx::{Arguments, AssertSqlSafe, Row};

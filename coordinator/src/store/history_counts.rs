@@ -35,7 +35,7 @@
 //! sweeper after the seal commits, because it reads `W` under that lock.
 //! Replicas seal different projects at once (`SKIP LOCKED`).
 
-use super::history::{HistoryFilter, Where, add, narrowing};
+use super::history_filter::{HistoryFilter, Where, add, narrowing};
 use super::{Error, Result, Store};
 use crate::domain::Millis;
 use sqlx::any::{Any, AnyArguments};

@@ -8,9 +8,9 @@
 //! signature. Nothing here touches an execution.
 
 use super::{Options, sign, target};
+use crate::clock::now_ms;
 use crate::crypto::{Field, KeyRing};
 use crate::domain::Millis;
-use crate::engine::now_ms;
 use crate::store::{AttemptOutcome, ClaimedDelivery, Store};
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,9 +7,9 @@
 
 use super::{EVENT_TYPE, Options, sign, target};
 use crate::audit::{Actor, Record, outcome};
+use crate::clock::now_ms;
 use crate::crypto::{self, Field, KeyRing};
 use crate::domain::id::random_id;
-use crate::engine::now_ms;
 use crate::store::{self, DeliveryRecord, EndpointRecord, Store};
 
 #[derive(Debug, thiserror::Error)]

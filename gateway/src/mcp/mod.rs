@@ -19,8 +19,6 @@
 //! execution facts in `crate::execution`. Nothing here imports `crate::rest`.
 
 mod compat;
-mod tool_defs;
-pub use tool_defs::ToolDefs;
 mod context;
 mod error;
 pub(crate) mod guard;

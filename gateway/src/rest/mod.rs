@@ -11,6 +11,7 @@ pub mod admin;
 pub mod body;
 pub mod history;
 pub mod openapi;
+mod openapi_pieces;
 pub mod operator;
 pub mod view;
 pub mod watch;

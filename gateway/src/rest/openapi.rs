@@ -2,6 +2,7 @@
 //! Built in code next to the routes it describes; the black-box tests and
 //! schemathesis use it as the contract.
 
+use super::openapi_pieces::{error_response, retry_later};
 use crate::waits::TooManyWaits;
 use axum::Json;
 use baton_proto::coordinator::v1::{CancelOutcome, CancelState, ExecutionStatus, ExecutionType, Surface};
@@ -11,23 +12,6 @@ use serde_json::{Value, json};
 
 pub async fn document() -> Json<Value> {
     Json(spec())
-}
-
-/// A reference to a schema of the document's components.
-pub(in crate::rest) fn schema_ref(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
-
-/// An error answer: the one JSON error shape.
-pub(in crate::rest) fn error_response(description: &str) -> Value {
-    json!({"description": description, "content": {"application/json": {"schema": schema_ref("Error")}}})
-}
-
-/// An error answer that says when to retry (`Retry-After`, seconds).
-pub(in crate::rest) fn retry_later(description: &str) -> Value {
-    let mut r = error_response(description);
-    r["headers"] = json!({"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds"}});
-    r
 }
 
 fn errors(codes: &[u16]) -> serde_json::Map<String, Value> {

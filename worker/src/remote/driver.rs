@@ -151,7 +151,7 @@ impl<'a> Driver<'a> {
 
     /// Relays the remote server's progress (the coordinator throttles what it stores).
     async fn progress(&self, current: f64, total: Option<f64>, message: String) {
-        let p = crate::runtime::progress_message(
+        let p = crate::wire::progress_message(
             &self.a.execution_id,
             self.a.attempt,
             crate::sdk::Progress { current, total, message },

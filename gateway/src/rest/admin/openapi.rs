@@ -4,7 +4,7 @@
 use super::super::body::MAX_RETENTION_SECONDS;
 use super::super::history::MAX_OFFSET;
 use super::super::history::openapi::{NO_CONTROL_CHARACTERS, responses};
-use super::super::openapi::schema_ref;
+use super::super::openapi_pieces::schema_ref;
 use super::{AUDIT, DEFAULT_LIMIT, MAX_LIMIT, RETENTION};
 use serde_json::{Value, json};
 

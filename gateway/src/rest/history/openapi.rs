@@ -1,7 +1,7 @@
 //! The history routes' part of the OpenAPI document, added to it by
 //! `rest::openapi::spec`.
 
-use super::super::openapi::{error_response, retry_later, schema_ref};
+use super::super::openapi_pieces::{error_response, retry_later, schema_ref};
 use super::{BASE, DEFAULT_LIMIT, MAX_FILTER_CHARS, MAX_LIMIT, MAX_OFFSET};
 use baton_proto::coordinator::v1::{
     ExecutionOutcome, ExecutionStatus, ExecutionType, FailureReason, Surface, TimelineEvent,

@@ -1,6 +1,6 @@
 //! The operator routes' part of the OpenAPI document, added by `rest::openapi::spec`.
 
-use super::super::openapi::{error_response, retry_later, schema_ref};
+use super::super::openapi_pieces::{error_response, retry_later, schema_ref};
 use super::{BASE, DEFAULT_LIMIT, MAX_LIMIT};
 use baton_proto::coordinator::v1::ExecutionStatus;
 use serde_json::{Map, Value, json};

@@ -2,7 +2,7 @@
 //! the `delivery` and `timeout_seconds` parameters of a read by id (whose 200
 //! is then a `WatchOffer`), the socket route and the `wait_id` fallback.
 
-use super::super::openapi::{error_response as error, retry_later, schema_ref};
+use super::super::openapi_pieces::{error_response as error, retry_later, schema_ref};
 use super::{BASE, WATCH_PATH};
 use crate::waits::{DEFAULT_WATCH_SECONDS, Limits};
 use serde_json::{Value, json};

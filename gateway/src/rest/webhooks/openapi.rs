@@ -1,6 +1,6 @@
 //! The webhook routes' part of the OpenAPI document, added by `rest::openapi::spec`.
 
-use super::super::openapi::{error_response, retry_later, schema_ref};
+use super::super::openapi_pieces::{error_response, retry_later, schema_ref};
 use super::{BASE, DEFAULT_LIMIT, MAX_LIMIT, MAX_URL};
 use baton_proto::coordinator::v1::{ExecutionStatus, WebhookDeliveryStatus};
 use serde_json::{Map, Value, json};

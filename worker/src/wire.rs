@@ -1,4 +1,4 @@
-//! What the runtime puts on the wire for the SDK's types: a tool's
+//! What the runtime and the remote drivers put on the wire for the SDK's types: a tool's
 //! registration (with its MCP metadata) and a progress report.
 
 use crate::sdk::{Progress, ToolSpec};
@@ -6,7 +6,7 @@ use baton_proto::worker::v1 as wpb;
 use std::time::Duration;
 
 /// At most one progress report per attempt per interval leaves the worker.
-pub(super) const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Longest progress message sent; longer ones are cut.
 const MAX_PROGRESS_MESSAGE: usize = 1_024;
@@ -33,7 +33,7 @@ fn metadata(s: &ToolSpec) -> (String, String, String, String) {
     (s.title.clone().unwrap_or_default(), json(&s.annotations), json(&s.output_schema), icons)
 }
 
-pub(super) fn registration_of(s: ToolSpec, remote: bool) -> wpb::ToolRegistration {
+pub(crate) fn registration_of(s: ToolSpec, remote: bool) -> wpb::ToolRegistration {
     let (title, annotations_json, output_schema_json, icons_json) = metadata(&s);
     wpb::ToolRegistration {
         input_schema_json: s.input_schema.to_string(),
