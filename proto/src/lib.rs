@@ -1,7 +1,9 @@
 //! The wire contract: generated gRPC code, the error table, the one spelling
-//! of every wire enum (`names`) and W3C trace-context propagation over gRPC
-//! metadata. Nothing else lives here.
+//! of every wire enum (`names`), W3C trace-context propagation over gRPC
+//! metadata, and the clock every time on the wire is read from. Nothing else
+//! lives here.
 
+pub mod clock;
 pub mod error;
 pub mod names;
 pub mod trace;

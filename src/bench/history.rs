@@ -15,6 +15,7 @@ mod mix;
 use anyhow::Context as _;
 use baton_coordinator::domain::Millis;
 use baton_coordinator::store::{CredentialKind, HistoryFilter, HistoryRead, NewCredential, Seeded, Store};
+use baton_proto::clock::now_ms;
 use sqlx::Connection as _;
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -62,7 +63,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         let mut suffix = [0u8; 3];
         getrandom::fill(&mut suffix).map_err(|e| anyhow::anyhow!("random name: {e}"))?;
-        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+        let secs = baton_proto::clock::unix_seconds();
         let name = format!("baton_bench_history_{secs}_{:02x}{:02x}{:02x}", suffix[0], suffix[1], suffix[2]);
         let mut admin =
             sqlx::PgConnection::connect(&args.database_url).await.context("connecting to --database-url")?;
@@ -82,11 +83,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     outcome?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn now_ms() -> Millis {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    Millis::try_from(since.as_millis()).unwrap_or(Millis::MAX)
 }
 
 async fn measure(args: &Args, url: &str, created: Option<&str>) -> anyhow::Result<()> {

@@ -17,11 +17,7 @@ pub const WAIT_MS: u64 = 20_000;
 /// At most this many polls per execution, whatever the time left.
 const MAX_POLLS: usize = 1_000;
 
-/// Milliseconds since the Unix epoch on this machine's clock.
-pub fn now_ms() -> i64 {
-    let nanos = OffsetDateTime::now_utc().unix_timestamp_nanos();
-    i64::try_from(nanos / 1_000_000).unwrap_or(i64::MAX)
-}
+pub use baton_proto::clock::now_ms;
 
 /// An RFC 3339 field of a view as epoch milliseconds.
 pub fn time_ms(view: &Value, field: &str) -> Option<i64> {

@@ -230,7 +230,7 @@ async fn finished_at(t: &Target, ids: &[String]) -> Result<std::collections::Has
 /// the waiters is then the coordinator's own, and no tool load disturbs the
 /// figures. Their ids.
 async fn start(t: &Arc<Target>, n: usize, c: usize, deadline: Instant) -> Result<Vec<String>, Failure> {
-    let run_at = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let run_at = time::OffsetDateTime::from(baton_proto::clock::now()) + time::Duration::hours(1);
     let run_at = run_at.format(&time::format_description::well_known::Rfc3339).map_err(|_| Failure::Shape("run_at"))?;
     let t2 = t.clone();
     let started = drive(n, c, deadline, move |i| {

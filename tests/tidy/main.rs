@@ -303,3 +303,31 @@ fn no_two_modules_of_a_crate_import_each_other_even_through_others() {
         &problems,
     );
 }
+
+// --- f. One wall clock -------------------------------------------------------
+
+/// The one place that reads the wall clock; everything else asks it.
+const CLOCK: &str = "proto/src/clock.rs";
+
+const WALL_CLOCK_READS: [&str; 2] = ["SystemTime::now", "OffsetDateTime::now_utc"];
+
+#[test]
+fn the_wall_clock_is_read_in_one_place() {
+    let mut problems = Vec::new();
+    for file in rust_files(&SOURCE_DIRS).unwrap_or_else(|e| panic!("{e}")) {
+        let rel = relative(&file);
+        if is_test_file(&file) || rel == CLOCK {
+            continue;
+        }
+        let Some(code) = non_test_code(&read(&file).unwrap_or_else(|e| panic!("{e}"))) else { continue };
+        for read in WALL_CLOCK_READS {
+            problems
+                .extend(find_path(&code, read).into_iter().map(|at| format!("{rel}:{}: {read}", line_of(&code, at))));
+        }
+    }
+    report(
+        "wall-clock reads outside the clock",
+        "Ask baton_proto::clock (now, now_ms, unix_seconds); intervals and timeouts use Instant.",
+        &problems,
+    );
+}

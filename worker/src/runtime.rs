@@ -91,7 +91,7 @@ impl Worker {
         let mut incarnation = [0u8; 6];
         if getrandom::fill(&mut incarnation).is_err() {
             // Unique enough per host: pid and start time.
-            let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            let nanos = baton_proto::clock::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
             incarnation.copy_from_slice(&(nanos ^ u64::from(std::process::id()) << 40).to_le_bytes()[..6]);
         }
         let suffix: String = incarnation.iter().map(|b| format!("{b:02x}")).collect();
@@ -443,7 +443,7 @@ impl Worker {
         // The deadline also stops the tool, even if the coordinator's stop is lost;
         // a small margin lets the coordinator's own verdict normally come first.
         let until_deadline =
-            deadline.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_millis(250);
+            deadline.duration_since(baton_proto::clock::now()).unwrap_or_default() + Duration::from_millis(250);
         let guard = cancel.clone();
         let deadline_timer = self.tasks.spawn("tool deadline", async move {
             tokio::time::sleep(until_deadline).await;

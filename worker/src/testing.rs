@@ -41,7 +41,7 @@ impl TestContext {
         TestContext {
             execution_id: "te_test".into(),
             attempt: 1,
-            deadline: SystemTime::now() + Duration::from_secs(3_600),
+            deadline: baton_proto::clock::now() + Duration::from_secs(3_600),
             cancel: CancellationToken::new(),
             progress: Arc::default(),
         }

@@ -42,9 +42,7 @@ fn mac(secret: &[u8], seconds: u64, nonce: &str, method: &str, digest: &[u8; 32]
     Some(mac)
 }
 
-pub fn unix_seconds() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
+pub use baton_proto::clock::unix_seconds;
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)

@@ -118,9 +118,7 @@ pub fn status_badge(status: ExecutionStatus) -> String {
     format!(r#"<span class="status status-{name}" data-status="{name}">{label}</span>"#)
 }
 
-pub fn now_ms() -> i64 {
-    i64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
-}
+pub use baton_proto::clock::now_ms;
 
 /// `2026-11-30 15:11:03 UTC`.
 pub fn absolute(ms: i64) -> String {

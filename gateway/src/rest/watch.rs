@@ -34,10 +34,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use baton_proto::clock::now_ms;
 use baton_proto::error::ErrorCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// Where sockets are opened.
@@ -87,10 +88,6 @@ impl Delivery {
 /// A wait over its configured limit: 400 naming the limit.
 pub(crate) fn over_limit(e: OverLimit) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, e.to_string())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn seconds_to_ms(s: u64) -> i64 {

@@ -146,7 +146,7 @@ impl<'a> Driver<'a> {
     }
 
     fn remaining(&self) -> Duration {
-        self.deadline.duration_since(SystemTime::now()).unwrap_or_default()
+        self.deadline.duration_since(baton_proto::clock::now()).unwrap_or_default()
     }
 
     /// Relays the remote server's progress (the coordinator throttles what it stores).

@@ -46,7 +46,7 @@ fn stamp(t: OffsetDateTime) -> String {
 pub fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     if getrandom::fill(&mut b).is_err() {
-        let nanos = OffsetDateTime::now_utc().unix_timestamp_nanos();
+        let nanos = OffsetDateTime::from(baton_proto::clock::now()).unix_timestamp_nanos();
         b.iter_mut().enumerate().for_each(|(i, x)| *x = (nanos >> (i % 16 * 8)) as u8);
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -116,7 +116,7 @@ pub struct Tasks {
 impl Tasks {
     pub fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Task>) -> R) -> R {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let now = OffsetDateTime::now_utc();
+        let now = OffsetDateTime::from(baton_proto::clock::now());
         guard.retain(|_, t| !t.terminal() || (now - t.created).whole_milliseconds() < i128::from(t.ttl_ms));
         f(&mut guard)
     }
@@ -129,7 +129,7 @@ impl Tasks {
         Fut: std::future::Future<Output = Outcome> + Send + 'static,
     {
         let id = random_hex(16);
-        let now = OffsetDateTime::now_utc();
+        let now = OffsetDateTime::from(baton_proto::clock::now());
         let task = Task {
             id: id.clone(),
             status: "working",
@@ -167,7 +167,7 @@ impl Tasks {
         self.with(|m| match m.get_mut(id) {
             Some(t) => {
                 f(t);
-                t.updated = OffsetDateTime::now_utc();
+                t.updated = OffsetDateTime::from(baton_proto::clock::now());
                 t.changed.notify_waiters();
                 true
             }
@@ -208,7 +208,7 @@ impl Tasks {
             t.status = "cancelled";
             t.message = Some("The task was cancelled by request.".into());
             t.pending.clear();
-            t.updated = OffsetDateTime::now_utc();
+            t.updated = OffsetDateTime::from(baton_proto::clock::now());
             t.changed.notify_waiters();
             Some(true)
         })
