@@ -438,7 +438,16 @@ impl Worker {
                 protocol_error: true,
             });
         };
-        let input = serde_json::from_str(&a.input_json).unwrap_or(serde_json::Value::Null);
+        // The coordinator sends only input it checked against the tool's
+        // schema; anything else is not run with a stand-in.
+        let Ok(input) = serde_json::from_str(&a.input_json) else {
+            return settlement::Outcome::Error(wpb::ToolError {
+                message: "the assignment's input is not JSON".into(),
+                retryable: false,
+                detail_json: String::new(),
+                protocol_error: true,
+            });
+        };
         let deadline = millis_to_time(a.deadline_ms);
         // The deadline also stops the tool, even if the coordinator's stop is lost;
         // a small margin lets the coordinator's own verdict normally come first.
@@ -544,6 +553,10 @@ mod resend_tests {
     use super::*;
 
     fn worker() -> Arc<Worker> {
+        worker_with(Vec::new())
+    }
+
+    fn worker_with(tools: Vec<Arc<dyn Tool>>) -> Arc<Worker> {
         let options = Options {
             coordinator_url: "http://127.0.0.1:1".into(),
             coordinator_urls: Vec::new(),
@@ -553,7 +566,27 @@ mod resend_tests {
             remote_servers: Vec::new(),
             tls: None,
         };
-        Worker::new(options, Vec::new())
+        Worker::new(options, tools)
+    }
+
+    #[tokio::test]
+    async fn an_assignment_whose_input_is_not_json_never_reaches_the_tool() {
+        let greet: Arc<dyn Tool> = Arc::new(crate::conformance::Greet);
+        let name = greet.spec().name;
+        let worker = worker_with(vec![greet]);
+        let a = wpb::Assignment {
+            execution_id: "te_z".into(),
+            attempt: 1,
+            tool_name: name.clone(),
+            input_json: "{not json".into(),
+            deadline_ms: baton_proto::clock::now_ms() + 60_000,
+            ..Default::default()
+        };
+        match worker.invoke(&a, CancellationToken::new()).await {
+            settlement::Outcome::Error(e) => assert!(e.protocol_error && !e.retryable, "{e:?}"),
+            other => panic!("settled {other:?}"),
+        }
+        assert_eq!(worker.metrics.invocations(&name), 0);
     }
 
     #[tokio::test]

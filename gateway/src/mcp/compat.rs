@@ -212,7 +212,11 @@ async fn list(ctx: &Ctx, args: &Value) -> Outcome {
         Ok(l) => l.unwrap_or(20) as u32,
         Err(refused) => return Ok(Err(refused)),
     };
-    let cursor = args.get("cursor").and_then(Value::as_str).unwrap_or_default();
+    let cursor = match args.get("cursor") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(c)) => c.as_str(),
+        Some(_) => return Ok(Err(refusal("`cursor` must be a string from an earlier page"))),
+    };
     let page = caller.coordinator().list(&caller.bearer, &caller.scope, cursor, limit).await?;
     let items: Vec<Value> = page
         .executions

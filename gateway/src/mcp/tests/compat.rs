@@ -113,6 +113,10 @@ async fn list_provide_and_cancel_work_on_the_callers_executions() {
     assert_eq!(items[0]["state"], "working");
     let bobs = h.modern("bob", "tools/call", json!({"name": "Baton_ListToolExecutions", "arguments": {}}), false).await;
     assert_eq!(bobs.result()["structuredContent"]["executions"], json!([]));
+    // A cursor that is not one is refused, not read as the first page.
+    let bad_cursor = call(&h, "Baton_ListToolExecutions", json!({"cursor": 5})).await;
+    assert_eq!(bad_cursor.result()["isError"], true, "{:?}", bad_cursor.result());
+    assert!(bad_cursor.result().get("structuredContent").and_then(|s| s.get("executions")).is_none());
 
     h.fake.ask(&id, "label", "Which label?");
     let got = call(&h, "Baton_GetToolExecution", json!({"execution_id": id})).await;
