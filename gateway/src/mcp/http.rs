@@ -12,7 +12,7 @@ use super::context::{self, Caller, Ctx, Outgoing, Reply};
 use super::error::RpcError;
 use super::jsonrpc::{self, Message};
 use super::protocol::{Era, server_info};
-use super::session::Terminated;
+use super::session::{Claims, Terminated};
 use super::{guard, legacy, modern, resume, tasks_v1};
 use crate::app::AppState;
 use crate::error::retry_after_secs;
@@ -253,19 +253,10 @@ async fn get_stream(
     if point.done {
         return unverified(&state, &headers, Era::Legacy, None, method_not_allowed).await;
     }
-    let claims = match legacy::claims(&state.options.session_key, &headers, &gateway_id, &terminated) {
-        Ok(c) => c,
-        Err(e) => {
-            return unverified(&state, &headers, Era::Legacy, None, || error_response(Era::Legacy, None, e)).await;
-        }
+    let (claims, caller) = match session_of(&state, &terminated, &gateway_id, &headers).await {
+        Ok(opened) => opened,
+        Err(refused) => return refused,
     };
-    let caller = match Caller::authenticate_in_session(&state, &headers, &gateway_id, Some(&claims.sid)).await {
-        Ok(c) => c,
-        Err(e) => return error_response(Era::Legacy, None, e),
-    };
-    if let Err(e) = legacy::check(&claims, &caller, &headers) {
-        return error_response(Era::Legacy, None, e);
-    }
     let ctx = Ctx {
         caller,
         era: Era::Legacy,
@@ -277,6 +268,27 @@ async fn get_stream(
     let id = point.request_id.clone();
     let stream = crate::telemetry::mcp_operation("tasks/result", &Map::new(), tasks_v1::resume(&ctx, point)).await;
     sse(Era::Legacy, id, stream)
+}
+
+/// The legacy session a GET or DELETE names, opened and checked against its
+/// caller; otherwise the refusal to send (there is no request id to answer).
+async fn session_of(
+    state: &AppState,
+    terminated: &Terminated,
+    gateway_id: &str,
+    headers: &HeaderMap,
+) -> Result<(Claims, Caller), Response> {
+    let claims = match legacy::claims(&state.options.session_key, headers, gateway_id, terminated) {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(unverified(state, headers, Era::Legacy, None, || error_response(Era::Legacy, None, e)).await);
+        }
+    };
+    let caller = Caller::authenticate_in_session(state, headers, gateway_id, Some(&claims.sid))
+        .await
+        .map_err(|e| error_response(Era::Legacy, None, e))?;
+    legacy::check(&claims, &caller, headers).map_err(|e| error_response(Era::Legacy, None, e))?;
+    Ok((claims, caller))
 }
 
 fn method_not_allowed() -> Response {
@@ -299,19 +311,10 @@ async fn delete_session(
         // The stateless era has no session to end.
         return method_not_allowed();
     }
-    let claims = match legacy::claims(&state.options.session_key, &headers, &gateway_id, &terminated) {
-        Ok(c) => c,
-        Err(e) => {
-            return unverified(&state, &headers, Era::Legacy, None, || error_response(Era::Legacy, None, e)).await;
-        }
+    let (claims, caller) = match session_of(&state, &terminated, &gateway_id, &headers).await {
+        Ok(opened) => opened,
+        Err(refused) => return refused,
     };
-    let caller = match Caller::authenticate_in_session(&state, &headers, &gateway_id, Some(&claims.sid)).await {
-        Ok(c) => c,
-        Err(e) => return error_response(Era::Legacy, None, e),
-    };
-    if let Err(e) = legacy::check(&claims, &caller, &headers) {
-        return error_response(Era::Legacy, None, e);
-    }
     if let Err(e) = caller.coordinator().end_mcp_session(&caller.bearer, &claims.sid).await {
         return error_response(Era::Legacy, None, e.into());
     }
