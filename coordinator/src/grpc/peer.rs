@@ -1,7 +1,7 @@
 //! `baton.coordinator.v1.Peer`: another replica asks this one to deliver a stop
 //! or an owner's answer to a worker session held here. Callable only with the
 //! cluster credential (`peer_auth`), never with a worker or gateway token; it
-//! shares the coordinator's port (see ARCHITECTURE.md).
+//! shares the coordinator's port (docs/decisions/0016-peers-share-the-coordinator-s-port.md).
 
 use super::convert;
 use super::peer_auth;

@@ -142,7 +142,7 @@ fn ttl_ms(view: &ExecutionView) -> Value {
 /// 2026-07-28 `ttlMs`, as the product's own example shows it (`ttlMs` 599000
 /// beside a `retentionExpiresAt` a day after creation): the execution's time
 /// to live, from creation to its deadline. How long the record is kept is
-/// `retentionExpiresAt`, a field of its own (ARCHITECTURE.md).
+/// `retentionExpiresAt`, a field of its own (docs/decisions/0005-ttlms-is-the-execution-s-time-to-live.md).
 fn v2_ttl_ms(view: &ExecutionView) -> Value {
     let ttl = view.execution_deadline_ms.saturating_sub(view.created_at_ms);
     if ttl > 0 { ttl.into() } else { Value::Null }
