@@ -204,8 +204,9 @@ class Conn:
                 while True:
                     if time.monotonic() - t0 > REQUEST_TIMEOUT:
                         raise TimeoutError(f"answer still streaming after {REQUEST_TIMEOUT:.0f} s")
-                    if first_event and sse and any(b"data:" in block for block in b"".join(chunks).replace(b"\r\n", b"\n").split(b"\n\n")[:-1]):
-                        # Enough: the first event is in. Hang up, as a client would.
+                    if first_event and sse and any(carries_data(block) for block in b"".join(chunks).replace(b"\r\n", b"\n").split(b"\n\n")[:-1]):
+                        # Enough: the first message is in (a priming event, an id with
+                        # empty data, is not one). Hang up, as a client would.
                         self.close()
                         break
                     size_line = self.rfile.readline(1024)
@@ -1303,18 +1304,25 @@ class Stats:
         self.slowest = []  # (elapsed, case index, category, note)
 
 
+def carries_data(block):
+    """Whether an SSE event block has non-empty data (a priming event has none)."""
+    return any(line.startswith(b"data:") and line[5:].strip() for line in block.split(b"\n"))
+
+
 def sse_messages(body):
+    """The data of each SSE event; events with empty data (priming events, which
+    only carry an id to resume from) are no message."""
     out = []
     data = []
     for line in body.decode("utf-8", "replace").split("\n"):
         line = line.rstrip("\r")
         if line == "":
-            if data:
+            if data and "\n".join(data) != "":
                 out.append("\n".join(data))
-                data = []
+            data = []
         elif line.startswith("data:"):
             data.append(line[5:].lstrip(" ") if line[5:6] == " " else line[5:])
-    if data:
+    if data and "\n".join(data) != "":
         out.append("\n".join(data))
     return out
 
