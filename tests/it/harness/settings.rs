@@ -1,0 +1,44 @@
+//! The knobs of a test cluster.
+
+/// Knobs a test may turn; the rest are fast defaults for tests.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub principal_concurrency: u64,
+    pub project_concurrency: u64,
+    pub organization_concurrency: u64,
+    pub backlog: u64,
+    pub retained_payload_bytes: u64,
+    pub lease_ms: u64,
+    pub owner_loss_grace_ms: u64,
+    /// A Redis of the test's own (to stop it mid-test); the shared one otherwise.
+    pub redis_url: Option<String>,
+    /// A Postgres server of the test's own (to restart it mid-test), as an admin
+    /// URL naming a database to connect to; the shared one otherwise.
+    pub postgres_url: Option<String>,
+    /// Every process exports spans here (OTLP/gRPC).
+    pub otlp_endpoint: Option<String>,
+    /// TLS on every gRPC hop with client certificates required (mTLS): a
+    /// throwaway CA and certificates under the cluster's directory, and
+    /// `https://` coordinator URLs.
+    pub tls: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            principal_concurrency: 10_000,
+            project_concurrency: 10_000,
+            organization_concurrency: 10_000,
+            backlog: 10_000,
+            retained_payload_bytes: 1 << 30,
+            // Generous enough that a loaded CI machine never misses a heartbeat;
+            // tests about owner loss shorten them.
+            lease_ms: 5_000,
+            owner_loss_grace_ms: 5_000,
+            redis_url: None,
+            postgres_url: None,
+            otlp_endpoint: None,
+            tls: false,
+        }
+    }
+}
