@@ -11,6 +11,8 @@
 //! retry carrying the answers gets the task (the same execution). Does not shape tasks (see `task_view`) nor serve the compatibility tools
 //! (see `compat`).
 
+#[cfg(test)]
+mod course_tests;
 mod progress;
 
 use super::compat;
@@ -175,6 +177,50 @@ fn plan_call(
     Ok((def.clone(), plan))
 }
 
+/// What decides how a planned call proceeds, besides the plan.
+#[derive(Clone, Copy, Debug)]
+struct Facts {
+    era: Era,
+    /// The tool may ask for input while it runs.
+    task_time_input: bool,
+    /// 2026-07-28: the request declared the elicitation capability.
+    elicitation: bool,
+    /// The request carries a `requestState` (it answers an MRTR round).
+    retry: bool,
+    /// A foreground budget is configured.
+    budget: bool,
+}
+
+/// How a planned call proceeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Course {
+    /// 2026-07-28, a task-required tool that may ask for input, and a client
+    /// that can answer: the first round may be MRTR, the last is the task.
+    compose: bool,
+    /// The call holds a wait place (refused over a bound before anything starts).
+    waits: bool,
+    /// Input the tool asks for while the caller waits travels as an MRTR
+    /// round (InputRequiredResult, then a retry carrying the answers). A caller
+    /// that would get the compatibility handle takes the round only when it
+    /// declared elicitation; the handle serves the others.
+    mrtr: bool,
+    /// The call waits for its result anyway: start and wait in one coordinator call.
+    call_at_once: bool,
+}
+
+fn course(plan: &Plan, f: Facts) -> Course {
+    let modern = f.era == Era::Modern;
+    let compose = modern && plan.handoff == Handoff::Task && plan.immediate && f.task_time_input && f.elicitation;
+    let waits = (compose && !f.retry) || (!plan.immediate && (f.budget || plan.handoff == Handoff::Wait));
+    let mrtr = modern
+        && match plan.handoff {
+            Handoff::Wait => true,
+            Handoff::Handle => f.elicitation,
+            Handoff::Task => compose,
+        };
+    Course { compose, waits, mrtr, call_at_once: !compose && !plan.immediate && f.budget }
+}
+
 pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
     let caller = &ctx.caller;
     let name = str_param(params, "name").ok_or_else(|| RpcError::invalid_params("`name` must be a string"))?;
@@ -201,27 +247,17 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         }
     };
     let budget = ctx.caller.state.options.foreground_budget;
-    // 2026-07-28, a task-required tool that may ask for input, and a client
-    // that can answer: the first round may be MRTR, the last is the task.
-    let compose = ctx.era == Era::Modern
-        && plan.handoff == Handoff::Task
-        && plan.immediate
-        && def.task_time_input
-        && ctx.declares("elicitation");
-    let retry = params.get("requestState").is_some();
+    let facts = Facts {
+        era: ctx.era,
+        task_time_input: def.task_time_input,
+        elicitation: ctx.declares("elicitation"),
+        retry: params.get("requestState").is_some(),
+        budget: !budget.is_zero(),
+    };
+    let Course { compose, waits, mrtr, call_at_once } = course(&plan, facts);
+    let retry = facts.retry;
     // Refused over a bound before anything starts, so a refusal changes nothing.
-    let waits = (compose && !retry) || (!plan.immediate && (!budget.is_zero() || plan.handoff == Handoff::Wait));
     let place = if waits { Some(ctx.caller.admit_wait()?) } else { None };
-    // 2026-07-28 without a task: input the tool asks for while the caller waits
-    // travels as an MRTR round (InputRequiredResult, then a retry carrying the
-    // answers). A caller that would get the compatibility handle takes the
-    // round only when it declared elicitation; the handle serves the others.
-    let mrtr = ctx.era == Era::Modern
-        && match plan.handoff {
-            Handoff::Wait => true,
-            Handoff::Handle => ctx.declares("elicitation"),
-            Handoff::Task => compose,
-        };
     // A legacy caller's `progressToken`: a call that waits on SSE relays the tool's progress.
     let token = params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number());
     let token = token.filter(|_| ctx.era == Era::Legacy).cloned();
@@ -230,8 +266,7 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
         _ => {
             let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
             let new = NewExecution::new(name, &args, surface);
-            if !compose && !plan.immediate && !budget.is_zero() {
-                // The call waits for its result anyway: start and wait in one coordinator call.
+            if call_at_once {
                 let deadline = Instant::now() + budget;
                 let called = caller
                     .coordinator()
