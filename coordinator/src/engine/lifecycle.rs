@@ -138,18 +138,7 @@ impl Engine {
         id: ExecutionId,
     ) -> Result<Created> {
         let hash = token_hash(authorization)?;
-        for (name, value, max) in [
-            ("user_id", req.user_id.as_str(), 512),
-            ("gateway_id", req.gateway_id.as_str(), 128),
-            ("tool_name", req.tool_name.as_str(), 128),
-            ("Idempotency-Key", req.idempotency_key.as_deref().unwrap_or_default(), 255),
-        ] {
-            if value.len() > max || value.chars().any(char::is_control) {
-                // The caller is authenticated first: a bad credential is 401 whatever the body.
-                self.authenticate(authorization).await?;
-                return Err(Error::Invalid(format!("`{name}` must be at most {max} bytes without control characters")));
-            }
-        }
+        self.refuse_malformed_fields(authorization, &req).await?;
         let (credential, tool, retention) = self
             .start_reads
             .credential_with_tool(hash, &req.project_id, &req.tool_name)
@@ -230,6 +219,37 @@ impl Engine {
                 return Err(Error::Capacity(rejection));
             }
         }
+        self.create_admitted(p, new, &ticket, now).await
+    }
+
+    /// A start whose fields are too long or carry control characters is
+    /// refused, once the caller is authenticated (a bad credential is 401
+    /// whatever the body).
+    async fn refuse_malformed_fields(&self, authorization: Option<&str>, req: &StartRequest) -> Result<()> {
+        for (name, value, max) in [
+            ("user_id", req.user_id.as_str(), 512),
+            ("gateway_id", req.gateway_id.as_str(), 128),
+            ("tool_name", req.tool_name.as_str(), 128),
+            ("Idempotency-Key", req.idempotency_key.as_deref().unwrap_or_default(), 255),
+        ] {
+            if value.len() > max || value.chars().any(char::is_control) {
+                self.authenticate(authorization).await?;
+                return Err(Error::Invalid(format!("`{name}` must be at most {max} bytes without control characters")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates an admitted execution: leased at once to a free session here
+    /// when there is one, else pending for dispatch. Its admission is given
+    /// back when it is not created (an error, or a replay of earlier work).
+    async fn create_admitted(
+        &self,
+        p: &Principal,
+        new: NewExecution,
+        ticket: &Ticket,
+        now: crate::domain::Millis,
+    ) -> Result<Created> {
         let run_at = new.run_at;
         let due_now = run_at.is_none_or(|at| at <= now);
         // A start that finds a free slot of a session here is created leased
@@ -256,7 +276,7 @@ impl Engine {
                 if let Some(session) = &reserved {
                     session.return_slots(1);
                 }
-                let _ = self.admission.withdraw(&ticket, now).await;
+                let _ = self.admission.withdraw(ticket, now).await;
                 return Err(e.into());
             }
         };
@@ -265,7 +285,7 @@ impl Engine {
             session.return_slots(1);
         }
         if created.replayed {
-            let _ = self.admission.withdraw(&ticket, now).await;
+            let _ = self.admission.withdraw(ticket, now).await;
             return Self::replay_for(p, created);
         }
         self.metrics.started(&created.record.surface);
