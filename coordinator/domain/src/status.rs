@@ -104,3 +104,25 @@ mod tests {
         assert_eq!(terminal, [Status::Completed, Status::Failed, Status::Cancelled]);
     }
 }
+
+/// Where an execution was started: its REST route, an MCP task (or a
+/// foreground MCP call), or the MCP compatibility handle. A start that names
+/// none is a REST start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Surface {
+    #[default]
+    Rest,
+    McpNative,
+    McpCompat,
+}
+
+impl Surface {
+    /// The stored spelling (the wire's `Surface` names).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Surface::Rest => "rest",
+            Surface::McpNative => "mcp_native",
+            Surface::McpCompat => "mcp_compat",
+        }
+    }
+}

@@ -9,7 +9,7 @@ use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
 use crate::clock::now_ms;
 use crate::crypto::Field;
-use crate::domain::{Event, ExecutionId, FailureReason, Ignored, Lifetime, Status};
+use crate::domain::{Event, ExecutionId, FailureReason, Ignored, Lifetime, Status, Surface};
 use crate::store::{Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
 use base64::Engine as _;
 use std::sync::atomic::Ordering;
@@ -28,7 +28,7 @@ pub struct StartRequest {
     pub ttl_ms: Option<i64>,
     pub idempotency_key: Option<String>,
     pub request_fingerprint: String,
-    pub surface: &'static str,
+    pub surface: Surface,
 }
 
 /// What the owner reads of a finished execution besides its view.
@@ -157,7 +157,7 @@ impl Engine {
         // Every REST start runs in the background: a tool that forbids that is
         // refused before anything is admitted or created (MCP checks the same
         // policy per call in the gateway, where foreground calls exist).
-        if req.surface == "rest" && tool.background == "forbidden" {
+        if req.surface == Surface::Rest && tool.background == "forbidden" {
             return Err(Error::PolicyRefused(format!(
                 "tool {:?} forbids background execution; call it over MCP without a task",
                 tool.name
@@ -185,7 +185,7 @@ impl Engine {
             toolkit_version: tool.toolkit_version,
             user_id,
             started_by: p.credential_id().to_owned(),
-            surface: req.surface.to_owned(),
+            surface: req.surface.as_str().to_owned(),
             created_at: now,
             run_at: req.run_at_ms,
             execution_deadline: deadlines.execution_deadline,

@@ -31,7 +31,7 @@ async fn started(w: &World) -> String {
         tool_name: "Test.Echo".into(),
         input_json: "{}".into(),
         request_fingerprint: "f".into(),
-        surface: "rest",
+        surface: crate::domain::Surface::Rest,
         ..Default::default()
     };
     w.engine.start(w.bearer().as_deref(), start).await.expect("start").record.id

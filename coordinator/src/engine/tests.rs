@@ -111,7 +111,7 @@ impl World {
             tool_name: tool.into(),
             input_json: r#"{"text":"hi"}"#.into(),
             request_fingerprint: "f".into(),
-            surface: "rest",
+            surface: crate::domain::Surface::Rest,
             ..Default::default()
         };
         let created = self.engine.start(self.bearer().as_deref(), req).await.expect("start");

@@ -51,7 +51,7 @@ async fn view_with_requests(
 }
 
 fn start_request(r: pb::StartExecutionRequest) -> StartRequest {
-    let surface = convert::surface_name(r.surface());
+    let surface = convert::surface(r.surface());
     StartRequest {
         org_id: r.org_id,
         project_id: r.project_id,

@@ -3,7 +3,7 @@
 //! one spelling of every wire enum; the conversions here are enum to enum.
 
 use crate::authz::Principal;
-use crate::domain::{Status, StopReason};
+use crate::domain::{Status, StopReason, Surface};
 use crate::engine::lifecycle::CancelOutcome;
 use crate::engine::messages::MessageKind;
 use crate::store::{ExecutionRecord, ToolRecord};
@@ -11,10 +11,11 @@ use baton_proto::coordinator::v1 as pb;
 use baton_proto::worker::v1 as wpb;
 
 /// The surface a start names; an unspecified one is REST.
-pub fn surface_name(s: pb::Surface) -> &'static str {
+pub fn surface(s: pb::Surface) -> Surface {
     match s {
-        pb::Surface::Unspecified => pb::Surface::Rest.name(),
-        s => s.name(),
+        pb::Surface::Unspecified | pb::Surface::Rest => Surface::Rest,
+        pb::Surface::McpNative => Surface::McpNative,
+        pb::Surface::McpCompat => Surface::McpCompat,
     }
 }
 
@@ -147,6 +148,14 @@ pub fn tool(t: &ToolRecord) -> pb::ToolDefinition {
 mod tests {
     use super::*;
     use crate::store::CredentialKind;
+
+    #[test]
+    fn the_domain_spells_every_surface_as_the_wire_does() {
+        for &s in pb::Surface::ALL {
+            assert_eq!(surface(s).as_str(), s.name());
+        }
+        assert_eq!(surface(pb::Surface::Unspecified), Surface::Rest);
+    }
 
     /// The domain spells statuses for the database; the wire spells them for
     /// REST, MCP and JSON. They must be the same words.

@@ -90,7 +90,7 @@ async fn the_history_shows_every_attempt_and_opens_payloads_for_admins_only() {
         tool_name: "Test.Flaky".into(),
         input_json: r#"{"text":"canary-input"}"#.into(),
         request_fingerprint: "f".into(),
-        surface: "rest",
+        surface: crate::domain::Surface::Rest,
         ..Default::default()
     };
     let id = w.engine.start(w.bearer().as_deref(), start.clone()).await.expect("start").record.id;

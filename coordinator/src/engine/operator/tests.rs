@@ -30,7 +30,7 @@ async fn operators_read_status_payloads_and_cancel_by_permission() {
         tool_name: "Test.Echo".into(),
         input_json: r#"{"text":"operator-canary"}"#.into(),
         request_fingerprint: "f".into(),
-        surface: "rest",
+        surface: crate::domain::Surface::Rest,
         ..Default::default()
     };
     // The tool must exist: register a worker serving it.
