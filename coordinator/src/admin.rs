@@ -5,9 +5,9 @@
 
 use crate::audit::{self, Actor, Record, action, outcome};
 use crate::authz::{Role, generate_token, hash_token};
-use crate::clock::now_ms;
 use crate::domain::id::random_id;
 use crate::store::{self, CredentialKind, NewCredential, Store};
+use baton_proto::clock::now_ms;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

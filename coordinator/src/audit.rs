@@ -6,9 +6,9 @@
 //! gets the uniform not-found and leaves no row there.
 
 use crate::authz::Principal;
-use crate::clock::now_ms;
 use crate::domain::id::random_id;
 use crate::store::{self, AuditEntry, Store};
+use baton_proto::clock::now_ms;
 
 /// How long audit rows are kept: longer than any execution's history, so an
 /// audit period outlives the runs it covers.

@@ -6,7 +6,6 @@ pub mod admin;
 pub mod admission;
 pub mod audit;
 pub mod authz;
-pub mod clock;
 pub mod crypto;
 pub mod engine;
 pub mod grpc;

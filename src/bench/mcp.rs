@@ -192,7 +192,7 @@ pub async fn legacy_result(
     while let Some(chunk) = resp.chunk().await.map_err(|e| Failure::transport(&e))? {
         body.extend_from_slice(&chunk);
         if let Some(answer) = last_sse_message(&body).or_else(|| serde_json::from_slice(&body).ok()) {
-            return Ok(Legacy { answer, received_ms: super::rest::now_ms(), streamed });
+            return Ok(Legacy { answer, received_ms: baton_proto::clock::now_ms(), streamed });
         }
     }
     Err(Failure::Shape("tasks/result ended without an answer"))

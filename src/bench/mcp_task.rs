@@ -55,7 +55,7 @@ async fn one(t: &Target, i: usize, poll: Duration, deadline: Instant) -> Result<
 }
 
 pub async fn run(target: Arc<Target>, s: Settings) -> Outcome {
-    let started_ms = rest::now_ms();
+    let started_ms = baton_proto::clock::now_ms();
     let deadline = Instant::now() + s.max_time;
     let (t, poll) = (target.clone(), s.poll);
     let answers = drive(s.executions, s.concurrency, deadline, move |i| {

@@ -17,8 +17,6 @@ pub const WAIT_MS: u64 = 20_000;
 /// At most this many polls per execution, whatever the time left.
 const MAX_POLLS: usize = 1_000;
 
-pub use baton_proto::clock::now_ms;
-
 /// An RFC 3339 field of a view as epoch milliseconds.
 pub fn time_ms(view: &Value, field: &str) -> Option<i64> {
     let text = view.get(field)?.as_str()?;

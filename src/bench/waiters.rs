@@ -136,7 +136,7 @@ async fn poll(t: &Target, id: &str, parked: &AtomicUsize, deadline: Instant) -> 
         parked.fetch_add(1, Ordering::Relaxed);
         let answer = rest::wait_once(t, id, WAIT_MS).await;
         parked.fetch_sub(1, Ordering::Relaxed);
-        let received_ms = rest::now_ms();
+        let received_ms = baton_proto::clock::now_ms();
         let view = match answer {
             // Shed (an overloaded coordinator, a wait bound): come back, as a good client does.
             Err(Failure::Http { status: 429 | 503, .. }) => {

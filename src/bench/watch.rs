@@ -33,7 +33,7 @@ pub async fn run(offer: &Value, opened: impl FnOnce()) -> Result<Watched, Failur
             Ok(Message::Close(_)) | Err(_) => break,
             Ok(_) => continue,
         };
-        let received_ms = rest::now_ms();
+        let received_ms = baton_proto::clock::now_ms();
         let message: Value = serde_json::from_str(&text).map_err(|_| Failure::Shape("watch message is not JSON"))?;
         match message.get("type").and_then(Value::as_str) {
             Some("execution") if rest::status(&message["execution"]).is_terminal() => {

@@ -25,7 +25,7 @@ async fn receive(
     axum::extract::State(seen): axum::extract::State<Receipts>,
     body: axum::body::Bytes,
 ) -> axum::http::StatusCode {
-    let at = rest::now_ms();
+    let at = baton_proto::clock::now_ms();
     let signal: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let (Some(id), Some(settled)) = (signal["execution_id"].as_str(), rest::time_ms(&signal, "updated_at")) else {
         return axum::http::StatusCode::BAD_REQUEST;

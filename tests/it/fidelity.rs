@@ -112,6 +112,14 @@ impl Mcp {
     }
 }
 
+/// One session key for every gateway of a test: a legacy session opens on any of them.
+fn shared_session_key() -> Result<(&'static str, String)> {
+    use base64::Engine as _;
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key)?;
+    Ok(("BATON_SECURITY__MCP_SESSION_KEY", base64::engine::general_purpose::STANDARD.encode(key)))
+}
+
 /// The JSON-RPC messages of an SSE body.
 fn sse_messages(body: &str) -> Vec<Value> {
     body.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d.trim()).ok()).collect()
@@ -231,11 +239,7 @@ async fn the_retained_payload_bound_counts_results_kept_after_the_work_ended() -
 async fn a_cut_tasks_result_stream_resumes_from_its_last_event_id_on_another_replica() -> Result<()> {
     let mut c = Cluster::new(Settings::default()).await?;
     c.start_coordinator().await?;
-    let mut key = [0u8; 32];
-    getrandom::fill(&mut key)?;
-    // One session key for both gateways: a legacy session opens on either.
-    use base64::Engine as _;
-    let shared = [("BATON_SECURITY__MCP_SESSION_KEY", base64::engine::general_purpose::STANDARD.encode(key))];
+    let shared = [shared_session_key()?];
     c.start_gateway_with(0, &shared).await?;
     c.start_gateway_with(0, &shared).await?;
     c.start_worker(0).await?;
@@ -343,19 +347,12 @@ async fn ttl_ms_is_the_executions_time_to_live_not_its_retention() -> Result<()>
 /// `CreateTaskResult` is never returned before the task exists everywhere).
 #[tokio::test]
 async fn a_task_created_on_one_replica_resolves_at_once_on_another_in_both_dialects() -> Result<()> {
-    use base64::Engine as _;
     use futures_util::StreamExt as _;
     let mut c = Cluster::new(Settings::default()).await?;
     c.start_coordinator().await?;
     c.start_coordinator().await?;
-    let mut key = [0u8; 32];
-    getrandom::fill(&mut key)?;
-    // One session key for both gateways: a legacy session opens on either.
     // No foreground budget: a 2026-07-28 call of an optional tool is a task at once.
-    let shared = [
-        ("BATON_SECURITY__MCP_SESSION_KEY", base64::engine::general_purpose::STANDARD.encode(key)),
-        ("BATON_GATEWAY__FOREGROUND_BUDGET_MS", "0".to_owned()),
-    ];
+    let shared = [shared_session_key()?, ("BATON_GATEWAY__FOREGROUND_BUDGET_MS", "0".to_owned())];
     c.start_gateway_with(0, &shared).await?;
     c.start_gateway_with(1, &shared).await?;
     c.start_worker(0).await?;

@@ -7,8 +7,8 @@
 
 use super::{Engine, Result};
 use crate::authz::{self, Principal, Role, generate_token, hash_token};
-use crate::clock::now_ms;
 use crate::store::Credential;
+use baton_proto::clock::now_ms;
 
 const PREFIX: &str = "bds_";
 /// A session is written back at most this often: the idle clock needs minutes,

@@ -6,9 +6,9 @@
 use super::Engine;
 use super::messages::{Assignment, AttemptRef, Command};
 use super::sessions::Session;
-use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::store::Claimed;
+use baton_proto::clock::now_ms;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -10,10 +10,10 @@
 use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, history::Route};
-use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{FailureReason, Millis, Status};
 use crate::store::{AttemptRecord, EventRecord, ExecutionRecord, HistoryFilter, HistoryRow};
+use baton_proto::clock::now_ms;
 
 /// A page holds at most this many runs.
 pub const MAX_LIMIT: u32 = 1_000;

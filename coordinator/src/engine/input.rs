@@ -8,10 +8,10 @@ use super::messages::{
 };
 use super::sessions::Session;
 use super::{Engine, Error, Result, Scope};
-use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, StopReason};
 use crate::store::{EventData, PublishedRequest};
+use baton_proto::clock::now_ms;
 use serde_json::{Value, json};
 
 impl Engine {

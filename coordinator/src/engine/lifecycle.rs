@@ -7,11 +7,11 @@ use super::{Engine, Error, Result, Scope, token_hash};
 use crate::admission::Ticket;
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
-use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{Event, ExecutionId, FailureReason, Ignored, Lifetime, Status, Surface};
 use crate::store::{Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
 use base64::Engine as _;
+use baton_proto::clock::now_ms;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

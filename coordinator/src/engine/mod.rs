@@ -29,7 +29,7 @@ mod watch;
 pub mod webhooks;
 mod workers;
 
-use crate::clock::now_ms;
+use baton_proto::clock::now_ms;
 pub use bus::Bus;
 pub use creates::Creates;
 pub use reads::Reads;

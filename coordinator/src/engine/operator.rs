@@ -9,11 +9,11 @@ use super::lifecycle::{CancelOutcome, encode_cursor};
 use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal, operator::Route};
-use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::Status;
 use crate::store::ExecutionRecord;
 use base64::Engine as _;
+use baton_proto::clock::now_ms;
 
 /// The largest operator page.
 pub const MAX_LIMIT: u32 = 200;

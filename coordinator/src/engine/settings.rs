@@ -5,9 +5,9 @@
 use super::{Engine, Error, Result, Scope};
 use crate::audit::{self, Actor, Record, action, outcome};
 use crate::authz::{self, Principal, admin::Route};
-use crate::clock::now_ms;
 use crate::domain::Millis;
 use crate::store::{AuditEntry, AuditFilter, RetentionSettings};
+use baton_proto::clock::now_ms;
 
 /// An audit page holds at most this many rows.
 pub const MAX_LIMIT: u32 = 1_000;

@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::admission::Ticket;
 use crate::admission::redis::{Publish, RedisAdmission};
-use crate::clock::now_ms;
+use baton_proto::clock::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
 

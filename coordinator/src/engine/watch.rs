@@ -5,9 +5,9 @@
 //! reconnecting watcher missed, read from the execution's event log.
 
 use super::{Engine, Error, Result, Scope};
-use crate::clock::now_ms;
 use crate::domain::Millis;
 use crate::store::EventRecord;
+use baton_proto::clock::now_ms;
 
 /// The most changes one resume replays; an execution has tens.
 const MAX_REPLAYED: usize = 1_000;

@@ -11,11 +11,11 @@ use super::sessions::{CloseReason, Outbox, Session, SessionIdentity};
 use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
-use crate::clock::now_ms;
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, Outcome, StopReason};
 use crate::options::ToolLimits;
 use crate::store::{self, Applied, EventData, ExecutionRecord, OwnedElsewhere, ToolChange, ToolRecord};
+use baton_proto::clock::now_ms;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 

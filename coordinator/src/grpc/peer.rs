@@ -48,7 +48,7 @@ impl PeerService {
             return Err(Status::permission_denied("peer calls need security.cluster_secret on this coordinator"));
         };
         let presented = req.metadata().get(peer_auth::METADATA_KEY).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if self.seen.verify(secret.as_bytes(), presented, method, digest, peer_auth::unix_seconds()) {
+        if self.seen.verify(secret.as_bytes(), presented, method, digest, baton_proto::clock::unix_seconds()) {
             Ok(())
         } else {
             tracing::warn!("peer call without a valid cluster credential refused");
@@ -135,7 +135,7 @@ impl Peers {
         let secret = self.secret.as_deref()?;
         let mut request = Request::new(body);
         request.set_timeout(CALL_TIMEOUT);
-        let token = peer_auth::token(secret.as_bytes(), peer_auth::unix_seconds(), method, digest);
+        let token = peer_auth::token(secret.as_bytes(), baton_proto::clock::unix_seconds(), method, digest);
         request.metadata_mut().insert(peer_auth::METADATA_KEY, token.parse().ok()?);
         baton_proto::trace::inject(request.metadata_mut());
         Some(request)

@@ -42,8 +42,6 @@ fn mac(secret: &[u8], seconds: u64, nonce: &str, method: &str, digest: &[u8; 32]
     Some(mac)
 }
 
-pub use baton_proto::clock::unix_seconds;
-
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }

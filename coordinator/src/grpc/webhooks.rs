@@ -30,7 +30,7 @@ fn webhook(e: &EndpointRecord) -> pb::Webhook {
         enabled: e.enabled,
         created_at_ms: e.created_at,
         updated_at_ms: e.updated_at,
-        previous_secret_expires_at_ms: e.previous_until.filter(|until| *until > crate::clock::now_ms()),
+        previous_secret_expires_at_ms: e.previous_until.filter(|until| *until > baton_proto::clock::now_ms()),
     }
 }
 

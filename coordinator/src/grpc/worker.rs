@@ -5,13 +5,13 @@
 
 use super::convert::{input_action, message_kind, stop_reason};
 use super::status::to_status;
-use crate::clock::now_ms;
 use crate::engine::messages::{
     AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, Registration, RemoteInputRequest,
     RemoteTaskStarted, Reported, Settlement,
 };
 use crate::engine::{CloseReason, Engine, FromWorker, Session, outbox};
 use crate::store::{ToolMetadata, ToolRecord};
+use baton_proto::clock::now_ms;
 use baton_proto::worker::v1::{
     self as wpb, CoordinatorMessage, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
     worker_session_server::WorkerSession,

@@ -8,10 +8,10 @@
 //! signature. Nothing here touches an execution.
 
 use super::{Options, sign, target};
-use crate::clock::now_ms;
 use crate::crypto::{Field, KeyRing};
 use crate::domain::Millis;
 use crate::store::{AttemptOutcome, ClaimedDelivery, Store};
+use baton_proto::clock::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;

@@ -7,10 +7,10 @@
 
 use super::{EVENT_TYPE, Options, sign, target};
 use crate::audit::{Actor, Record, outcome};
-use crate::clock::now_ms;
 use crate::crypto::{self, Field, KeyRing};
 use crate::domain::id::random_id;
 use crate::store::{self, DeliveryRecord, EndpointRecord, Store};
+use baton_proto::clock::now_ms;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

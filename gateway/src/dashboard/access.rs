@@ -246,7 +246,7 @@ pub async fn viewer(
 /// The session for this project, if the request carries one that opens.
 pub fn session_of(state: &AppState, headers: &HeaderMap, path: &ProjectPath) -> Option<Claims> {
     let token = session::cookie(headers, session::COOKIE)?;
-    let claims = session::open(&state.options.session_key, token, html::now_ms()).ok()?;
+    let claims = session::open(&state.options.session_key, token, baton_proto::clock::now_ms()).ok()?;
     (claims.org_id == path.org_id && claims.project_id == path.project_id).then_some(claims)
 }
 

@@ -118,8 +118,6 @@ pub fn status_badge(status: ExecutionStatus) -> String {
     format!(r#"<span class="status status-{name}" data-status="{name}">{label}</span>"#)
 }
 
-pub use baton_proto::clock::now_ms;
-
 /// `2026-11-30 15:11:03 UTC`.
 pub fn absolute(ms: i64) -> String {
     let format = format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");

@@ -75,7 +75,7 @@ pub async fn list_section(
     };
     let page =
         state.coordinator.history_list(&viewer.bearer, &viewer.scope, &filters.history(), PAGE, filters.offset).await?;
-    let now = html::now_ms();
+    let now = baton_proto::clock::now_ms();
     let rows: String = page.items.iter().map(|i| row(viewer, &filters, i, selected, now)).collect();
     let total = page.total_count;
     let first = u64::from(filters.offset) + 1;
@@ -250,7 +250,7 @@ pub async fn live(
         Ok(p) => p,
         Err(e) => return access::failure_json(&e),
     };
-    let now = html::now_ms();
+    let now = baton_proto::clock::now_ms();
     let rows: Vec<_> = page
         .items
         .iter()

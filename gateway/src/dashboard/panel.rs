@@ -120,7 +120,7 @@ fn or_dash(s: &str) -> String {
 
 /// What the panel re-renders while the run changes.
 fn live_part(viewer: &Viewer, id: &str, d: &pb::HistoryDetail, status: Option<&pb::ExecutionView>) -> String {
-    let now = html::now_ms();
+    let now = baton_proto::clock::now_ms();
     let item = d.item.clone().unwrap_or_default();
     let duration = match (item.started_at_ms, item.finished_at_ms) {
         (Some(s), Some(f)) => html::duration(f - s),

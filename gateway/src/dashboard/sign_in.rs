@@ -161,7 +161,7 @@ pub async fn submit(
                 Ok(opened) => opened,
                 Err(e) => return access::failure_page(&path, &e),
             };
-            let now = html::now_ms();
+            let now = baton_proto::clock::now_ms();
             let lifetime = Duration::from_millis(u64::try_from(opened.expires_at_ms - now).unwrap_or(0));
             let sealed = session::random_token().map_err(|_| ()).and_then(|csrf| {
                 let claims = Claims {

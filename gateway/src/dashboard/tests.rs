@@ -73,7 +73,7 @@ fn session_with(key: &[u8; 32], token: &str, project: &str, csrf: &str) -> Strin
         org_id: "o1".into(),
         project_id: project.into(),
         csrf: csrf.into(),
-        expires_ms: super::html::now_ms() + 60_000,
+        expires_ms: baton_proto::clock::now_ms() + 60_000,
     };
     format!("{}={}", session::COOKIE, session::seal(key, &claims).expect("seal"))
 }

@@ -321,7 +321,12 @@ async fn a_peer_token_seen_on_the_wire_is_good_for_one_call_only() -> Result<()>
     };
     let minted = |r: &DeliverCancelRequest| {
         let fields = [r.worker_id.as_str(), &r.execution_id, &r.attempt.to_string(), &r.reason.to_string()];
-        peer_auth::token(secret.as_bytes(), peer_auth::unix_seconds(), "DeliverCancel", &peer_auth::digest(&fields))
+        peer_auth::token(
+            secret.as_bytes(),
+            baton_proto::clock::unix_seconds(),
+            "DeliverCancel",
+            &peer_auth::digest(&fields),
+        )
     };
     let mut peer = PeerClient::new(crate::worker_trust::channel(&c, 0, None).await?);
     let a = "te_00000000000000000000000001";
