@@ -31,6 +31,7 @@ SETS = {  # name -> values file (chart-testing's ci/ convention)
     "existing-secret": f"{CHART}/ci/existing-secret-values.yaml",
     "tls": f"{CHART}/ci/tls-values.yaml",
     "operations": f"{CHART}/ci/operations-values.yaml",
+    "redis-cluster": f"{CHART}/ci/redis-cluster-values.yaml",
 }
 # Kinds from CRDs (prometheus-operator, Gateway API): kubernetes-validate has no
 # schema for them, so the assertions below check them instead.
@@ -408,6 +409,42 @@ def needed_keys_of_an_existing_secret():
     env = env_of(deployment("tls", "coordinator")["spec"]["template"]["spec"]["containers"][0])
     assert env["BATON_REDIS__URL"]["valueFrom"]["secretKeyRef"]["optional"] is True, "one coordinator: Redis optional"
 check("existing Secret: keys needed by the replica counts are not optional", needed_keys_of_an_existing_secret)
+
+def redis_cluster_wiring():
+    env = env_of(deployment("redis-cluster", "coordinator")["spec"]["template"]["spec"]["containers"][0])
+    assert "BATON_REDIS__URL" not in env, "cluster_nodes and url together are a config error"
+    ref = env["BATON_REDIS__CLUSTER_NODES"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "baton", "key": "redis-cluster-nodes"}, ref  # 3 coordinators: not optional
+    (secret,) = [s for s in objects("redis-cluster", "Secret") if "helm.sh/hook" not in s["metadata"].get("annotations", {})]
+    assert "redis-url" not in secret["stringData"], secret["stringData"].keys()
+    # The env value is YAML to the engine: the JSON string must parse to the seed list.
+    seeds = yaml.safe_load(secret["stringData"]["redis-cluster-nodes"])
+    assert seeds == values("redis-cluster")["secrets"]["redisClusterNodes"] and len(seeds) == 3, seeds
+    one = {**values("redis-cluster"), "coordinator": {"replicas": 1}}
+    co = next(o for o in render_objects(one) if o["kind"] == "Deployment" and o["metadata"]["name"] == "baton-coordinator")
+    ref = env_of(co["spec"]["template"]["spec"]["containers"][0])["BATON_REDIS__CLUSTER_NODES"]["valueFrom"]["secretKeyRef"]
+    assert ref.get("optional") is True, "one coordinator: Redis optional"
+check("redis cluster: seeds from the Secret as BATON_REDIS__CLUSTER_NODES (a JSON list), no BATON_REDIS__URL", redis_cluster_wiring)
+
+def redis_cluster_schema():
+    base = values("redis-cluster")
+    refused({**base, "secrets": {**base["secrets"], "redisUrl": "redis://redis:6379"}}, "'not' failed")
+    refused({**base, "secrets": {**base["secrets"], "redisClusterNodes": ["redis-0:6379"]}}, "redisClusterNodes")
+    two = {"gateway": {"replicas": 1, "autoscaling": {"enabled": False}}, "coordinator": {"replicas": 2}}
+    chart.validate_schema({**two, "secrets": {"redisClusterNodes": ["rediss://r:6380/"], "clusterSecret": "c" * 32}})
+    refused({**base, "coordinator": {"replicas": 2}, "secrets": {**base["secrets"], "clusterSecret": ""}}, "clusterSecret")
+check("schema: redisUrl or redisClusterNodes, never both; seeds are redis:// URLs; >1 coordinator accepts seeds", redis_cluster_schema)
+
+def redis_cluster_existing_secret():
+    objs = render_objects({**values("existing-secret"), "redis": {"cluster": True}})
+    co = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "baton-coordinator")
+    env = env_of(co["spec"]["template"]["spec"]["containers"][0])
+    assert "BATON_REDIS__URL" not in env, list(env)
+    ref = env["BATON_REDIS__CLUSTER_NODES"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "baton-prod", "key": "redis-cluster-nodes"}, ref
+    # The chart's own Secret cannot hold seeds it was not given.
+    refused({**values("default"), "redis": {"cluster": True}}, "redis.cluster")
+check("existing Secret with redis.cluster: coordinators read its redis-cluster-nodes key", redis_cluster_existing_secret)
 
 def per_role_images():
     want = {"gateway": ("registry.example.com/baton/baton:0.1.0-gateway", "IfNotPresent"),

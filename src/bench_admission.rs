@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct Args {
-    pub redis_url: String,
+    pub target: baton_coordinator::redis_link::Target,
     pub decisions: usize,
     pub concurrency: usize,
 }
@@ -31,7 +31,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         backlog: 1_000_000,
         retained_payload_bytes: 1 << 40,
     };
-    let admission = Arc::new(RedisAdmission::connect(&args.redis_url, &prefix, bounds).await?);
+    let admission = Arc::new(RedisAdmission::connect(&args.target, &prefix, bounds).await?);
     // As a coordinator does before serving: until a rebuild, nothing is admitted.
     admission.rebuild_alone(&[], 0, Some(Publish { generation: 1, retained: &[] })).await?;
     let per_task = args.decisions.div_ceil(args.concurrency.max(1));
@@ -45,7 +45,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 for i in 0..per_task {
                     let ticket = Ticket {
                         execution_id: format!("te_bench_{task}_{i}"),
-                        org_id: "org_bench".into(),
+                        // Organizations over several shards, as a cluster spreads them.
+                        org_id: format!("org_bench_{}", task % 8),
                         project_id: format!("prj_bench_{}", task % 4),
                         user_id: format!("user_{}", i % 16),
                         payload_bytes: 256,

@@ -8,7 +8,9 @@ use serde_yaml::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod redis;
 mod webhooks;
+pub use redis::Redis;
 pub use webhooks::WebhooksSection;
 
 #[derive(Debug, thiserror::Error)]
@@ -111,19 +113,6 @@ pub struct Database {
 impl Default for Database {
     fn default() -> Self {
         Database { url: None, max_connections: 32 }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Redis {
-    pub url: Option<String>,
-    pub key_prefix: String,
-}
-
-impl Default for Redis {
-    fn default() -> Self {
-        Redis { url: None, key_prefix: "baton".into() }
     }
 }
 
@@ -334,6 +323,7 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), Error> {
+        self.redis.validate()?;
         let f = &self.features;
         let surfaces_on = f.native_mcp_tasks || f.mcp_tasks_compatibility;
         let bounds: [(&'static str, Option<i64>); 5] = [

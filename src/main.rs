@@ -101,6 +101,9 @@ enum Command {
     BenchAdmission {
         #[arg(long, default_value = "redis://127.0.0.1:6379/")]
         redis_url: String,
+        /// A seed node of a Redis Cluster to measure instead (repeat for more).
+        #[arg(long = "cluster-node")]
+        cluster_nodes: Vec<String>,
         #[arg(short = 'n', long, default_value_t = 50_000)]
         decisions: usize,
         #[arg(short = 'c', long, default_value_t = 64)]
@@ -279,8 +282,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Executions { action } => return Ok(ops_cli::run(action).await),
         Command::Bench(args) => return bench::run(*args).await,
-        Command::BenchAdmission { redis_url, decisions, concurrency } => {
-            bench_admission::run(bench_admission::Args { redis_url, decisions, concurrency }).await?;
+        Command::BenchAdmission { redis_url, cluster_nodes, decisions, concurrency } => {
+            let target = if cluster_nodes.is_empty() {
+                baton_coordinator::redis_link::Target::Node(redis_url)
+            } else {
+                baton_coordinator::redis_link::Target::Cluster(cluster_nodes)
+            };
+            bench_admission::run(bench_admission::Args { target, decisions, concurrency }).await?;
         }
     }
     Ok(ExitCode::SUCCESS)

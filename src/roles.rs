@@ -18,7 +18,7 @@ pub fn coordinator_options(
         advertise_url: c.coordinator.advertise_url.clone().unwrap_or_else(|| format!("{scheme}://{listen_addr}")),
         database_url: c.database_url()?,
         database_max_connections: c.database.max_connections,
-        redis_url: c.redis.url.clone(),
+        redis: c.redis.target(),
         redis_prefix: c.redis.key_prefix.clone(),
         key_ring: Arc::new(c.key_ring()?),
         lifetime: Lifetime { max_ttl_ms: c.executions.max_ttl_ms, retention_ms: c.executions.retention_ms },

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod grpc;
 mod notify;
 pub mod options;
+pub mod redis_link;
 pub mod schema;
 pub mod store;
 pub mod webhooks;
@@ -53,14 +54,14 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         store.migrate().await?;
     }
     store.ping().await?;
-    let bus = match &options.redis_url {
-        Some(url) => Bus::redis(url, &options.redis_prefix, &options.id).await?,
+    let bus = match &options.redis {
+        Some(target) => Bus::redis(target, &options.redis_prefix, &options.id).await?,
         None => Bus::Local,
     };
-    let (admission, cluster_admission): (Arc<dyn Admission>, _) = match &options.redis_url {
-        Some(url) => {
+    let (admission, cluster_admission): (Arc<dyn Admission>, _) = match &options.redis {
+        Some(target) => {
             let redis = Arc::new(
-                admission::redis::RedisAdmission::connect(url, &options.redis_prefix, options.bounds)
+                admission::redis::RedisAdmission::connect(target, &options.redis_prefix, options.bounds)
                     .await
                     .map_err(|e| Error::Admission(e.to_string()))?,
             );

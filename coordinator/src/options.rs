@@ -13,8 +13,9 @@ pub struct Options {
     pub advertise_url: String,
     pub database_url: String,
     pub database_max_connections: u32,
-    /// Cluster mode when set: admission and wake-ups go through Redis.
-    pub redis_url: Option<String>,
+    /// Cluster mode when set: admission and wake-ups go through Redis (one
+    /// node or a Redis Cluster).
+    pub redis: Option<crate::redis_link::Target>,
     pub redis_prefix: String,
     pub key_ring: Arc<KeyRing>,
     pub lifetime: Lifetime,

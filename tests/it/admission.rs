@@ -166,12 +166,16 @@ async fn bounds_hold_again_after_redis_loses_its_keys() {
         redis::cmd("KEYS").arg(format!("{}:*", c.redis_prefix)).query_async(&mut con).await.expect("keys");
     assert!(!keys.is_empty());
     let _: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut con).await.expect("del");
-    // Within the reconcile period the coordinators notice (the epoch key is gone) and rebuild.
-    let epoch = format!("{}:adm:epoch", c.redis_prefix);
+    // Within the reconcile period the coordinators notice (the epoch keys are
+    // gone) and rebuild, publishing an epoch in every shard.
+    let epochs = format!("{}:adm:*:epoch", c.redis_prefix);
     eventually(Duration::from_secs(10), "admission rebuilt", || {
         let mut con = con.clone();
-        let epoch = epoch.clone();
-        async move { Ok(redis::cmd("EXISTS").arg(&epoch).query_async::<bool>(&mut con).await?.then_some(())) }
+        let epochs = epochs.clone();
+        async move {
+            let published: Vec<String> = redis::cmd("KEYS").arg(&epochs).query_async(&mut con).await?;
+            Ok((published.len() == baton_coordinator::admission::redis_keys::SHARDS as usize).then_some(()))
+        }
     })
     .await
     .expect("rebuilt");

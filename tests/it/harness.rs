@@ -214,7 +214,11 @@ impl Cluster {
                 "cluster_secret": format!("{}{}{}{}", random_suffix(), random_suffix(), random_suffix(), random_suffix()),
             },
             "database": {"url": database_url, "max_connections": 4},
-            "redis": {"url": settings.redis_url.clone().unwrap_or_else(redis_url), "key_prefix": redis_prefix},
+            "redis": if settings.redis_cluster_nodes.is_empty() {
+                json!({"url": settings.redis_url.clone().unwrap_or_else(redis_url), "key_prefix": redis_prefix})
+            } else {
+                json!({"cluster_nodes": settings.redis_cluster_nodes, "key_prefix": redis_prefix})
+            },
             "executions": {
                 "lease_ms": settings.lease_ms,
                 "owner_loss_grace_ms": settings.owner_loss_grace_ms,

@@ -25,6 +25,7 @@ mod operator_outcomes;
 mod ops_cli;
 mod remote_mcp;
 mod rest_lifecycle;
+mod scale;
 mod servers;
 mod telemetry;
 mod tls;

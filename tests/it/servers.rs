@@ -3,6 +3,8 @@
 //! temporary directory, on a free port) and a private `redis-server`. The
 //! shared Postgres and Redis on the default ports are never touched here.
 
+pub mod redis_cluster;
+
 use crate::harness::eventually;
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::os::unix::fs::MetadataExt as _;

@@ -109,8 +109,9 @@ async fn memory_backlog_counts_unstarted_executions() {
 async fn redis(bounds: Bounds) -> super::redis::RedisAdmission {
     let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
     let prefix = crate::domain::id::random_id("baton_t_", 64);
-    let a =
-        super::redis::RedisAdmission::connect(&url, &prefix, bounds).await.expect("redis reachable (TEST_REDIS_URL)");
+    let a = super::redis::RedisAdmission::connect(&crate::redis_link::Target::Node(url), &prefix, bounds)
+        .await
+        .expect("redis reachable (TEST_REDIS_URL)");
     // A coordinator rebuilds before it serves; until then nothing is admitted.
     a.rebuild_alone(&[], 0, publish(1)).await.expect("first rebuild");
     a
@@ -283,7 +284,12 @@ async fn a_rebuild_after_a_loss_counts_the_bytes_postgres_retains() {
     // Redis comes back from a snapshot: what it counted may be stale.
     a.pretend_restarted_for_tests(None).await;
     // Postgres retains k1's 90 bytes; the project "gone" retains nothing any more.
-    let retained = [RetainedBytes { project_id: "pk".into(), bucket: retention_bucket(10_000_000), bytes: 90 }];
+    let retained = [RetainedBytes {
+        org_id: "org".into(),
+        project_id: "pk".into(),
+        bucket: retention_bucket(10_000_000),
+        bytes: 90,
+    }];
     let publish = super::redis::Publish { generation: 2, retained: &retained };
     a.rebuild_alone(&[], 20, Some(publish)).await.expect("rebuild");
     let r = a.admit(&ticket("k2", "pk", "u2", 20), 30).await.expect("admit").expect_err("bytes retained");

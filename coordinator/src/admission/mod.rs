@@ -13,10 +13,12 @@
 //! transition they become everything the record keeps. Bytes are held per
 //! retention hour (`retention_bucket`), so a project's total drops as hours
 //! pass without a record per execution. Admitting the same id twice counts once.
-//! Two implementations: `memory` (one process, `baton dev`) and `redis` (cluster).
+//! Two implementations: `memory` (one process, `baton dev`) and `redis` (a
+//! Redis node or a Redis Cluster, shared by every coordinator).
 
 pub mod memory;
 pub mod redis;
+pub mod redis_keys;
 mod redis_scripts;
 
 #[cfg(test)]
@@ -89,6 +91,7 @@ pub fn retention_bucket(retained_until_ms: i64) -> i64 {
 /// starts the byte totals from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetainedBytes {
+    pub org_id: String,
     pub project_id: String,
     pub bucket: i64,
     pub bytes: u64,

@@ -4,27 +4,31 @@
 //! script checks every scope and adds the id to all of them in one atomic step,
 //! or names the full scope; admitting an id twice is a no-op. Retained payload
 //! bytes are a per-project counter kept in step with a hash of per-id sizes.
+//! The keys of one decision share a hash tag (`redis_keys`), so the same
+//! scripts run on one node and on a Redis Cluster.
 //!
 //! Redis is not the truth: `rebuild` re-derives every set from Postgres (at start,
-//! periodically, and when the epoch key shows Redis lost writes: it is gone
+//! periodically, and when an epoch key shows Redis lost writes: it is gone
 //! after a flush or an empty restart, and it names another server run after a
 //! restart from a snapshot or append-only file, or a failover to a replica).
-//! If Redis is unreachable, admission fails closed. The epoch key holds the
+//! Each shard has its own epoch, on the node that holds the shard's slot, so a
+//! cluster failover that loses one master's recent writes is seen there.
+//! If Redis is unreachable, admission fails closed. The epoch keys hold the
 //! admission generation (store/fence.rs): an admission answers the generation
 //! it was granted under, and its create is inserted only while Postgres still
-//! holds it. One rebuild runs at a time, under a lock whose token every write
-//! of the rebuild checks: a flush deletes the lock, so a rebuild that straddles
-//! a flush writes nothing more and never publishes an epoch.
-//!
-//! All keys of one decision share the prefix; a Redis Cluster deployment would
-//! need hash tags (not supported yet).
+//! holds it. One rebuild runs at a time, under a lock in every shard whose
+//! token every write of the rebuild checks: a flush deletes the lock, so a
+//! rebuild that straddles a flush writes nothing more and never publishes an
+//! epoch there.
 
+use super::redis_keys::{SHARDS, Shard, shard_of};
 use super::redis_scripts::{ADMIT, EPOCH, FENCED, LOCK, PUBLISH, READD, RELEASE, RETAINED, UNLOCK, script};
 use super::{Admission, Admitted, Bounds, Error, Rejection, RetainedBytes, Scope, Ticket, retry_after_from_hold};
+use crate::redis_link::{Link, Target};
 use redis::Script;
-use redis::aio::ConnectionManager;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use tokio::sync::Notify;
 
 /// How long a released execution's tombstone outlives it: longer than any
 /// rebuild takes from reading its snapshot to writing it back.
@@ -46,13 +50,14 @@ pub struct Publish<'a> {
     pub retained: &'a [RetainedBytes],
 }
 
-/// The right to write a rebuild, held by one replica at a time.
+/// The right to write a rebuild, held by one replica at a time: the lock of
+/// every shard, each the random token and the run of the node it was taken on.
 pub struct RebuildLock {
-    token: String,
+    held: Vec<String>,
 }
 
 pub struct RedisAdmission {
-    con: ConnectionManager,
+    con: Link,
     prefix: String,
     bounds: Bounds,
     admit: Script,
@@ -66,6 +71,9 @@ pub struct RedisAdmission {
     retained: Script,
     /// Average hold time per scope kind, observed on this replica's releases.
     avg_hold_ms: Mutex<HashMap<Scope, f64>>,
+    /// Woken when an admission finds a shard that lost its state, so the
+    /// rebuild starts at once rather than on the next look.
+    lost: Notify,
 }
 
 fn lost_lock() -> Error {
@@ -79,16 +87,20 @@ fn unavailable(e: redis::RedisError) -> Error {
     Error::Unavailable(e.to_string())
 }
 
+fn shards(prefix: &str) -> impl Iterator<Item = (usize, Shard)> + '_ {
+    (0..SHARDS).map(move |n| (n as usize, Shard::new(prefix, n)))
+}
+
 impl RedisAdmission {
-    pub async fn connect(url: &str, prefix: &str, bounds: Bounds) -> Result<Self, Error> {
-        let client = redis::Client::open(url).map_err(unavailable)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
-            .set_response_timeout(Some(std::time::Duration::from_secs(2)));
-        let con = ConnectionManager::new_with_config(client, config).await.map_err(unavailable)?;
+    pub async fn connect(target: &Target, prefix: &str, bounds: Bounds) -> Result<Self, Error> {
+        if prefix.contains(['{', '}']) {
+            // A brace would make the prefix the hash tag of every key.
+            return Err(Error::Unavailable("the redis key prefix may not contain '{' or '}'".into()));
+        }
+        let con = Link::connect(target).await.map_err(unavailable)?;
         Ok(RedisAdmission {
             con,
-            prefix: format!("{prefix}:adm"),
+            prefix: prefix.to_owned(),
             bounds,
             admit: script(ADMIT),
             release: script(RELEASE),
@@ -100,31 +112,18 @@ impl RedisAdmission {
             epoch: script(EPOCH),
             retained: script(RETAINED),
             avg_hold_ms: Mutex::new(HashMap::new()),
+            lost: Notify::new(),
         })
     }
 
-    fn keys(&self, t: &Ticket) -> [String; 9] {
-        let p = &self.prefix;
-        let [due, total, open, hour] = self.retained_keys(&t.project_id);
-        [
-            format!("{p}:principal:{}:{}", t.project_id, t.user_id),
-            format!("{p}:project:{}", t.project_id),
-            format!("{p}:org:{}", t.org_id),
-            format!("{p}:backlog:{}", t.project_id),
-            due,
-            total,
-            open,
-            format!("{p}:e:{}", t.execution_id),
-            hour,
-        ]
+    fn shard(&self, org_id: &str) -> (usize, Shard) {
+        let n = shard_of(org_id);
+        (n as usize, Shard::new(&self.prefix, n))
     }
 
-    /// A project's retained bytes: the retention hours still counted (a set
-    /// scored by the hour), the total, the bytes each open execution holds,
-    /// and the bytes per hour.
-    fn retained_keys(&self, project_id: &str) -> [String; 4] {
-        let p = &self.prefix;
-        ["due", "total", "open", "hour"].map(|k| format!("{p}:retained-{k}:{project_id}"))
+    /// Resolves when an admission found a shard that lost its state.
+    pub async fn loss_seen(&self) {
+        self.lost.notified().await
     }
 
     /// Runs the release script in `mode` (`backlog`, `all` or `withdraw`);
@@ -132,7 +131,7 @@ impl RedisAdmission {
     async fn run_release(&self, t: &Ticket, mode: &str) -> Result<Option<i64>, Error> {
         let mut con = self.con.clone();
         let mut inv = self.release.prepare_invoke();
-        for k in self.keys(t) {
+        for k in self.shard(&t.org_id).1.ticket_keys(t) {
             inv.key(k);
         }
         inv.arg(&t.execution_id).arg(mode).arg(TOMBSTONE_MS);
@@ -142,26 +141,10 @@ impl RedisAdmission {
 
     /// Whether `id` was admitted less than `RECENT_ADMISSION_MS` ago: its row
     /// may not be committed yet, so a rebuild must not drop it.
-    async fn admitted_recently(&self, con: &mut ConnectionManager, id: &str, now_ms: i64) -> Result<bool, Error> {
-        let admitted_at: Option<i64> = redis::cmd("HGET")
-            .arg(format!("{}:e:{id}", self.prefix))
-            .arg("admitted_at")
-            .query_async(con)
-            .await
-            .map_err(unavailable)?;
+    async fn admitted_recently(&self, con: &mut Link, shard: &Shard, id: &str, now_ms: i64) -> Result<bool, Error> {
+        let admitted_at: Option<i64> =
+            redis::cmd("HGET").arg(shard.meta(id)).arg("admitted_at").query_async(con).await.map_err(unavailable)?;
         Ok(admitted_at.is_some_and(|at| now_ms - at < RECENT_ADMISSION_MS))
-    }
-
-    fn epoch_key(&self) -> String {
-        format!("{}:epoch", self.prefix)
-    }
-
-    fn epoch_run_key(&self) -> String {
-        format!("{}:epoch-run", self.prefix)
-    }
-
-    fn lock_key(&self) -> String {
-        format!("{}:rebuild-lock", self.prefix)
     }
 
     fn observe(&self, held_ms: f64) {
@@ -175,59 +158,81 @@ impl RedisAdmission {
         }
     }
 
-    /// The generation the last rebuild published; None when Redis may have
-    /// lost admissions since: a flush, a restart (empty, or from a snapshot or
-    /// its append-only file), a failover to a replica.
+    /// The generation the last rebuild published, when every shard holds it;
+    /// None when Redis may have lost admissions since in any shard: a flush,
+    /// a restart (empty, or from a snapshot or its append-only file), a
+    /// failover to a replica.
     pub async fn epoch(&self) -> Result<Option<i64>, Error> {
-        let mut con = self.con.clone();
-        let value: Option<String> = self
-            .epoch
-            .key(self.epoch_key())
-            .key(self.epoch_run_key())
-            .invoke_async(&mut con)
-            .await
-            .map_err(unavailable)?;
-        // A value this version cannot read counts as lost: the rebuild replaces it.
-        Ok(value.and_then(|v| v.parse().ok()))
+        let looks = shards(&self.prefix).map(|(_, shard)| {
+            let mut con = self.con.clone();
+            async move {
+                let value: Option<String> = self
+                    .epoch
+                    .key(shard.epoch())
+                    .key(shard.epoch_run())
+                    .invoke_async(&mut con)
+                    .await
+                    .map_err(unavailable)?;
+                // A value this version cannot read counts as lost: the rebuild replaces it.
+                Ok::<_, Error>(value.and_then(|v| v.parse::<i64>().ok()))
+            }
+        });
+        let epochs = futures_util::future::try_join_all(looks).await?;
+        let first = epochs.first().copied().flatten();
+        Ok(first.filter(|g| epochs.iter().all(|e| *e == Some(*g))))
     }
 
-    /// Takes the rebuild lock; None while another replica holds it.
+    /// Takes the rebuild lock of every shard, in order; None while another
+    /// replica holds one of them (then none is kept).
     pub async fn lock_rebuild(&self) -> Result<Option<RebuildLock>, Error> {
         let mut con = self.con.clone();
         let token = crate::domain::id::random_id("rb_", 96);
-        let taken: Option<String> = self
-            .lock
-            .key(self.lock_key())
-            .arg(&token)
-            .arg(REBUILD_LOCK_MS)
-            .invoke_async(&mut con)
-            .await
-            .map_err(unavailable)?;
-        Ok(taken.map(|token| RebuildLock { token }))
+        let mut held = Vec::with_capacity(SHARDS as usize);
+        for (_, shard) in shards(&self.prefix) {
+            let taken: Result<Option<String>, Error> = self
+                .lock
+                .key(shard.lock())
+                .arg(&token)
+                .arg(REBUILD_LOCK_MS)
+                .invoke_async(&mut con)
+                .await
+                .map_err(unavailable);
+            match taken {
+                Ok(Some(value)) => held.push(value),
+                Ok(None) | Err(_) => {
+                    self.unlock_rebuild(RebuildLock { held }).await;
+                    return taken.map(|_| None);
+                }
+            }
+        }
+        Ok(Some(RebuildLock { held }))
     }
 
-    /// Gives the lock back, unless it was lost meanwhile (then it is another's).
+    /// Gives the locks back, unless lost meanwhile (then they are another's).
     pub async fn unlock_rebuild(&self, lock: RebuildLock) {
         let mut con = self.con.clone();
-        let unlocked: Result<i64, _> = self.unlock.key(self.lock_key()).arg(&lock.token).invoke_async(&mut con).await;
-        if let Err(e) = unlocked {
-            // It expires on its own.
-            tracing::warn!(error = %e, "admission rebuild lock not released");
+        for ((_, shard), value) in shards(&self.prefix).zip(&lock.held) {
+            let unlocked: Result<i64, _> = self.unlock.key(shard.lock()).arg(value).invoke_async(&mut con).await;
+            if let Err(e) = unlocked {
+                // It expires on its own.
+                tracing::warn!(error = %e, "admission rebuild lock not released");
+            }
         }
     }
 
-    /// `command key args…` as a write of the rebuild holding `lock`; an error
-    /// once the lock is lost (a flush, or the rebuild outlived it).
+    /// `command key args…` as a write of the rebuild holding `lock` on the
+    /// key's shard; an error once the lock is lost (a flush, or the rebuild
+    /// outlived it).
     async fn write_fenced(
         &self,
-        con: &mut ConnectionManager,
-        lock: &RebuildLock,
+        con: &mut Link,
+        (shard, held): (&Shard, &str),
         command: &str,
         key: &str,
         args: &[&str],
     ) -> Result<(), Error> {
         let mut inv = self.fenced.prepare_invoke();
-        inv.key(self.lock_key()).key(key).arg(&lock.token).arg(command);
+        inv.key(shard.lock()).key(key).arg(held).arg(command);
         for a in args {
             inv.arg(*a);
         }
@@ -240,9 +245,9 @@ impl RedisAdmission {
     /// members Redis holds that are not open are removed unless admitted in
     /// the last `RECENT_ADMISSION_MS`. With `publish`, after Redis lost its
     /// state, the retained bytes are set from Postgres' and the rebuild ends
-    /// by writing the generation to the epoch key, which opens admission
-    /// again. (Byte totals are left alone otherwise: their truth is a scan
-    /// of every retained record, too heavy to run every period.)
+    /// by writing the generation to every shard's epoch key, which opens
+    /// admission again. (Byte totals are left alone otherwise: their truth is
+    /// a scan of every retained record, too heavy to run every period.)
     pub async fn rebuild(
         &self,
         lock: &RebuildLock,
@@ -252,51 +257,24 @@ impl RedisAdmission {
     ) -> Result<RebuildReport, Error> {
         let mut con = self.con.clone();
         let mut report = RebuildReport::default();
-        let live: std::collections::HashSet<&str> = open.iter().map(|(t, _)| t.execution_id.as_str()).collect();
-        // Remove stale members from every scope set we know of.
-        let pattern = format!("{}:*", self.prefix);
-        let mut keys: Vec<String> = Vec::new();
-        {
-            let mut iter: redis::AsyncIter<String> = redis::cmd("SCAN")
-                .cursor_arg(0)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .clone()
-                .iter_async(&mut con)
-                .await
-                .map_err(unavailable)?;
-            while let Some(k) = futures_util::StreamExt::next(&mut iter).await {
-                keys.push(k.map_err(unavailable)?);
-            }
-        }
-        for key in keys.iter().filter(|k| {
-            ["principal", "project", "org", "backlog"].iter().any(|s| k.starts_with(&format!("{}:{s}:", self.prefix)))
-        }) {
-            let members: Vec<String> =
-                redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).query_async(&mut con).await.map_err(unavailable)?;
-            for id in members {
-                if live.contains(id.as_str()) {
-                    continue;
-                }
-                if self.admitted_recently(&mut con, id.as_str(), now_ms).await? {
-                    continue;
-                }
-                self.write_fenced(&mut con, lock, "ZREM", key, &[&id]).await?;
-                report.removed += 1;
-            }
+        let live: HashSet<&str> = open.iter().map(|(t, _)| t.execution_id.as_str()).collect();
+        let held = |n: usize| lock.held.get(n).map(String::as_str).ok_or_else(lost_lock);
+        let mut indexed: Vec<Vec<String>> = Vec::with_capacity(SHARDS as usize);
+        for (n, shard) in shards(&self.prefix) {
+            let keys = self.prune_shard(&mut con, (&shard, held(n)?), &live, now_ms, &mut report).await?;
+            indexed.push(keys);
         }
         // Re-add every open execution (idempotent), bypassing the bounds: it was
         // admitted once. One released since the snapshot was read stays out.
         for (t, started) in open {
+            let (n, shard) = self.shard(&t.org_id);
             let mut inv = self.readd.prepare_invoke();
-            for k in self.keys(t) {
+            for k in shard.ticket_keys(t) {
                 inv.key(k);
             }
-            inv.key(self.lock_key());
+            inv.key(shard.lock()).key(shard.index());
             inv.arg(&t.execution_id).arg(t.expires_at_ms).arg(t.payload_bytes).arg(if *started { "1" } else { "0" });
-            inv.arg(&lock.token);
+            inv.arg(held(n)?);
             let added: i64 = inv.invoke_async(&mut con).await.map_err(unavailable)?;
             match added {
                 0 => report.skipped_released += 1,
@@ -304,54 +282,106 @@ impl RedisAdmission {
                 _ => {}
             }
         }
-        // What each open execution holds: forgotten for those no longer open.
-        let open_prefix = format!("{}:retained-open:", self.prefix);
-        for key in keys.iter().filter(|k| k.starts_with(&open_prefix)) {
-            let ids: Vec<String> = redis::cmd("HKEYS").arg(key).query_async(&mut con).await.map_err(unavailable)?;
-            for id in ids.iter().filter(|id| !live.contains(id.as_str())) {
-                if !self.admitted_recently(&mut con, id.as_str(), now_ms).await? {
-                    self.write_fenced(&mut con, lock, "HDEL", key, &[id]).await?;
+        if let Some(p) = publish {
+            self.publish(&mut con, lock, p, &indexed).await?;
+        }
+        report.open = open.len();
+        Ok(report)
+    }
+
+    /// One shard's part of a rebuild before the open executions are added
+    /// back: members no open execution names are removed from the scope sets
+    /// and from what open executions hold, and keys that are gone leave the
+    /// index. Answers the keys the index still names.
+    async fn prune_shard(
+        &self,
+        con: &mut Link,
+        (shard, held): (&Shard, &str),
+        live: &HashSet<&str>,
+        now_ms: i64,
+        report: &mut RebuildReport,
+    ) -> Result<Vec<String>, Error> {
+        let index = shard.index();
+        let keys: Vec<String> = redis::cmd("SMEMBERS").arg(&index).query_async(con).await.map_err(unavailable)?;
+        let mut kept = Vec::with_capacity(keys.len());
+        for key in keys {
+            let members: Vec<String> = if shard.is_scope_set(&key) {
+                redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).query_async(con).await.map_err(unavailable)?
+            } else if shard.is_retained_open(&key) {
+                redis::cmd("HKEYS").arg(&key).query_async(con).await.map_err(unavailable)?
+            } else {
+                Vec::new()
+            };
+            let remove = if shard.is_scope_set(&key) { "ZREM" } else { "HDEL" };
+            for id in members.iter().filter(|id| !live.contains(id.as_str())) {
+                if self.admitted_recently(con, shard, id, now_ms).await? {
+                    continue;
                 }
+                self.write_fenced(con, (shard, held), remove, &key, &[id]).await?;
+                if remove == "ZREM" {
+                    report.removed += 1;
+                }
+            }
+            let exists: bool = redis::cmd("EXISTS").arg(&key).query_async(con).await.map_err(unavailable)?;
+            if exists {
+                kept.push(key);
+            } else {
+                self.write_fenced(con, (shard, held), "SREM", &index, &[&key]).await?;
             }
         }
-        if let Some(p) = publish {
-            let mut by_project: HashMap<&str, Vec<(i64, u64)>> = HashMap::new();
-            for r in p.retained {
-                by_project.entry(r.project_id.as_str()).or_default().push((r.bucket, r.bytes));
+        Ok(kept)
+    }
+
+    /// The end of a rebuild after a loss: each project's retained bytes as
+    /// Postgres holds them (zero for projects Redis counted that retain
+    /// nothing now), then the generation in every shard.
+    async fn publish(
+        &self,
+        con: &mut Link,
+        lock: &RebuildLock,
+        p: Publish<'_>,
+        indexed: &[Vec<String>],
+    ) -> Result<(), Error> {
+        // Per (shard, project), the hours Postgres retains bytes in.
+        let mut by_project: HashMap<(usize, &str), Vec<(i64, u64)>> = HashMap::new();
+        for r in p.retained {
+            by_project.entry((self.shard(&r.org_id).0, r.project_id.as_str())).or_default().push((r.bucket, r.bytes));
+        }
+        for ((n, shard), keys) in shards(&self.prefix).zip(indexed) {
+            for project in keys.iter().filter_map(|k| shard.project_of_total(k)) {
+                by_project.entry((n, project)).or_default();
             }
-            // Projects Redis counts bytes for that retain nothing now start from zero.
-            let total_prefix = format!("{}:retained-total:", self.prefix);
-            for project in keys.iter().filter_map(|k| k.strip_prefix(&total_prefix)) {
-                by_project.entry(project).or_default();
+        }
+        for ((n, project), hours) in by_project {
+            let shard = Shard::new(&self.prefix, n as u32);
+            let [due, total, _, hour] = shard.retained(project);
+            let mut inv = self.retained.prepare_invoke();
+            inv.key(shard.lock()).key(hour).key(due).key(total).key(shard.index());
+            inv.arg(lock.held.get(n).ok_or_else(lost_lock)?);
+            for (bucket, bytes) in hours {
+                inv.arg(bucket).arg(bytes);
             }
-            for (project, hours) in by_project {
-                let [due, total, _, hour] = self.retained_keys(project);
-                let mut inv = self.retained.prepare_invoke();
-                inv.key(self.lock_key()).key(hour).key(due).key(total).arg(&lock.token);
-                for (bucket, bytes) in hours {
-                    inv.arg(bucket).arg(bytes);
-                }
-                let written: i64 = inv.invoke_async(&mut con).await.map_err(unavailable)?;
-                if written < 0 {
-                    return Err(lost_lock());
-                }
+            let written: i64 = inv.invoke_async(con).await.map_err(unavailable)?;
+            if written < 0 {
+                return Err(lost_lock());
             }
+        }
+        for ((_, shard), held) in shards(&self.prefix).zip(&lock.held) {
             let published: i64 = self
                 .publish
-                .key(self.lock_key())
-                .key(self.epoch_key())
-                .key(self.epoch_run_key())
-                .arg(&lock.token)
+                .key(shard.lock())
+                .key(shard.epoch())
+                .key(shard.epoch_run())
+                .arg(held)
                 .arg(p.generation)
-                .invoke_async(&mut con)
+                .invoke_async(con)
                 .await
                 .map_err(unavailable)?;
             if published < 0 {
                 return Err(lost_lock());
             }
         }
-        report.open = open.len();
-        Ok(report)
+        Ok(())
     }
 
     /// A whole rebuild under the lock, publishing `publish` when given: what
@@ -387,12 +417,18 @@ impl RedisAdmission {
     pub async fn pretend_restarted_for_tests(&self, lock: Option<&RebuildLock>) -> Option<RebuildLock> {
         let mut con = self.con.clone();
         let other_run = "0".repeat(40);
-        let _: Result<(), _> = redis::cmd("SET").arg(self.epoch_run_key()).arg(&other_run).query_async(&mut con).await;
+        for (_, shard) in shards(&self.prefix) {
+            let _: Result<(), _> = redis::cmd("SET").arg(shard.epoch_run()).arg(&other_run).query_async(&mut con).await;
+        }
         let lock = lock?;
-        let (token, _) = lock.token.rsplit_once(':')?;
-        let restored = format!("{token}:{other_run}");
-        let _: Result<(), _> = redis::cmd("SET").arg(self.lock_key()).arg(&restored).query_async(&mut con).await;
-        Some(RebuildLock { token: restored })
+        let mut held = Vec::new();
+        for ((_, shard), value) in shards(&self.prefix).zip(&lock.held) {
+            let (token, _) = value.rsplit_once(':')?;
+            let restored = format!("{token}:{other_run}");
+            let _: Result<(), _> = redis::cmd("SET").arg(shard.lock()).arg(&restored).query_async(&mut con).await;
+            held.push(restored);
+        }
+        Some(RebuildLock { held })
     }
 }
 
@@ -410,10 +446,11 @@ impl Admission for RedisAdmission {
         let b = &self.bounds;
         let mut con = self.con.clone();
         let mut inv = self.admit.prepare_invoke();
-        for k in self.keys(t) {
+        let (_, shard) = self.shard(&t.org_id);
+        for k in shard.ticket_keys(t) {
             inv.key(k);
         }
-        inv.key(self.epoch_key()).key(self.epoch_run_key());
+        inv.key(shard.epoch()).key(shard.epoch_run()).key(shard.index());
         let meta_ttl = (t.expires_at_ms - now_ms).max(1_000);
         inv.arg(&t.execution_id).arg(now_ms).arg(t.expires_at_ms).arg(t.payload_bytes);
         inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);
@@ -427,6 +464,7 @@ impl Admission for RedisAdmission {
         }
         let scope = match answer.as_str() {
             "rebuilding" => {
+                self.lost.notify_one();
                 return Err(Error::Unavailable("admission state is being rebuilt from the database".into()));
             }
             "principal" => Scope::Principal,

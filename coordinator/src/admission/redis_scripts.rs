@@ -6,7 +6,7 @@ use redis::Script;
 
 pub(super) const ADMIT: &str = r#"
 -- KEYS: 1 principal, 2 project, 3 org, 4 backlog, 5 retained-due, 6 retained-total, 7 retained-open,
--- 8 meta, 9 retained-hour, 10 epoch, 11 epoch-run
+-- 8 meta, 9 retained-hour, 10 epoch, 11 epoch-run, 12 the shard's index of keys
 -- ARGV: 1 id, 2 now, 3 expires_at, 4 payload bytes, 5..9 bounds (principal, project, org, backlog, bytes),
 -- 10 meta ttl ms, 11 retention bucket
 local id, now = ARGV[1], tonumber(ARGV[2])
@@ -37,6 +37,7 @@ local bytes = tonumber(ARGV[4])
 local total = tonumber(redis.call('GET', KEYS[6]) or '0')
 if total + bytes > tonumber(ARGV[9]) then return 'retained_payload_bytes' end
 for i = 1, 4 do redis.call('ZADD', KEYS[i], ARGV[3], id) end
+redis.call('SADD', KEYS[12], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
 redis.call('HSET', KEYS[7], id, bytes)
 redis.call('HINCRBY', KEYS[9], ARGV[11], bytes)
 redis.call('ZADD', KEYS[5], ARGV[11], ARGV[11])
@@ -77,7 +78,7 @@ return at
 "#;
 
 pub(super) const READD: &str = r#"
--- KEYS: as ADMIT (1..9), 10 the rebuild lock; ARGV: 1 id, 2 expires_at, 3 payload bytes,
+-- KEYS: as ADMIT (1..9), 10 the rebuild lock, 11 the shard's index of keys; ARGV: 1 id, 2 expires_at, 3 payload bytes,
 -- 4 started ('1' or '0'), 5 the rebuild's lock token
 -- A rebuild adding back an open execution, bypassing the bounds (it was
 -- admitted once), unless it was released since the snapshot was read.
@@ -91,13 +92,14 @@ else
   redis.call('ZADD', KEYS[4], 'NX', ARGV[2], id)
 end
 redis.call('HSETNX', KEYS[7], id, ARGV[3])
+redis.call('SADD', KEYS[11], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
 return 1
 "#;
 
 /// A project's retained bytes as Postgres holds them, written by a rebuild
 /// after a loss in place of whatever Redis kept.
 pub(super) const RETAINED: &str = r#"
--- KEYS: 1 the rebuild lock, 2 retained-hour, 3 retained-due, 4 retained-total;
+-- KEYS: 1 the rebuild lock, 2 retained-hour, 3 retained-due, 4 retained-total, 5 the shard's index;
 -- ARGV: 1 lock token, then pairs of (retention bucket, bytes)
 if not HOLDS(KEYS[1], ARGV[1]) then return -1 end
 redis.call('DEL', KEYS[2], KEYS[3])
@@ -108,6 +110,7 @@ for i = 2, #ARGV, 2 do
   total = total + tonumber(ARGV[i + 1])
 end
 redis.call('SET', KEYS[4], total)
+redis.call('SADD', KEYS[5], KEYS[4])
 return 1
 "#;
 

@@ -1,5 +1,6 @@
 //! Cross-replica signals over Redis pub/sub: "execution changed" (wakes long
-//! polls) and "work pending" (wakes dispatchers). Without Redis (`baton dev`)
+//! polls) and "work pending" (wakes dispatchers). On a Redis Cluster classic
+//! pub/sub is forwarded to every node, so a subscriber on any node hears all. Without Redis (`baton dev`)
 //! signals stay in-process. Signals are hints; losing one costs latency (the
 //! dispatcher ticks, waiters time out), never correctness. Publishing never
 //! waits for Redis: signals are queued and sent in batches (one message per
@@ -8,8 +9,8 @@
 
 use super::coalesce;
 use crate::notify::Changes;
+use crate::redis_link::{Link, Target};
 use futures_util::StreamExt;
-use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
@@ -27,7 +28,7 @@ pub enum Bus {
 #[derive(Clone)]
 pub struct RedisBus {
     outbox: mpsc::Sender<Signal>,
-    client: redis::Client,
+    target: Target,
     prefix: String,
     /// Names this replica: signals it published itself were already delivered
     /// locally and are skipped when they come back.
@@ -46,15 +47,19 @@ enum Signal {
 }
 
 impl Bus {
-    pub async fn redis(url: &str, prefix: &str, origin: &str) -> Result<Self, redis::RedisError> {
-        let client = redis::Client::open(url)?;
-        let publisher = ConnectionManager::new(client.clone()).await?;
+    pub async fn redis(target: &Target, prefix: &str, origin: &str) -> Result<Self, redis::RedisError> {
+        let publisher = Link::connect(target).await?;
         let (changed, wake) = Self::channels(prefix);
         let from = origin.to_owned();
         let outbox = coalesce::spawn(MAX_BATCH, move |batch| {
             publish(publisher.clone(), (changed.clone(), wake.clone()), from.clone(), batch)
         });
-        Ok(Bus::Redis(Box::new(RedisBus { outbox, client, prefix: prefix.to_owned(), origin: origin.to_owned() })))
+        Ok(Bus::Redis(Box::new(RedisBus {
+            outbox,
+            target: target.clone(),
+            prefix: prefix.to_owned(),
+            origin: origin.to_owned(),
+        })))
     }
 
     fn channels(prefix: &str) -> (String, String) {
@@ -80,16 +85,11 @@ impl Bus {
     /// Listens for other replicas' signals until shutdown, reconnecting with backoff.
     pub async fn listen(self, changes: Changes, wake: Arc<Notify>, shutdown: CancellationToken) {
         let Bus::Redis(bus) = self else { return };
-        let RedisBus { client, prefix, origin, .. } = *bus;
+        let RedisBus { target, prefix, origin, .. } = *bus;
         let (changed, wake_channel) = Self::channels(&prefix);
         let mut backoff = Duration::from_millis(100);
         while !shutdown.is_cancelled() {
-            let subscribed = async {
-                let mut pubsub = client.get_async_pubsub().await?;
-                pubsub.subscribe(&[&changed, &wake_channel]).await?;
-                Ok::<_, redis::RedisError>(pubsub)
-            }
-            .await;
+            let subscribed = crate::redis_link::subscribe(&target, &[&changed, &wake_channel]).await;
             match subscribed {
                 Ok(mut pubsub) => {
                     backoff = Duration::from_millis(100);
@@ -131,7 +131,7 @@ impl Bus {
 }
 
 /// Sends one batch of queued signals: at most one message per channel.
-async fn publish(mut con: ConnectionManager, (changed, wake): (String, String), origin: String, batch: Vec<Signal>) {
+async fn publish(mut con: Link, (changed, wake): (String, String), origin: String, batch: Vec<Signal>) {
     let mut ids = Vec::new();
     let mut woken = false;
     for signal in batch {
@@ -165,8 +165,9 @@ mod tests {
     async fn a_burst_of_signals_wakes_each_waiter_on_another_replica() {
         let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
         let prefix = format!("bt_bus_{}", crate::domain::ExecutionId::generate());
-        let a = Bus::redis(&url, &prefix, "a").await.expect("redis reachable (TEST_REDIS_URL)");
-        let b = Bus::redis(&url, &prefix, "b").await.expect("redis");
+        let target = Target::Node(url);
+        let a = Bus::redis(&target, &prefix, "a").await.expect("redis reachable (TEST_REDIS_URL)");
+        let b = Bus::redis(&target, &prefix, "b").await.expect("redis");
         let (changes, wake, shutdown) = (Changes::default(), Arc::new(Notify::new()), CancellationToken::new());
         let mut subscribed = pin!(wake.notified());
         subscribed.as_mut().enable();

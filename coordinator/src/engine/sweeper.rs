@@ -57,10 +57,10 @@ pub async fn run(engine: Arc<Engine>) {
 }
 
 /// Keeps Redis admission equal to the durable truth: a rebuild before the
-/// coordinator serves, every `admission_rebuild_ms`, and as soon as the epoch
-/// key is gone (a flush or an empty restarted Redis; until the rebuild is done,
-/// admission refuses with 503). Safe on every replica at once: one rebuilds at
-/// a time, the others try again on their next look.
+/// coordinator serves, every `admission_rebuild_ms`, and as soon as a shard's
+/// epoch shows a loss (a flush, a restarted Redis, a failover; until the
+/// rebuild is done, admission refuses with 503). Safe on every replica at
+/// once: one rebuilds at a time, the others try again on their next look.
 pub async fn reconcile_admission(engine: Arc<Engine>) {
     let Some(redis) = engine.cluster_admission.clone() else { return };
     let period = Duration::from_millis(engine.options.admission_rebuild_ms.max(1_000));
@@ -68,8 +68,11 @@ pub async fn reconcile_admission(engine: Arc<Engine>) {
     loop {
         tokio::select! {
             _ = engine.shutdown.cancelled() => return,
-            // Redis may lose its state at any moment: look often, it is one GET.
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            // An admission refused because its shard lost its state: at once.
+            _ = redis.loss_seen() => {}
+            // Otherwise look once a second (one small script per shard), so
+            // the bounds are whole again before the next burst arrives.
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
         let due = last.is_none_or(|t| t.elapsed() >= period);
         let flushed = matches!(redis.epoch().await, Ok(None));

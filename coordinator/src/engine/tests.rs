@@ -63,7 +63,7 @@ impl World {
             advertise_url: "http://127.0.0.1:1".into(),
             database_url: String::new(),
             database_max_connections: 1,
-            redis_url: None,
+            redis: None,
             redis_prefix: String::new(),
             key_ring: Arc::new(ring),
             lifetime: Lifetime { max_ttl_ms: 3_600_000, retention_ms: 3_600_000 },

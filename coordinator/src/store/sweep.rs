@@ -78,9 +78,9 @@ impl Store {
     pub async fn retained_bytes(&self, now: Millis) -> Result<Vec<crate::admission::RetainedBytes>> {
         // The hour's end in SQL, as `retention_bucket` computes it (times are positive).
         let rows = sqlx::query(
-            "SELECT project_id, (retention_expires_at / 3600000 + 1) * 3600000 AS bucket, \
+            "SELECT org_id, project_id, (retention_expires_at / 3600000 + 1) * 3600000 AS bucket, \
              CAST(SUM(payload_bytes) AS BIGINT) AS bytes FROM executions WHERE retention_expires_at > $1 \
-             GROUP BY project_id, bucket",
+             GROUP BY org_id, project_id, bucket",
         )
         .bind(now)
         .fetch_all(&self.pool)
@@ -89,6 +89,7 @@ impl Store {
             .map(|r| {
                 let bytes: i64 = r.try_get("bytes")?;
                 Ok(crate::admission::RetainedBytes {
+                    org_id: r.try_get("org_id")?,
                     project_id: r.try_get("project_id")?,
                     bucket: r.try_get("bucket")?,
                     bytes: u64::try_from(bytes).unwrap_or(0),

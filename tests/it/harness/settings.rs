@@ -12,6 +12,8 @@ pub struct Settings {
     pub owner_loss_grace_ms: u64,
     /// A Redis of the test's own (to stop it mid-test); the shared one otherwise.
     pub redis_url: Option<String>,
+    /// Seed nodes of a Redis Cluster of the test's own, in place of any URL.
+    pub redis_cluster_nodes: Vec<String>,
     /// A Postgres server of the test's own (to restart it mid-test), as an admin
     /// URL naming a database to connect to; the shared one otherwise.
     pub postgres_url: Option<String>,
@@ -36,6 +38,7 @@ impl Default for Settings {
             lease_ms: 5_000,
             owner_loss_grace_ms: 5_000,
             redis_url: None,
+            redis_cluster_nodes: Vec::new(),
             postgres_url: None,
             otlp_endpoint: None,
             tls: false,

@@ -44,6 +44,15 @@ imagePullPolicy: {{ $img.pullPolicy | default "IfNotPresent" }}
 {{- gt (int .Values.coordinator.replicas) 1 -}}
 {{- end -}}
 
+{{/* "true" when coordinators use a Redis Cluster: they get redis.cluster_nodes, not redis.url. */}}
+{{- define "baton.redisCluster" -}}
+{{- $s := .Values.secrets -}}
+{{- if and .Values.redis.cluster (not $s.existingSecret) (not $s.redisClusterNodes) -}}
+{{- fail "redis.cluster needs secrets.redisClusterNodes (or secrets.existingSecret holding redis-cluster-nodes)" -}}
+{{- end -}}
+{{- or (.Values.redis.cluster | default false) (not (empty $s.redisClusterNodes)) -}}
+{{- end -}}
+
 {{/*
 The shared extraEnv, then the role's. Call with (list $ "gateway").
 */}}
