@@ -446,6 +446,44 @@ def redis_cluster_existing_secret():
     refused({**values("default"), "redis": {"cluster": True}}, "redis.cluster")
 check("existing Secret with redis.cluster: coordinators read its redis-cluster-nodes key", redis_cluster_existing_secret)
 
+REPLICA_ENV = "BATON_DATABASE__READ_REPLICA_URL"
+
+def read_replica_wiring():
+    # Coordinators only, always optional: a Secret without the key means no replica.
+    for set_name, secret_name in (("redis-cluster", "baton"), ("default", "baton"), ("existing-secret", "baton-prod")):
+        env = env_of(deployment(set_name, "coordinator")["spec"]["template"]["spec"]["containers"][0])
+        ref = env[REPLICA_ENV]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": secret_name, "key": "read-replica-url", "optional": True}, (set_name, ref)
+        for component in ("gateway", "worker"):
+            other = env_of(deployment(set_name, component)["spec"]["template"]["spec"]["containers"][0])
+            assert REPLICA_ENV not in other, f"{set_name}/{component}"
+        (job,) = objects(set_name, "Job")
+        assert REPLICA_ENV not in env_of(job["spec"]["template"]["spec"]["containers"][0]), f"{set_name}/migrate"
+    (secret,) = [s for s in objects("redis-cluster", "Secret") if "helm.sh/hook" not in s["metadata"].get("annotations", {})]
+    assert secret["stringData"]["read-replica-url"] == values("redis-cluster")["secrets"]["readReplicaUrl"]
+    hook = next(s for s in objects("redis-cluster", "Secret") if s["metadata"]["name"] == "baton-migrate")
+    assert set(hook["stringData"]) == {"database-url"}, hook["stringData"].keys()
+    default_secret = next(s for s in objects("default", "Secret") if s["metadata"]["name"] == "baton")
+    assert "read-replica-url" not in default_secret["stringData"]
+    # The bound is config; the URL (it may carry a password) never is.
+    for set_name, lag in (("redis-cluster", 3000), ("default", 5000)):
+        db = engine_config(set_name)["database"]
+        assert db.get("read_replica_max_lag_ms") == lag and type(db["read_replica_max_lag_ms"]) is int, (set_name, db)
+        assert "read_replica_url" not in db, db
+check("read replica: coordinators (only) get BATON_DATABASE__READ_REPLICA_URL from read-replica-url, optional; lag bound in the config", read_replica_wiring)
+
+def read_replica_schema():
+    base = values("redis-cluster")
+    refused({**base, "secrets": {**base["secrets"], "readReplicaUrl": "mysql://baton:pw@replica:3306/baton"}}, "readReplicaUrl")
+    refused({**base, "database": {"readReplicaMaxLagMs": 0}}, "readReplicaMaxLagMs")
+    refused({**base, "database": {"readReplicaMaxLagMs": "3000"}}, "readReplicaMaxLagMs")
+    refused({**base, "database": {"readReplicaMaxLag": 3000}}, "readReplicaMaxLag")  # typo
+    # The engine reads a replica of a postgres:// primary only.
+    refused({**base, "secrets": {**base["secrets"], "databaseUrl": "sqlite:///var/lib/baton/baton.db"}}, "databaseUrl")
+    chart.validate_schema({"secrets": {"readReplicaUrl": "postgresql://r/baton", "databaseUrl": "postgresql://p/baton"}})
+    chart.validate_schema({"secrets": {"readReplicaUrl": "", "databaseUrl": "sqlite:///var/lib/baton/baton.db"}})
+check("schema: readReplicaUrl is empty or postgres(ql)://, with a postgres primary; readReplicaMaxLagMs a positive integer", read_replica_schema)
+
 def per_role_images():
     want = {"gateway": ("registry.example.com/baton/baton:0.1.0-gateway", "IfNotPresent"),
             "coordinator": ("registry.example.com/baton/coordinator:0.1.0", "Always"),
@@ -630,8 +668,11 @@ def engine_accepts_rendered_config():
         path = os.path.join(OUT, f"{set_name}.engine.yaml")
         with open(path, "w") as f:
             yaml.safe_dump(engine_config(set_name), f)
+        own = next((s["stringData"] for s in objects(set_name, "Secret") if s["metadata"]["name"] == "baton"), {})
+        # The replica URL as the Secret gives it (validated against the postgres primary above).
+        set_env = {**env, **({REPLICA_ENV: own["read-replica-url"]} if "read-replica-url" in own else {})}
         for role, *extra in ROLES:
-            accepts(role, path, extra, env)
+            accepts(role, path, extra, set_env)
     for role, *extra in ROLES:
         accepts(role, f"deploy/examples/{role}.yaml", extra)
 

@@ -8,8 +8,10 @@ use serde_yaml::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod database;
 mod redis;
 mod webhooks;
+pub use database::Database;
 pub use redis::Redis;
 pub use webhooks::WebhooksSection;
 
@@ -100,19 +102,6 @@ impl std::fmt::Debug for Security {
             .field("mcp_session_key", &shown(&self.mcp_session_key))
             .field("cluster_secret", &shown(&self.cluster_secret))
             .finish()
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Database {
-    pub url: Option<String>,
-    pub max_connections: u32,
-}
-
-impl Default for Database {
-    fn default() -> Self {
-        Database { url: None, max_connections: 32 }
     }
 }
 
@@ -324,6 +313,7 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), Error> {
         self.redis.validate()?;
+        self.database.validate()?;
         let f = &self.features;
         let surfaces_on = f.native_mcp_tasks || f.mcp_tasks_compatibility;
         let bounds: [(&'static str, Option<i64>); 5] = [

@@ -18,6 +18,8 @@ pub fn coordinator_options(
         advertise_url: c.coordinator.advertise_url.clone().unwrap_or_else(|| format!("{scheme}://{listen_addr}")),
         database_url: c.database_url()?,
         database_max_connections: c.database.max_connections,
+        read_replica_url: c.database.read_replica_url.clone(),
+        read_replica_max_lag_ms: c.database.read_replica_max_lag_ms,
         redis: c.redis.target(),
         redis_prefix: c.redis.key_prefix.clone(),
         key_ring: Arc::new(c.key_ring()?),

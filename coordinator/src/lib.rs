@@ -49,9 +49,12 @@ pub enum Error {
 
 /// Builds the engine: connects the store (migrating if asked), admission and the bus.
 pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc<Engine>, Error> {
-    let store = store::Store::connect(&options.database_url, options.database_max_connections).await?;
+    let mut store = store::Store::connect(&options.database_url, options.database_max_connections).await?;
     if options.migrate {
         store.migrate().await?;
+    }
+    if let Some(url) = &options.read_replica_url {
+        store = store.with_read_replica(url, options.database_max_connections, options.read_replica_max_lag_ms)?;
     }
     store.ping().await?;
     let bus = match &options.redis {

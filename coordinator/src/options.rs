@@ -13,6 +13,10 @@ pub struct Options {
     pub advertise_url: String,
     pub database_url: String,
     pub database_max_connections: u32,
+    /// A streaming replica of the database for the heavy reads (history,
+    /// audit log), used while it is at most `read_replica_max_lag_ms` behind.
+    pub read_replica_url: Option<String>,
+    pub read_replica_max_lag_ms: i64,
     /// Cluster mode when set: admission and wake-ups go through Redis (one
     /// node or a Redis Cluster).
     pub redis: Option<crate::redis_link::Target>,

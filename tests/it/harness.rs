@@ -226,6 +226,13 @@ impl Cluster {
                 "poll_interval_ms": 500,
             },
         });
+        if let Some(replica) = &settings.read_replica_url {
+            // The replica has every database of its primary, this test's too.
+            let (replica_prefix, _) =
+                replica.rsplit_once('/').ok_or_else(|| anyhow!("replica url needs a database"))?;
+            config["database"]["read_replica_url"] = json!(format!("{replica_prefix}/{db}"));
+            config["database"]["read_replica_max_lag_ms"] = json!(settings.read_replica_max_lag_ms);
+        }
         if let Some(t) = &tls {
             // Coordinators serve with the server certificate and require client
             // certificates; gateways and workers override cert/key with theirs.

@@ -121,3 +121,100 @@ async fn scale_a_redis_master_failover_that_loses_writes_refuses_then_rebuilds_a
     assert_eq!(c.scalar(OPEN).await.expect("count"), 4, "nothing admitted over the bound");
     redis.wait_healthy().await.expect("the cluster serves every slot again");
 }
+
+/// The history list's ids, through the project's history route.
+async fn history_ids(rest: &crate::harness::Rest) -> Vec<String> {
+    let r = rest.get("/tool_executions?limit=1000").await.expect("history");
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    r.json()["items"].as_array().into_iter().flatten().filter_map(|i| i["id"].as_str().map(str::to_owned)).collect()
+}
+
+#[tokio::test]
+async fn scale_history_reads_a_fresh_replica_and_falls_back_to_the_primary() {
+    use crate::servers::PrivatePostgres;
+    use crate::telemetry::{metrics_addr, sample, scrape};
+    let dir = std::env::temp_dir().join(format!("baton-scale-replica-{}", crate::harness::random_suffix()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let primary = PrivatePostgres::start(&dir).await.expect("primary");
+    let replica = primary.start_replica(&dir).await.expect("streaming replica");
+    let settings = Settings {
+        postgres_url: Some(primary.url()),
+        read_replica_url: Some(replica.url()),
+        read_replica_max_lag_ms: 8_000,
+        ..Settings::default()
+    };
+    let mut c = Cluster::new(settings).await.expect("cluster");
+    c.start_coordinator_with(&[("BATON_TELEMETRY__METRICS_ADDR", "127.0.0.1:0".to_owned())])
+        .await
+        .expect("coordinator");
+    c.start_gateway(0).await.expect("gateway");
+    c.start_worker(0).await.expect("worker");
+    let metrics = metrics_addr(&c.coordinators[0].log).expect("coordinator metrics");
+    let reads =
+        |text: &str, target: &str| sample(text, "baton_history_reads_total", &[&format!("target=\"{target}\"")]);
+    let alice = c.rest(0, &c.id.user_token);
+    let admin = c.rest(0, &c.id.admin_key);
+    let start = || async {
+        let r = alice.start("Demo.Echo", json!({"text": "x"}), None).await.expect("start");
+        assert_eq!(r.status, 202, "{:?}", r.json());
+        let id = r.json()["execution_id"].as_str().expect("id").to_owned();
+        alice.until_terminal(&id, Duration::from_secs(20)).await.expect("terminal");
+        id
+    };
+    // Caught up: the history is read from the replica.
+    let first = start().await;
+    let seen = crate::harness::eventually(Duration::from_secs(20), "the replica has the run", || async {
+        Ok(history_ids(&admin).await.contains(&first).then_some(()))
+    })
+    .await;
+    assert!(seen.is_ok(), "{first} never reached the history");
+    let text = scrape(&c.http, &metrics).await.expect("scrape");
+    assert!(reads(&text, "replica").is_some_and(|n| n >= 1.0), "no read served by the replica:\n{text}");
+
+    // Replay stops: within the bound the history is the replica's (without the
+    // new run), while the owner's own lifecycle reads see it at once.
+    let mut admin_db = sqlx_connect(&replica.url()).await;
+    let _ = sqlx::query("SELECT pg_wal_replay_pause()").execute(&mut admin_db).await.expect("pause replay");
+    let second = start().await;
+    assert!(!history_ids(&admin).await.contains(&second), "read from the primary while the replica was fresh");
+    // A run's page never shows a timeline behind its status: it is read again from the primary.
+    let detail = admin.get(&format!("/tool_executions/{second}")).await.expect("detail").json();
+    let timeline = detail["timeline"].as_array().cloned().unwrap_or_default();
+    assert_eq!(timeline.last().map(|e| e["status"].clone()), Some(json!("completed")), "{detail}");
+    // Past the bound: the primary answers, and the metric says so.
+    let back = crate::harness::eventually(Duration::from_secs(30), "history from the primary", || async {
+        Ok(history_ids(&admin).await.contains(&second).then_some(()))
+    })
+    .await;
+    assert!(back.is_ok(), "the history never fell back to the primary");
+    let text = scrape(&c.http, &metrics).await.expect("scrape");
+    assert!(reads(&text, "primary").is_some_and(|n| n >= 1.0), "no read served by the primary:\n{text}");
+    let lag = sample(&text, "baton_read_replica_lag_seconds", &[]).expect("lag gauge");
+    assert!(lag > 8.0, "lag {lag}");
+
+    // The replica goes away: history keeps answering from the primary.
+    let _ = sqlx::query("SELECT pg_wal_replay_resume()").execute(&mut admin_db).await.expect("resume replay");
+    drop(admin_db);
+    replica.stop().await.expect("stop replica");
+    let third = start().await;
+    assert!(history_ids(&admin).await.contains(&third));
+    let count = admin.get("/tool_executions/count").await.expect("count");
+    assert_eq!(count.json()["count"], 3, "{:?}", count.json());
+
+    // Back and caught up: the replica serves the history again.
+    replica.start_again().await.expect("restart replica");
+    let before = reads(&scrape(&c.http, &metrics).await.expect("scrape"), "replica").unwrap_or(0.0);
+    let again = crate::harness::eventually(Duration::from_secs(30), "the replica in use again", || async {
+        let ids = history_ids(&admin).await;
+        assert!(ids.contains(&third), "a read lost the newest run");
+        let now = reads(&scrape(&c.http, &metrics).await?, "replica").unwrap_or(0.0);
+        Ok((now > before).then_some(()))
+    })
+    .await;
+    assert!(again.is_ok(), "the replica was never read again after its restart");
+}
+
+async fn sqlx_connect(url: &str) -> sqlx::PgConnection {
+    use sqlx::Connection as _;
+    sqlx::PgConnection::connect(url).await.expect("connect")
+}

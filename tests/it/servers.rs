@@ -19,7 +19,9 @@ pub fn free_port() -> Result<u16> {
 }
 
 /// The installed PostgreSQL's `bin` directory: `BATON_PG_BIN`, else the
-/// directory of an `initdb` on `PATH`, else the newest `/usr/lib/postgresql/*/bin`.
+/// directory of an `initdb` on `PATH` (where a link leads: a link beside
+/// `initdb` need not bring `pg_basebackup`), else the newest
+/// `/usr/lib/postgresql/*/bin`.
 fn pg_bin_dir() -> Result<PathBuf> {
     if let Ok(dir) = std::env::var("BATON_PG_BIN") {
         return Ok(PathBuf::from(dir));
@@ -27,7 +29,8 @@ fn pg_bin_dir() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             if dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() {
-                return Ok(dir);
+                let initdb = std::fs::canonicalize(dir.join("initdb"))?;
+                return Ok(initdb.parent().map_or(dir, Path::to_path_buf));
             }
         }
     }
@@ -57,8 +60,27 @@ pub struct PrivatePostgres {
 
 impl PrivatePostgres {
     pub async fn start(parent: &Path) -> Result<PrivatePostgres> {
+        let pg = PrivatePostgres::at(parent.join("postgres"))?;
+        let data = pg.data();
+        let out = pg
+            .command("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .output()
+            .await?;
+        if !out.status.success() {
+            bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        pg.pg_ctl(&["-o", &pg.options(), "start"]).await?;
+        pg.wait_ready().await?;
+        Ok(pg)
+    }
+
+    /// A server's home at `home` (not yet initialized), owned by the user the
+    /// server will run as.
+    fn at(home: PathBuf) -> Result<PrivatePostgres> {
         let bin = pg_bin_dir()?;
-        let home = parent.join("postgres");
         std::fs::create_dir_all(&home)?;
         let root = std::fs::metadata("/proc/self")?.uid() == 0;
         let run_as = if root {
@@ -74,23 +96,42 @@ impl PrivatePostgres {
         } else {
             None
         };
-        let pg = PrivatePostgres { bin, log: home.join("server.log"), home, port: free_port()?, run_as };
-        let data = pg.data();
-        let out = pg
-            .command("initdb")
+        Ok(PrivatePostgres { bin, log: home.join("server.log"), home, port: free_port()?, run_as })
+    }
+
+    fn options(&self) -> String {
+        format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200", self.port, self.home.display())
+    }
+
+    /// A streaming replica of this server (`pg_basebackup -R`: it follows the
+    /// primary's WAL and answers reads), on a port of its own.
+    pub async fn start_replica(&self, parent: &Path) -> Result<PrivatePostgres> {
+        let replica = PrivatePostgres::at(parent.join("postgres-replica"))?;
+        let out = replica
+            .command("pg_basebackup")
             .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .arg(replica.data())
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-R", "-X", "stream"])
+            .arg("--no-sync")
             .output()
             .await?;
         if !out.status.success() {
-            bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!("pg_basebackup failed: {}", String::from_utf8_lossy(&out.stderr));
         }
-        let options =
-            format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200", pg.port, pg.home.display());
-        pg.pg_ctl(&["-o", &options, "start"]).await?;
-        pg.wait_ready().await?;
-        Ok(pg)
+        replica.pg_ctl(&["-o", &replica.options(), "start"]).await?;
+        replica.wait_ready().await?;
+        Ok(replica)
+    }
+
+    /// `pg_ctl stop -m fast`: the server is gone once this returns.
+    pub async fn stop(&self) -> Result<()> {
+        self.pg_ctl(&["-m", "fast", "stop"]).await
+    }
+
+    /// Starts a stopped server again on its port.
+    pub async fn start_again(&self) -> Result<()> {
+        self.pg_ctl(&["-o", &self.options(), "start"]).await?;
+        self.wait_ready().await
     }
 
     fn data(&self) -> PathBuf {

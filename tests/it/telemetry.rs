@@ -29,7 +29,7 @@ pub(crate) async fn scrape(http: &reqwest::Client, addr: &str) -> Result<String>
 }
 
 /// The value of the first sample of `name` whose labels contain every one of `labels`.
-fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+pub(crate) fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
     text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
         let (series, value) = l.rsplit_once(' ')?;
         let matches = (series == name || series.starts_with(&format!("{name}{{")))

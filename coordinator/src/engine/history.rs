@@ -237,8 +237,14 @@ impl Engine {
             }
             _ => return Err(authz::Error::NotFound.into()),
         };
-        let timeline = self.store.list_events(id).await?;
-        let attempts = self.store.list_attempts(id).await?;
+        // The replica may be behind the record just read from the primary: a
+        // timeline that has not reached the record's status is read again there.
+        let mut timeline = self.store.history_events(id).await?;
+        let mut attempts = self.store.history_attempts(id).await?;
+        if timeline.last().map(|e| e.status.as_str()) != Some(record.status().as_str()) {
+            timeline = self.store.list_events(id).await?;
+            attempts = self.store.list_attempts(id).await?;
+        }
         let attempts = attempts
             .into_iter()
             .map(|a| self.attempt_view(&record.id, a, &timeline, reveal.outputs))

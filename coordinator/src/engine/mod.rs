@@ -198,6 +198,7 @@ impl Engine {
         ));
         self.tasks.spawn(sweeper::run(self.clone()));
         self.tasks.spawn(sweeper::reconcile_admission(self.clone()));
+        self.tasks.spawn(sweeper::measure_read_replica(self.clone()));
         self.tasks.spawn(self.clone().run_session_audit());
         self.start_webhook_delivery();
     }

@@ -152,3 +152,28 @@ pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool 
         }
     }
 }
+
+/// Decides, twice a second, whether heavy reads may use the read replica
+/// (store/replica.rs); logs when that changes. Returns at once without one.
+pub async fn measure_read_replica(engine: Arc<Engine>) {
+    use crate::store::ReplicaState;
+    let mut was_fresh = None;
+    loop {
+        let Some(state) = engine.store.measure_replica(now_ms()).await else { return };
+        let fresh = matches!(state, ReplicaState::Fresh { .. });
+        if was_fresh != Some(fresh) {
+            match state {
+                ReplicaState::Fresh { lag_ms } => tracing::info!(lag_ms, "heavy reads use the read replica"),
+                ReplicaState::Behind { lag_ms } => {
+                    tracing::warn!(lag_ms, "read replica is behind; heavy reads use the primary")
+                }
+                ReplicaState::Down => tracing::warn!("read replica unreachable; heavy reads use the primary"),
+            }
+            was_fresh = Some(fresh);
+        }
+        tokio::select! {
+            _ = engine.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}

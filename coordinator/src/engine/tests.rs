@@ -64,6 +64,8 @@ impl World {
             database_url: String::new(),
             database_max_connections: 1,
             redis: None,
+            read_replica_url: None,
+            read_replica_max_lag_ms: 5_000,
             redis_prefix: String::new(),
             key_ring: Arc::new(ring),
             lifetime: Lifetime { max_ttl_ms: 3_600_000, retention_ms: 3_600_000 },

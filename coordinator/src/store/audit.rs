@@ -105,25 +105,32 @@ impl Store {
     }
 
     /// Up to `limit` rows matching `f`, newest first, after skipping `offset`.
+    /// (The read replica while it is fresh, as `audit_count`.)
     pub async fn audit_page(&self, f: &AuditFilter, limit: u32, offset: u32) -> Result<Vec<AuditEntry>> {
-        let (condition, mut args) = condition(f)?;
-        let n = args.len();
-        let sql = format!(
-            "SELECT {COLUMNS} FROM audit_logs WHERE {condition} ORDER BY at DESC, id DESC LIMIT ${} OFFSET ${}",
-            n + 1,
-            n + 2
-        );
-        add(&mut args, i64::from(limit))?;
-        add(&mut args, i64::from(offset))?;
-        let rows = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_all(&self.pool).await?;
-        rows.iter().map(entry_from).collect()
+        self.heavy_read(|pool| async move {
+            let (condition, mut args) = condition(f)?;
+            let n = args.len();
+            let sql = format!(
+                "SELECT {COLUMNS} FROM audit_logs WHERE {condition} ORDER BY at DESC, id DESC LIMIT ${} OFFSET ${}",
+                n + 1,
+                n + 2
+            );
+            add(&mut args, i64::from(limit))?;
+            add(&mut args, i64::from(offset))?;
+            let rows = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_all(&pool).await?;
+            rows.iter().map(entry_from).collect()
+        })
+        .await
     }
 
     pub async fn audit_count(&self, f: &AuditFilter) -> Result<u64> {
-        let (condition, args) = condition(f)?;
-        let sql = format!("SELECT COUNT(*) AS n FROM audit_logs WHERE {condition}");
-        let row = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&self.pool).await?;
-        Ok(u64::try_from(row.try_get::<i64, _>("n")?).unwrap_or(0))
+        self.heavy_read(|pool| async move {
+            let (condition, args) = condition(f)?;
+            let sql = format!("SELECT COUNT(*) AS n FROM audit_logs WHERE {condition}");
+            let row = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&pool).await?;
+            Ok(u64::try_from(row.try_get::<i64, _>("n")?).unwrap_or(0))
+        })
+        .await
     }
 
     /// Deletes up to `limit` audit rows older than `before`; how many went.

@@ -5,6 +5,7 @@ use super::records::{AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, attempt_
 use super::write::{EventData, Pending, persist_many};
 use super::{Error, Result, Store};
 use crate::domain::{self, Effect, Event, Millis, Transition};
+use sqlx::AnyPool;
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
 
@@ -83,14 +84,12 @@ impl Store {
     }
 
     pub async fn list_attempts(&self, execution_id: &str) -> Result<Vec<AttemptRecord>> {
-        let rows = sqlx::query(
-            "SELECT attempt, worker_id, started_at, finished_at, success, error_message, output_ct, error_detail_ct \
-             FROM attempts WHERE execution_id = $1 ORDER BY attempt",
-        )
-        .bind(execution_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(|r| attempt_from_row(r, execution_id)).collect()
+        attempts_on(&self.pool, execution_id).await
+    }
+
+    /// The attempts for the history (the read replica while it is fresh).
+    pub async fn history_attempts(&self, execution_id: &str) -> Result<Vec<AttemptRecord>> {
+        self.heavy_read(|pool| async move { attempts_on(&pool, execution_id).await }).await
     }
 
     /// (execution id, attempt) of every open execution leased to `worker_id`.
@@ -111,21 +110,12 @@ impl Store {
 
     /// The event log of one execution: (seq, at, kind, status).
     pub async fn list_events(&self, execution_id: &str) -> Result<Vec<EventRecord>> {
-        let rows =
-            sqlx::query("SELECT seq, at, kind, status FROM execution_events WHERE execution_id = $1 ORDER BY seq")
-                .bind(execution_id)
-                .fetch_all(&self.pool)
-                .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(EventRecord {
-                    seq: r.try_get("seq")?,
-                    at: r.try_get("at")?,
-                    kind: r.try_get("kind")?,
-                    status: r.try_get("status")?,
-                })
-            })
-            .collect()
+        events_on(&self.pool, execution_id).await
+    }
+
+    /// The event log for the history (the read replica while it is fresh).
+    pub async fn history_events(&self, execution_id: &str) -> Result<Vec<EventRecord>> {
+        self.heavy_read(|pool| async move { events_on(&pool, execution_id).await }).await
     }
 
     /// Leases up to `limit` due pending executions of `tools` in `project_id` to
@@ -291,4 +281,32 @@ pub(super) async fn persist(
 ) -> Result<ExecutionRecord> {
     let pending = [Pending { before, event, transition: t, data }];
     persist_many(tx, &pending, now).await?.pop().ok_or_else(|| Error::Corrupt(before.id.clone()))
+}
+
+async fn attempts_on(pool: &AnyPool, execution_id: &str) -> Result<Vec<AttemptRecord>> {
+    let rows = sqlx::query(
+        "SELECT attempt, worker_id, started_at, finished_at, success, error_message, output_ct, error_detail_ct \
+         FROM attempts WHERE execution_id = $1 ORDER BY attempt",
+    )
+    .bind(execution_id)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(|r| attempt_from_row(r, execution_id)).collect()
+}
+
+async fn events_on(pool: &AnyPool, execution_id: &str) -> Result<Vec<EventRecord>> {
+    let rows = sqlx::query("SELECT seq, at, kind, status FROM execution_events WHERE execution_id = $1 ORDER BY seq")
+        .bind(execution_id)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(EventRecord {
+                seq: r.try_get("seq")?,
+                at: r.try_get("at")?,
+                kind: r.try_get("kind")?,
+                status: r.try_get("status")?,
+            })
+        })
+        .collect()
 }

@@ -104,17 +104,23 @@ impl Store {
         limit: u32,
         offset: u32,
     ) -> Result<Vec<HistoryRow>> {
-        let (sql, args) = statement(f, now, HistoryRead::Page { limit, offset })?;
-        let rows = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_all(&self.pool).await?;
-        rows.iter().map(row_from).collect()
+        self.heavy_read(|pool| async move {
+            let (sql, args) = statement(f, now, HistoryRead::Page { limit, offset })?;
+            let rows = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_all(&pool).await?;
+            rows.iter().map(row_from).collect()
+        })
+        .await
     }
 
     /// How many runs match `f`.
     pub async fn history_count(&self, f: &HistoryFilter, now: Millis) -> Result<u64> {
-        let (sql, args) = statement(f, now, HistoryRead::Count)?;
-        let row = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&self.pool).await?;
-        let n: i64 = row.try_get("n")?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        self.heavy_read(|pool| async move {
+            let (sql, args) = statement(f, now, HistoryRead::Count)?;
+            let row = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&pool).await?;
+            let n: i64 = row.try_get("n")?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
     }
 
     /// How many runs match `f`, counted one by one: what the kept sums must equal.

@@ -24,6 +24,7 @@ mod listing;
 mod operator;
 mod progress;
 mod records;
+mod replica;
 mod retention;
 mod sweep;
 mod tool_owners;
@@ -55,6 +56,7 @@ pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, Tool
 pub use input::{Answered, InputRequestRow};
 pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
+pub use replica::ReplicaState;
 pub use retention::RetentionSettings;
 pub use sweep::{OpenExecution, SweepReport};
 pub use tool_owners::{OwnedElsewhere, ToolChange};
@@ -140,6 +142,8 @@ impl Dialect {
 pub struct Store {
     pool: AnyPool,
     dialect: Dialect,
+    /// Where heavy reads go while it is fresh (`replica.rs`).
+    replica: Option<std::sync::Arc<replica::Replica>>,
 }
 
 impl Store {
@@ -174,7 +178,7 @@ impl Store {
             }
         }
         .map_err(Error::Unavailable)?;
-        Ok(Store { pool, dialect })
+        Ok(Store { pool, dialect, replica: None })
     }
 
     pub fn dialect(&self) -> Dialect {

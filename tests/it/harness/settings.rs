@@ -17,6 +17,10 @@ pub struct Settings {
     /// A Postgres server of the test's own (to restart it mid-test), as an admin
     /// URL naming a database to connect to; the shared one otherwise.
     pub postgres_url: Option<String>,
+    /// A streaming replica of `postgres_url`'s server, as an admin URL naming
+    /// a database: coordinators read history from it (`database.read_replica_url`).
+    pub read_replica_url: Option<String>,
+    pub read_replica_max_lag_ms: u64,
     /// Every process exports spans here (OTLP/gRPC).
     pub otlp_endpoint: Option<String>,
     /// TLS on every gRPC hop with client certificates required (mTLS): a
@@ -40,6 +44,8 @@ impl Default for Settings {
             redis_url: None,
             redis_cluster_nodes: Vec::new(),
             postgres_url: None,
+            read_replica_url: None,
+            read_replica_max_lag_ms: 5_000,
             otlp_endpoint: None,
             tls: false,
         }

@@ -220,7 +220,7 @@ print 1048576 as 1.048576e+06.
 {{- end -}}
 {{- $config := dict
   "features" $features
-  "database" (dict "max_connections" (int64 .Values.database.maxConnections))
+  "database" (dict "max_connections" (int64 .Values.database.maxConnections) "read_replica_max_lag_ms" (int64 .Values.database.readReplicaMaxLagMs))
   "redis" (dict "key_prefix" .Values.redis.keyPrefix)
   "coordinator" (dict "listen" (printf "0.0.0.0:%d" (int .Values.coordinator.port)))
   "gateway" (dict "listen" (printf "0.0.0.0:%d" (int .Values.gateway.port)) "coordinator_url" (include "baton.coordinatorUrl" .) "header_read_timeout_ms" (int64 .Values.gateway.headerReadTimeoutMs) "idle_timeout_ms" (int64 .Values.gateway.idleTimeoutMs) "drain_timeout_ms" (int64 .Values.gateway.drainTimeoutMs) "max_waits_per_principal" (int64 .Values.gateway.maxWaitsPerPrincipal) "max_waits" (int64 .Values.gateway.maxWaits) "allowed_hosts" (include "baton.allowedHosts" . | fromJsonArray))
