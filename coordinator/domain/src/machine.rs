@@ -11,7 +11,7 @@ use super::status::{FailureReason, Status};
 
 pub use super::Millis;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lease {
     pub worker_id: String,
     pub attempt: u32,
@@ -19,7 +19,7 @@ pub struct Lease {
 }
 
 /// The status together with the data only that status has.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     /// Admitted, not running; claimable from `not_before` (scheduled runs, retry backoff).
     Pending {
@@ -65,7 +65,7 @@ impl Phase {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub phase: Phase,
     /// Attempts started so far (each one invoked the tool once).
@@ -97,7 +97,7 @@ impl State {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
     Success,
     ToolError {
