@@ -438,7 +438,7 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn load(yaml: &str, env: &[(&str, &str)]) -> Result<Config, Error> {
+    pub(super) fn load(yaml: &str, env: &[(&str, &str)]) -> Result<Config, Error> {
         let dir = std::env::temp_dir().join(format!("baton-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join(format!("{}.yaml", yaml.len() + env.len()));

@@ -41,13 +41,8 @@ impl Database {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Config;
-
-    fn load(yaml: &str) -> Result<Config, super::Error> {
-        let tree: serde_yaml::Value = serde_yaml::from_str(yaml).expect("yaml");
-        let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| super::Error::Parse(e.to_string()))?;
-        config.validate()?;
-        Ok(config)
+    fn load(yaml: &str) -> Result<super::super::Config, super::Error> {
+        super::super::tests::load(yaml, &[])
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The execution history (seed 002) through real processes on Postgres: who
-//! may call which route (README "History"), payloads only for admins who ask,
+//! may call which route (docs/rest.md, "History"), payloads only for admins who ask,
 //! every attempt's error for every reader, filters, paging and counts, and
 //! every kind of run (REST, MCP, scheduled) in one history.
 

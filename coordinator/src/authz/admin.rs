@@ -6,7 +6,7 @@
 //! every credential is scoped to one project, so only `baton admin`, which
 //! holds the database, changes them.
 //!
-//! README's "Audit log and retention" section holds a copy of [`TABLE`]; a test keeps them equal.
+//! The "Audit log and retention" section of `docs/webhooks-and-audit.md` holds a copy of [`TABLE`]; a test keeps them equal.
 
 use super::history::Caller;
 use super::{Error, Principal};
@@ -48,7 +48,7 @@ pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Res
     }
 }
 
-/// The table as README shows it.
+/// The table as `docs/webhooks-and-audit.md` shows it.
 pub fn markdown() -> String {
     super::history::caller_table(TABLE.iter().map(|(route, admitted)| (route.label(), *admitted)))
 }
@@ -89,8 +89,8 @@ mod tests {
     }
 
     #[test]
-    fn readme_holds_the_table() {
-        let readme = include_str!("../../../README.md");
-        assert!(readme.contains(&markdown()), "README's audit section must hold:\n{}", markdown());
+    fn the_docs_hold_the_table() {
+        let readme = include_str!("../../../docs/webhooks-and-audit.md");
+        assert!(readme.contains(&markdown()), "docs/webhooks-and-audit.md's audit section must hold:\n{}", markdown());
     }
 }

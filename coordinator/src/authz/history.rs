@@ -9,7 +9,7 @@
 //! gets the uniform not-found on every route, as on every other route of the
 //! API, so nothing tells it whether the project or an execution exists.
 //!
-//! README's "History" section holds a copy of [`TABLE`]; a test keeps them equal.
+//! The "History" section of `docs/rest.md` holds a copy of [`TABLE`]; a test keeps them equal.
 
 use super::{Error, Principal, Role};
 
@@ -107,7 +107,7 @@ pub(super) fn admits<R: PartialEq>(table: &[(R, &[Caller])], route: R, caller: C
     table.iter().find(|(r, _)| *r == route).is_some_and(|(_, callers)| callers.contains(&caller))
 }
 
-/// The table as README shows it.
+/// The table as `docs/rest.md` shows it.
 pub fn markdown() -> String {
     caller_table(TABLE.iter().map(|(route, admitted)| (route.label(), *admitted)))
 }
@@ -177,8 +177,8 @@ mod tests {
     }
 
     #[test]
-    fn readme_holds_the_table() {
-        let readme = include_str!("../../../README.md");
-        assert!(readme.contains(&markdown()), "README's History section must hold:\n{}", markdown());
+    fn the_docs_hold_the_table() {
+        let readme = include_str!("../../../docs/rest.md");
+        assert!(readme.contains(&markdown()), "docs/rest.md's History section must hold:\n{}", markdown());
     }
 }

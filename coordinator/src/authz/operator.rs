@@ -7,7 +7,7 @@
 //! whatever it holds. End-user and worker tokens hold no permission. A caller
 //! of another project gets the uniform not-found.
 //!
-//! README's "Operator routes" section holds a copy of [`TABLE`]; a test keeps them equal.
+//! The "Operator routes" section of `docs/rest.md` holds a copy of [`TABLE`]; a test keeps them equal.
 
 use super::{Error, Principal, Role};
 
@@ -66,7 +66,7 @@ pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Res
     if admitted { Ok(()) } else { Err(Error::Forbidden(route.refusal())) }
 }
 
-/// The table as README shows it.
+/// The table as `docs/rest.md` shows it.
 pub fn markdown() -> String {
     let mut out = String::from("| route | needs | `read_only` key with it |\n| --- | --- | --- |\n");
     for (route, permission, read_only_may) in TABLE {
@@ -119,8 +119,8 @@ mod tests {
     }
 
     #[test]
-    fn readme_holds_the_table() {
-        let readme = include_str!("../../../README.md");
-        assert!(readme.contains(&markdown()), "README's Operator routes section must hold:\n{}", markdown());
+    fn the_docs_hold_the_table() {
+        let readme = include_str!("../../../docs/rest.md");
+        assert!(readme.contains(&markdown()), "docs/rest.md's Operator routes section must hold:\n{}", markdown());
     }
 }
