@@ -10,7 +10,7 @@
 //! only when asked (`--drop`).
 
 mod cases;
-mod mix;
+pub(super) mod mix;
 
 use anyhow::Context as _;
 use baton_coordinator::domain::Millis;
@@ -162,7 +162,7 @@ async fn measure(args: &Args, url: &str, created: Option<&str>) -> anyhow::Resul
 }
 
 /// The bench project, and an admin key whose credential the detail reads join.
-async fn identity(store: &Store, now: Millis) -> anyhow::Result<()> {
+pub(super) async fn identity(store: &Store, now: Millis) -> anyhow::Result<()> {
     store.create_org(mix::ORG, "bench history", now).await?;
     store.create_project(mix::PROJECT, mix::ORG, "bench history", now).await?;
     store.create_gateway(mix::GATEWAY, mix::PROJECT, "bench history", now).await?;

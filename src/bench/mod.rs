@@ -19,6 +19,7 @@ mod probe;
 mod report;
 mod rest;
 mod rest_background;
+mod retention;
 mod stats;
 mod waiters;
 mod watch;
@@ -64,6 +65,10 @@ pub enum Part {
     /// Seeds a fresh Postgres database with a large execution history (1,000,000
     /// runs by default) and times the history's list, count and detail reads.
     History(history::Args),
+    /// Seeds expired runs (1,000,000 by default) and expires them with the
+    /// sweeper, once by partition drop and once row by row, while starts
+    /// keep arriving: time, WAL, dead tuples and the starts' latency.
+    Retention(retention::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -171,8 +176,10 @@ pub struct Outcome {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(Part::History(h)) = args.part {
-        return history::run(h).await;
+    match args.part {
+        Some(Part::History(h)) => return history::run(h).await,
+        Some(Part::Retention(r)) => return retention::run(r).await,
+        None => {}
     }
     let (Some(http_url), Some(org), Some(project), Some(gateway), Some(token)) =
         (&args.http_url, &args.org, &args.project, &args.gateway, &args.token)

@@ -14,8 +14,12 @@ pub fn apply(schema: &mut Schema, file: &str, sql: &str) -> Result<(), String> {
         let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
         let starts = |prefix: &[&str]| upper.len() >= prefix.len() && prefix.iter().zip(&upper).all(|(p, u)| p == u);
         let fail = |why: &str| format!("{file}: {why}: {}", words.join(" "));
-        if starts(&["CREATE", "TABLE"]) {
-            let (name, columns) = create_table(&statement).ok_or_else(|| fail("cannot read this CREATE TABLE"))?;
+        if starts(&["CREATE", "TABLE"]) && upper.windows(2).any(|w| w[0] == "PARTITION" && w[1] == "OF") {
+            // A partition holds its parent's columns; it is not a table of its own.
+            continue;
+        } else if starts(&["CREATE", "TABLE"]) {
+            let (name, columns) =
+                create_table(schema, &statement).ok_or_else(|| fail("cannot read this CREATE TABLE"))?;
             if schema.insert(name, columns).is_some() {
                 return Err(fail("the table already exists"));
             }
@@ -95,7 +99,27 @@ fn split_top_level(text: &str, sep: char) -> Vec<String> {
 
 const TABLE_CONSTRAINTS: [&str; 6] = ["CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "CHECK", "EXCLUDE"];
 
-fn create_table(statement: &str) -> Option<(String, BTreeSet<String>)> {
+/// The index of the `)` closing the `(` at `open` (quoted text skipped).
+fn closing(text: &str, open: usize) -> Option<usize> {
+    let (mut depth, mut quoted) = (0usize, false);
+    for (i, ch) in text.char_indices().skip_while(|(i, _)| *i < open) {
+        match ch {
+            '\'' => quoted = !quoted,
+            _ if quoted => {}
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn create_table(schema: &Schema, statement: &str) -> Option<(String, BTreeSet<String>)> {
     let open = statement.find('(')?;
     let head: Vec<&str> = statement[..open].split_whitespace().collect();
     let upper: Vec<String> = head.iter().map(|w| w.to_ascii_uppercase()).collect();
@@ -104,11 +128,14 @@ fn create_table(statement: &str) -> Option<(String, BTreeSet<String>)> {
         [c, t, i, n, e, name] if c == "CREATE" && t == "TABLE" && i == "IF" && n == "NOT" && e == "EXISTS" => name,
         _ => return None,
     };
-    let close = statement.rfind(')')?;
+    let close = closing(statement, open)?;
     let mut columns = BTreeSet::new();
     for item in split_top_level(statement.get(open + 1..close)?, ',') {
-        let Some(first) = item.split_whitespace().next() else { continue };
-        if !TABLE_CONSTRAINTS.contains(&first.to_ascii_uppercase().as_str()) {
+        let mut words = item.split_whitespace();
+        let Some(first) = words.next() else { continue };
+        if first.eq_ignore_ascii_case("LIKE") {
+            columns.extend(schema.get(&identifier(words.next()?))?.iter().cloned());
+        } else if !TABLE_CONSTRAINTS.contains(&first.to_ascii_uppercase().as_str()) {
             columns.insert(identifier(first));
         }
     }
@@ -205,6 +232,19 @@ mod reader {
         )?;
         assert_eq!(s.keys().cloned().collect::<Vec<_>>(), vec!["t".to_owned()]);
         assert_eq!(columns(&s, "t"), vec!["amount".to_owned(), "extra".to_owned()]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_partitioned_table_like_another_has_its_columns_and_its_partitions_are_not_tables() -> Result<(), String> {
+        let s = schema(
+            "CREATE TABLE old (a INT, b TEXT DEFAULT ')');\n\
+             CREATE TABLE new (LIKE old INCLUDING DEFAULTS, c INT) PARTITION BY RANGE (a);\n\
+             CREATE TABLE new_p1 PARTITION OF new FOR VALUES FROM (1) TO (2);\n\
+             CREATE TABLE new_default PARTITION OF new DEFAULT;\nDROP TABLE old;",
+        )?;
+        assert_eq!(s.keys().cloned().collect::<Vec<_>>(), vec!["new".to_owned()]);
+        assert_eq!(columns(&s, "new"), vec!["a".to_owned(), "b".to_owned(), "c".to_owned()]);
         Ok(())
     }
 

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 /// How often the backlog gauge is re-counted (one grouped index scan).
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
+/// How often the history's day partitions are created ahead.
+const PARTITIONS_EVERY: Duration = Duration::from_secs(60);
 /// How often finished runs are summed for history counts (each pass reads
 /// only the runs created since the last).
 const SEAL_EVERY: Duration = Duration::from_secs(60);
@@ -19,6 +21,7 @@ pub async fn run(engine: Arc<Engine>) {
     let interval = Duration::from_millis(engine.options.sweep_interval_ms.max(50));
     let mut backlog_read = None;
     let mut sealed = None;
+    let mut partitioned = None;
     loop {
         let now = now_ms();
         if let Err(e) = engine.store.upsert_coordinator(&engine.options.id, &engine.options.advertise_url, now).await {
@@ -39,6 +42,10 @@ pub async fn run(engine: Arc<Engine>) {
                 Err(e) => tracing::warn!(error = %e, "counting the backlog failed"),
             }
         }
+        if partitioned.is_none_or(|at: tokio::time::Instant| at.elapsed() >= PARTITIONS_EVERY) {
+            partitioned = Some(tokio::time::Instant::now());
+            ensure_partitions(&engine, now).await;
+        }
         if sealed.is_none_or(|at: tokio::time::Instant| at.elapsed() >= SEAL_EVERY) {
             sealed = Some(tokio::time::Instant::now());
             if let Err(e) = engine.store.seal_histories(now).await {
@@ -53,6 +60,21 @@ pub async fn run(engine: Arc<Engine>) {
             _ = engine.shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+/// Creates the history's partitions for every day a run created now may
+/// expire on (with the windows as they are set now).
+async fn ensure_partitions(engine: &Engine, now: i64) {
+    let lifetime = &engine.options.lifetime;
+    let created = match engine.store.retention_horizon(now, lifetime.max_ttl_ms, lifetime.retention_ms).await {
+        Ok(until) => engine.store.ensure_partitions(now, until).await,
+        Err(e) => Err(e),
+    };
+    match created {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(days = n, "history partitions created ahead"),
+        Err(e) => tracing::warn!(error = %e, "creating history partitions failed; retried next pass"),
     }
 }
 

@@ -180,15 +180,19 @@ pub(super) struct RowsJson {
 
 impl RowsJson {
     pub fn push(&mut self, played: &Played) {
-        let id = &played.record.id;
+        // Every row of a run carries its organization and its retention end
+        // (the history's partition key).
+        let (id, org_id, expires) = (&played.record.id, &played.record.org_id, played.record.retention_expires_at);
         for (seq, at, kind, status, detail) in &played.events {
             self.events.push(json!({
-                "execution_id": id, "seq": seq, "at": at, "kind": kind, "status": status, "detail": detail,
+                "org_id": org_id, "execution_id": id, "seq": seq, "at": at, "kind": kind, "status": status,
+                "detail": detail, "retention_expires_at": expires,
             }));
         }
         for a in &played.attempts {
             self.attempts.push(json!({
-                "execution_id": id, "attempt": a.attempt, "worker_id": a.worker_id,
+                "org_id": org_id, "execution_id": id, "retention_expires_at": expires,
+                "attempt": a.attempt, "worker_id": a.worker_id,
                 "started_at": a.started_at, "finished_at": a.finished_at,
                 "success": a.success.map(i64::from), "error_message": a.error_message,
                 "output_ct": hex(&a.output_ct), "error_detail_ct": hex(&a.error_detail_ct),
@@ -199,9 +203,10 @@ impl RowsJson {
 }
 
 pub(super) const EXECUTION_INSERT: &str = super::records::EXECUTION_COLUMNS;
-pub(super) const EVENT_COLUMNS: &str = "execution_id, seq, at, kind, status, detail";
-pub(super) const ATTEMPT_COLUMNS: &str =
-    "execution_id, attempt, worker_id, started_at, finished_at, success, error_message, output_ct, error_detail_ct";
+const KEY_COLUMNS: &str = "org_id, project_id, user_id, idempotency_key, execution_id, retention_expires_at";
+pub(super) const EVENT_COLUMNS: &str = "org_id, execution_id, seq, at, kind, status, detail, retention_expires_at";
+pub(super) const ATTEMPT_COLUMNS: &str = "org_id, execution_id, attempt, worker_id, started_at, finished_at, success, \
+    error_message, output_ct, error_detail_ct, retention_expires_at";
 
 impl Store {
     /// Writes `runs` as if each had been created and then taken through its
@@ -216,6 +221,18 @@ impl Store {
         for run in runs {
             rows.push(&play(run)?);
         }
+        let keys: Vec<Value> = runs
+            .iter()
+            .filter_map(|r| {
+                let key = r.new.idempotency_key.as_ref()?;
+                Some(json!({
+                    "org_id": r.new.org_id, "project_id": r.new.project_id, "user_id": r.new.user_id,
+                    "idempotency_key": key, "execution_id": r.new.id,
+                    "retention_expires_at": r.new.retention_expires_at,
+                }))
+            })
+            .collect();
+        insert_json(self, "execution_keys", KEY_COLUMNS, keys).await?;
         let RowsJson { executions, events, attempts } = rows;
         Ok(Seeded {
             executions: insert_json(self, "executions", EXECUTION_INSERT, executions).await?,

@@ -8,6 +8,7 @@
 //! later. Postgres only; SQLite creates pending rows for the dispatcher.
 
 use super::bulk::{ATTEMPT_COLUMNS, EVENT_COLUMNS, EXECUTION_INSERT, RowsJson, SeedRun, play};
+use super::create::KEYS_CTE;
 use super::fence;
 use super::records::{ExecutionRecord, NewExecution};
 use super::{Dialect, Result, Store};
@@ -34,10 +35,10 @@ fn insert_sql(fenced: bool) -> String {
     };
     let (fence_cte, guard) = fence::guard(fenced, 4);
     format!(
-        "WITH {fence_cte}created AS (INSERT INTO executions ({EXECUTION_INSERT}) \
-         SELECT {EXECUTION_INSERT} FROM json_populate_recordset(NULL::executions, $1::json){guard} \
-         ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
-         RETURNING id), \
+        "WITH {fence_cte}v AS (SELECT * FROM json_populate_recordset(NULL::executions, $1::json){guard}), \
+         {KEYS_CTE}, \
+         created AS (INSERT INTO executions ({EXECUTION_INSERT}) SELECT {EXECUTION_INSERT} FROM v \
+         WHERE idempotency_key IS NULL OR id IN (SELECT execution_id FROM k) RETURNING id), \
          events AS (INSERT INTO execution_events ({EVENT_COLUMNS}) SELECT {} \
          FROM json_populate_recordset(NULL::execution_events, $2::json) e JOIN created c ON c.id = e.execution_id), \
          attempts AS (INSERT INTO attempts ({ATTEMPT_COLUMNS}) SELECT {} \

@@ -24,7 +24,7 @@ async fn sqlite() -> Backend {
     Backend { name: "sqlite", store, sqlite_path: Some(path) }
 }
 
-async fn postgres() -> Backend {
+pub(super) async fn postgres() -> Backend {
     let base = std::env::var(PG_URL_ENV).unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let admin = Store::connect(&base, 2).await.expect("postgres reachable (set TEST_POSTGRES_URL)");
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
@@ -138,6 +138,10 @@ async fn a_key_past_its_holders_retention_starts_new_work() {
         let again = b.store.create_execution(&new_execution("p1", "u1", Some("k"), "f2", later)).await.expect("again");
         assert!(!again.replayed, "{}", b.name);
         assert_ne!(again.record.id, first.record.id, "{}", b.name);
+        // The expired holder is not deleted by the create; it leaves with
+        // the rest of the expired history.
+        assert!(b.store.get_execution(&first.record.id).await.expect("get").is_some(), "{}", b.name);
+        b.store.sweep(later, 5_000, 100).await;
         assert!(
             b.store.get_execution(&first.record.id).await.expect("get").is_none(),
             "{}: expired holder gone",

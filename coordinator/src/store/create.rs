@@ -1,7 +1,6 @@
 //! Creating executions: one multi-row statement for the common case, and the
 //! transaction that decides, once, what a taken Idempotency-Key answers.
 
-use super::executions::delete_execution;
 use super::fence;
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, NewExecution, execution_from_row};
 use super::{Dialect, Error, Result, Store};
@@ -48,7 +47,7 @@ impl Store {
     /// replay, or a conflict) without creating anything.
     pub async fn replay(&self, new: &NewExecution, now: Millis) -> Result<Option<Result<Created>>> {
         let Some(key) = new.idempotency_key.as_deref() else { return Ok(None) };
-        let holder = self.find_idempotent(&new.project_id, &new.user_id, key, now).await?;
+        let holder = self.find_idempotent(new, key, now).await?;
         Ok(holder.map(|h| answer_with_holder(h, new)))
     }
 
@@ -67,12 +66,17 @@ impl Store {
         let rows: Vec<String> = (0..batch.len()).map(|i| values_row(i * ROW_PARAMS + 1)).collect();
         let rows = rows.join(", ");
         let (fence_cte, guard) = fence::guard(fence.is_some(), batch.len() * ROW_PARAMS + 1);
+        // A keyed row is inserted only if its key row is: the key's
+        // uniqueness lives in `execution_keys` (migration 0018).
         let sql = format!(
-            "WITH {fence_cte}created AS (INSERT INTO executions ({INSERT_COLUMNS}) \
-             SELECT * FROM (VALUES {rows}) AS v{guard} {ON_KEY_CONFLICT} \
-             RETURNING id, created_at, execution_type) \
-             INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) \
-             SELECT id, 1, created_at, 'created', 'pending', execution_type FROM created RETURNING execution_id"
+            "WITH {fence_cte}v ({INSERT_COLUMNS}) AS (SELECT * FROM (VALUES {rows}) AS r{guard}), \
+             {KEYS_CTE}, \
+             created AS (INSERT INTO executions ({INSERT_COLUMNS}) SELECT * FROM v \
+             WHERE idempotency_key IS NULL OR id IN (SELECT execution_id FROM k) \
+             RETURNING id, org_id, created_at, execution_type, retention_expires_at) \
+             INSERT INTO execution_events (org_id, execution_id, seq, at, kind, status, detail, retention_expires_at) \
+             SELECT org_id, id, 1, created_at, 'created', 'pending', execution_type, retention_expires_at \
+             FROM created RETURNING execution_id"
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for new in &batch {
@@ -96,51 +100,67 @@ impl Store {
     async fn create_in_transaction(&self, new: &NewExecution, due: Due) -> Result<TxCreate> {
         let mut tx = self.pool.begin().await?;
         fence::hold(&mut tx, self.dialect, new.admission_fence).await?;
-        if !insert_execution(&mut tx, new, &due).await? {
-            let key = new.idempotency_key.as_deref().ok_or_else(|| Error::Corrupt(new.id.clone()))?;
+        if let Some(key) = new.idempotency_key.as_deref()
+            && !insert_key(&mut tx, new, key).await?
+        {
             let sql = format!(
-                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 AND idempotency_key = $3{}",
+                "SELECT execution_id, retention_expires_at FROM execution_keys \
+                 WHERE org_id = $1 AND project_id = $2 AND user_id = $3 AND idempotency_key = $4{}",
                 self.dialect.for_update()
             );
-            let row = sqlx::query(AssertSqlSafe(sql))
+            let held = sqlx::query(AssertSqlSafe(sql))
+                .bind(&new.org_id)
                 .bind(&new.project_id)
                 .bind(&new.user_id)
                 .bind(key)
                 .fetch_optional(&mut *tx)
                 .await?;
-            if let Some(row) = row {
-                let existing = execution_from_row(&row)?;
-                if existing.retention_expires_at > new.created_at {
+            if let Some(held) = held {
+                let (holder_id, expires): (String, Millis) =
+                    (held.try_get("execution_id")?, held.try_get("retention_expires_at")?);
+                if expires > new.created_at
+                    && let Some(holder) = execution_by_id(&mut tx, &holder_id, expires).await?
+                {
                     tx.commit().await?;
-                    return Ok(TxCreate::Held(Box::new(existing)));
+                    return Ok(TxCreate::Held(Box::new(holder)));
                 }
-                // Past retention the record is gone for every reader; free the key.
-                delete_execution(&mut tx, &existing.id).await?;
+                // Past retention the holder is gone for every reader (its
+                // rows leave with their partition): free the key.
+                sqlx::query(
+                    "DELETE FROM execution_keys \
+                     WHERE org_id = $1 AND project_id = $2 AND user_id = $3 AND idempotency_key = $4",
+                )
+                .bind(&new.org_id)
+                .bind(&new.project_id)
+                .bind(&new.user_id)
+                .bind(key)
+                .execute(&mut *tx)
+                .await?;
             }
-            if !insert_execution(&mut tx, new, &due).await? {
+            if !insert_key(&mut tx, new, key).await? {
                 return Ok(TxCreate::Raced);
             }
         }
-        insert_event(&mut tx, &new.id, 1, new.created_at, "created", "pending", Some(due.execution_type)).await?;
+        let query = bind_row(sqlx::query(AssertSqlSafe(INSERT_ONE.as_str())), new, due.clone());
+        query.execute(&mut *tx).await?;
+        insert_event(&mut tx, new, "created", "pending", Some(due.execution_type)).await?;
         tx.commit().await?;
         Ok(TxCreate::Inserted)
     }
 
-    /// The live execution an Idempotency-Key already names, if any.
-    pub async fn find_idempotent(
-        &self,
-        project_id: &str,
-        user_id: &str,
-        key: &str,
-        now: Millis,
-    ) -> Result<Option<ExecutionRecord>> {
+    /// The live execution an Idempotency-Key of `new`'s caller already names, if any.
+    pub async fn find_idempotent(&self, new: &NewExecution, key: &str, now: Millis) -> Result<Option<ExecutionRecord>> {
         let sql = format!(
-            "SELECT {EXECUTION_COLUMNS} FROM executions WHERE project_id = $1 AND user_id = $2 \
-             AND idempotency_key = $3 AND retention_expires_at > $4"
+            "SELECT {EXECUTION_COLUMNS} FROM executions e JOIN execution_keys k \
+             ON e.id = k.execution_id AND e.retention_expires_at = k.retention_expires_at \
+             WHERE k.org_id = $1 AND k.project_id = $2 AND k.user_id = $3 AND k.idempotency_key = $4 \
+             AND k.retention_expires_at > $5",
+            EXECUTION_COLUMNS = qualified_columns()
         );
         let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(project_id)
-            .bind(user_id)
+            .bind(&new.org_id)
+            .bind(&new.project_id)
+            .bind(&new.user_id)
             .bind(key)
             .bind(now)
             .fetch_optional(&self.pool)
@@ -154,8 +174,16 @@ const INSERT_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, too
     created_at, scheduled_at, updated_at, execution_deadline, retention_expires_at, poll_interval_ms, \
     idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version";
 
-const ON_KEY_CONFLICT: &str =
-    "ON CONFLICT (project_id, user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
+/// The CTE `k`: the key rows of `v`'s keyed rows that were free, taken.
+pub(super) const KEYS_CTE: &str = "k AS (INSERT INTO execution_keys \
+    (org_id, project_id, user_id, idempotency_key, execution_id, retention_expires_at) \
+    SELECT org_id, project_id, user_id, idempotency_key, id, retention_expires_at FROM v \
+    WHERE idempotency_key IS NOT NULL ON CONFLICT DO NOTHING RETURNING execution_id)";
+
+/// `EXECUTION_COLUMNS` of the table aliased `e`.
+fn qualified_columns() -> String {
+    EXECUTION_COLUMNS.split(',').map(|c| format!("e.{}", c.trim())).collect::<Vec<_>>().join(", ")
+}
 
 /// One row of `INSERT_COLUMNS`: `$k` is the k-th of the row's `ROW_PARAMS`
 /// bound values (see `bind_row`), the rest are literals.
@@ -213,9 +241,8 @@ fn values_row(first: usize) -> String {
     format!("({})", cells.join(", "))
 }
 
-static INSERT_ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!("INSERT INTO executions ({INSERT_COLUMNS}) VALUES {} {ON_KEY_CONFLICT}", values_row(1))
-});
+static INSERT_ONE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("INSERT INTO executions ({INSERT_COLUMNS}) VALUES {}", values_row(1)));
 
 /// The row as just inserted, without reading it back (also what `bulk` seeds).
 pub(super) fn inserted_record(new: &NewExecution) -> ExecutionRecord {
@@ -315,30 +342,49 @@ fn bind_row<'q>(query: AnyQuery<'q>, new: &'q NewExecution, due: Due) -> AnyQuer
         .bind(&new.traceparent)
 }
 
-/// Inserts a new execution row; false when its Idempotency-Key is already held.
-async fn insert_execution(tx: &mut Transaction<'_, Any>, new: &NewExecution, due: &Due) -> Result<bool> {
-    let query = bind_row(sqlx::query(AssertSqlSafe(INSERT_ONE.as_str())), new, due.clone());
-    Ok(query.execute(&mut **tx).await?.rows_affected() == 1)
+/// Takes `key` for `new`; false when it is already held.
+async fn insert_key(tx: &mut Transaction<'_, Any>, new: &NewExecution, key: &str) -> Result<bool> {
+    let done = sqlx::query(
+        "INSERT INTO execution_keys (org_id, project_id, user_id, idempotency_key, execution_id, retention_expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+    )
+    .bind(&new.org_id)
+    .bind(&new.project_id)
+    .bind(&new.user_id)
+    .bind(key)
+    .bind(&new.id)
+    .bind(new.retention_expires_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
+/// The execution `id` whose retention ends at `expires` (its partition), if any.
+async fn execution_by_id(tx: &mut Transaction<'_, Any>, id: &str, expires: Millis) -> Result<Option<ExecutionRecord>> {
+    let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1 AND retention_expires_at = $2");
+    let row = sqlx::query(AssertSqlSafe(sql)).bind(id).bind(expires).fetch_optional(&mut **tx).await?;
+    row.as_ref().map(execution_from_row).transpose()
+}
+
+/// The first event of `new`.
 async fn insert_event(
     tx: &mut Transaction<'_, Any>,
-    id: &str,
-    seq: i64,
-    at: Millis,
+    new: &NewExecution,
     kind: &str,
     status: &str,
     detail: Option<&str>,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO execution_events (execution_id, seq, at, kind, status, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO execution_events (org_id, execution_id, seq, at, kind, status, detail, retention_expires_at) \
+         VALUES ($1, $2, 1, $3, $4, $5, $6, $7)",
     )
-    .bind(id)
-    .bind(seq)
-    .bind(at)
+    .bind(&new.org_id)
+    .bind(&new.id)
+    .bind(new.created_at)
     .bind(kind)
     .bind(status)
     .bind(detail)
+    .bind(new.retention_expires_at)
     .execute(&mut **tx)
     .await?;
     Ok(())

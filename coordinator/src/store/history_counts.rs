@@ -76,7 +76,7 @@ impl SealedKey {
 }
 
 /// A run's `created_at` rounded down to the hour, in SQL (it is never negative).
-fn created_hour() -> String {
+pub(super) fn created_hour() -> String {
     format!("(created_at / {HOUR_MS}) * {HOUR_MS}")
 }
 

@@ -22,6 +22,7 @@ mod identity;
 mod input;
 mod listing;
 mod operator;
+mod partitions;
 mod progress;
 mod records;
 mod replica;
@@ -38,6 +39,8 @@ mod contract_tests;
 mod history_counts_tests;
 #[cfg(test)]
 mod history_tests;
+#[cfg(test)]
+mod partitions_tests;
 #[cfg(test)]
 mod settings_tests;
 #[cfg(test)]
@@ -218,6 +221,7 @@ impl Store {
                 (15, "tool_owners", include_str!("../../../migrations/postgres/0015_tool_owners.sql")),
                 (16, "dashboard_sessions", include_str!("../../../migrations/postgres/0016_dashboard_sessions.sql")),
                 (17, "change_cursor", include_str!("../../../migrations/postgres/0017_change_cursor.sql")),
+                (18, "history_partitions", include_str!("../../../migrations/postgres/0018_history_partitions.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -244,6 +248,7 @@ impl Store {
                 (15, "tool_owners", include_str!("../../../migrations/sqlite/0015_tool_owners.sql")),
                 (16, "dashboard_sessions", include_str!("../../../migrations/sqlite/0016_dashboard_sessions.sql")),
                 (17, "change_cursor", include_str!("../../../migrations/sqlite/0017_change_cursor.sql")),
+                (18, "history_partitions", include_str!("../../../migrations/sqlite/0018_history_partitions.sql")),
             ],
         };
         let migrations = sources

@@ -128,9 +128,10 @@ impl Store {
         } else {
             let sql = format!(
                 "UPDATE executions SET retention_expires_at = CASE WHEN {TERMINAL} THEN $1 \
-                 ELSE execution_deadline END WHERE org_id = $2"
+                 WHEN execution_deadline > $1 THEN execution_deadline ELSE $1 END WHERE org_id = $2"
             );
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(org_id).execute(&mut *tx).await?;
+            follow_redating(&mut tx, org_id, None).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -178,10 +179,11 @@ async fn redate(
             continue;
         }
         let window = settings.effective_ms(default_ms);
-        // What has expired stays gone, whatever the new window.
+        // What has expired stays gone, whatever the new window; a window that
+        // ended already ends now (never in a day whose partition may be gone).
         sqlx::query(
-            "UPDATE executions SET retention_expires_at = execution_deadline + $1 \
-             WHERE project_id = $2 AND retention_expires_at > $3",
+            "UPDATE executions SET retention_expires_at = CASE WHEN execution_deadline + $1 > $3 \
+             THEN execution_deadline + $1 ELSE $3 END WHERE project_id = $2 AND retention_expires_at > $3",
         )
         .bind(window)
         .bind(&id)
@@ -189,6 +191,26 @@ async fn redate(
         .execute(&mut **tx)
         .await
         .map_err(Error::from)?;
+        follow_redating(tx, org_id, Some(&id)).await?;
+    }
+    Ok(())
+}
+
+/// Gives the rows that belong to an execution (its events, attempts, input
+/// requests and Idempotency-Key) the execution's retention end again after a
+/// re-dating: on Postgres they move to its partition, so they leave with it.
+async fn follow_redating(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    org_id: &str,
+    project_id: Option<&str>,
+) -> Result<()> {
+    for table in ["execution_events", "attempts", "input_requests", "execution_keys"] {
+        let sql = format!(
+            "UPDATE {table} SET retention_expires_at = e.retention_expires_at FROM executions e \
+             WHERE e.id = {table}.execution_id AND e.org_id = $1 AND {table}.org_id = $1 \
+             AND ($2 IS NULL OR e.project_id = $2) AND {table}.retention_expires_at <> e.retention_expires_at"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(org_id).bind(project_id).execute(&mut **tx).await?;
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use super::executions::{Applied, delete_execution};
 use super::history_counts::{DeletedRun, forget_deleted, key_columns};
 use super::records::{EXECUTION_COLUMNS, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
-use super::{Result, Store};
+use super::{Dialect, Result, Store};
 use crate::domain::{self, Event, Millis};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -20,6 +20,8 @@ pub struct SweepReport {
     pub lease_lapsed: usize,
     pub owner_lost: usize,
     pub deleted: usize,
+    /// Days of history dropped whole (Postgres partitions).
+    pub days_dropped: usize,
     /// Rows that could not be read or written this pass (logged, retried next pass).
     pub failed: usize,
 }
@@ -183,10 +185,17 @@ impl Store {
         rows.iter().map(|r| Ok((r.try_get("project_id")?, r.try_get("n")?))).collect()
     }
 
-    /// Deletes up to `limit` executions past retention, rows locked with `SKIP LOCKED`.
+    /// Deletes up to `limit` executions past retention, rows locked with `SKIP
+    /// LOCKED`: on Postgres only those in the default partition (the others
+    /// leave with their day, store/partitions.rs), on SQLite every one. Then
+    /// up to `limit` Idempotency-Keys whose runs have expired.
     async fn delete_expired(&self, now: Millis, limit: u32, report: &mut SweepReport) -> Result<()> {
+        let table = match self.dialect {
+            Dialect::Postgres => "executions_default",
+            Dialect::Sqlite => "executions",
+        };
         let sql = format!(
-            "SELECT id, project_id, created_at, {} FROM executions WHERE retention_expires_at <= $1 LIMIT $2{}",
+            "SELECT id, project_id, created_at, {} FROM {table} WHERE retention_expires_at <= $1 LIMIT $2{}",
             key_columns(),
             self.dialect.for_update_skip_locked()
         );
@@ -199,6 +208,16 @@ impl Store {
         forget_deleted(&mut tx, self.dialect, &runs).await?;
         tx.commit().await?;
         report.deleted += runs.len();
+        sqlx::query(
+            "DELETE FROM execution_keys WHERE (org_id, project_id, user_id, idempotency_key) IN \
+             (SELECT org_id, project_id, user_id, idempotency_key FROM execution_keys \
+             WHERE retention_expires_at <= $1 LIMIT $2)",
+        )
+        .bind(now)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?;
+        report.days_dropped += self.drop_expired_partitions(now).await?;
         Ok(())
     }
 

@@ -89,10 +89,12 @@ const UPDATE_ROWS: &str = "UPDATE executions SET status = v.status, failure_reas
     payload_bytes = v.payload_bytes, version = v.version, execution_deadline = v.deadline, \
     remote_task_id = v.remote_task_id, changed_version = v.changed_version \
     FROM v WHERE executions.id = v.id AND executions.version = v.old_version";
-const INSERT_EVENTS: &str = "INSERT INTO execution_events (execution_id, seq, at, kind, status) VALUES";
-const EVENT_WIDTH: usize = 5;
-const INSERT_STARTED: &str = "INSERT INTO attempts (execution_id, attempt, worker_id, started_at) VALUES";
-const STARTED_WIDTH: usize = 4;
+const INSERT_EVENTS: &str =
+    "INSERT INTO execution_events (execution_id, seq, at, kind, status, org_id, retention_expires_at) VALUES";
+const EVENT_WIDTH: usize = 7;
+const INSERT_STARTED: &str =
+    "INSERT INTO attempts (execution_id, attempt, worker_id, started_at, org_id, retention_expires_at) VALUES";
+const STARTED_WIDTH: usize = 6;
 const FINISHED_COLUMNS: &str = "f(execution_id, attempt, success, error_message, output_ct, error_detail_ct)";
 const FINISHED_WIDTH: usize = 6;
 
@@ -278,6 +280,8 @@ impl<'a> Batch<'a> {
             add(args, self.now)?;
             add(args, p.event.name())?;
             add(args, phase_columns(&after.state.phase).status)?;
+            add(args, after.org_id.clone())?;
+            add(args, after.retention_expires_at)?;
         }
         Ok(())
     }
@@ -290,6 +294,8 @@ impl<'a> Batch<'a> {
                     add(args, i64::from(*attempt))?;
                     add(args, worker_id.clone())?;
                     add(args, self.now)?;
+                    add(args, after.org_id.clone())?;
+                    add(args, after.retention_expires_at)?;
                 }
             }
         }
@@ -397,8 +403,9 @@ impl<'a> Batch<'a> {
 async fn extras(tx: &mut Transaction<'_, Any>, p: &Pending<'_>, now: Millis) -> Result<()> {
     for PublishedRequest { request_key: key, remote_key, spec_ct } in &p.data.new_input_requests {
         sqlx::query(
-            "INSERT INTO input_requests (execution_id, request_key, remote_key, attempt, spec_ct, state, created_at) \
-             VALUES ($1, $2, $3, $4, $5, 'open', $6)",
+            "INSERT INTO input_requests \
+             (execution_id, request_key, remote_key, attempt, spec_ct, state, created_at, org_id, retention_expires_at) \
+             VALUES ($1, $2, $3, $4, $5, 'open', $6, $7, $8)",
         )
         .bind(&p.before.id)
         .bind(key)
@@ -406,6 +413,8 @@ async fn extras(tx: &mut Transaction<'_, Any>, p: &Pending<'_>, now: Millis) -> 
         .bind(i64::from(p.transition.next.attempts))
         .bind(spec_ct)
         .bind(now)
+        .bind(&p.before.org_id)
+        .bind(p.before.retention_expires_at)
         .execute(&mut **tx)
         .await?;
     }
