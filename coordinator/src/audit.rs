@@ -90,6 +90,8 @@ pub const REFUSAL_WINDOW_MS: i64 = 60_000;
 /// by one credential within this long share a row: a dashboard panel that
 /// polls the status every few seconds is one row per opening, not one per poll.
 pub const READ_WINDOW_MS: i64 = 15 * 60_000;
+// A folded row never spans two of the audit log's partitions, so its key holds.
+const _: () = assert!(store::AUDIT_PERIOD_MS % REFUSAL_WINDOW_MS == 0 && store::AUDIT_PERIOD_MS % READ_WINDOW_MS == 0);
 /// The longest detail kept; a longer one is cut (details are the system's
 /// words about a change or a refusal, never a caller's essay).
 const MAX_DETAIL_CHARS: usize = 500;

@@ -106,7 +106,7 @@ async fn measure(args: &Args, url: &str, created: Option<&str>) -> anyhow::Resul
     // What the coordinator's sweeper does every minute: sum the finished runs
     // so counts read the sums (the first seal of a project reads all its runs).
     let sealing = Instant::now();
-    store.seal_history(mix::PROJECT, now_ms()).await.context("sealing history counts")?;
+    store.seal_history(mix::ORG, mix::PROJECT, now_ms()).await.context("sealing history counts")?;
     println!("sealed the history's counts in {:.1} s", sealing.elapsed().as_secs_f64());
     let now = now_ms();
     let total = store.history_count(&all, now).await?;

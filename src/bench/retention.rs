@@ -83,7 +83,7 @@ async fn measure(args: &Args, url: &str, partitioned: bool) -> anyhow::Result<St
     }
     let runs = if partitioned { args.executions } else { args.row_executions };
     seed(&store, runs, now, expired_day * DAY + DAY / 2).await?;
-    store.seal_history(mix::PROJECT, now).await?;
+    store.seal_history(mix::ORG, mix::PROJECT, now).await?;
     store.seed_settle().await?;
 
     let baseline = starts_during(&store, &db, args.concurrency, async {

@@ -76,6 +76,9 @@ async fn ensure_partitions(engine: &Engine, now: i64) {
         Ok(n) => tracing::info!(days = n, "history partitions created ahead"),
         Err(e) => tracing::warn!(error = %e, "creating history partitions failed; retried next pass"),
     }
+    if let Err(e) = engine.store.ensure_audit_partitions(now).await {
+        tracing::warn!(error = %e, "creating audit log partitions failed; retried next pass");
+    }
 }
 
 /// Keeps Redis admission equal to the durable truth: a rebuild before the

@@ -2,10 +2,12 @@
 //! allowed or refused. Rows are inserted, read, and deleted once past the
 //! audit retention; the one update counts a repeat into a row that stands for
 //! many (`occurrences`: refusals of one credential for one action within a
-//! minute, see `crate::audit`), and never changes what the row says.
+//! minute, see `crate::audit`), and never changes what the row says. On
+//! Postgres the log is partitioned by 30-day periods (store/partitions.rs).
 
 use super::history_filter::{Where, add};
-use super::{Result, Store};
+use super::partitions::AUDIT_PERIOD_MS;
+use super::{Dialect, Result, Store};
 use crate::domain::Millis;
 use sqlx::{Arguments, AssertSqlSafe, Row};
 
@@ -85,9 +87,10 @@ impl Store {
     /// into it), counts it there instead.
     pub async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
         sqlx::query(
-            "INSERT INTO audit_logs (id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-             ON CONFLICT (id) DO UPDATE SET occurrences = audit_logs.occurrences + 1",
+            "INSERT INTO audit_logs \
+             (id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail, log_period) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             ON CONFLICT (id, log_period, org_id) DO UPDATE SET occurrences = audit_logs.occurrences + 1",
         )
         .bind(&e.id)
         .bind(&e.org_id)
@@ -99,6 +102,7 @@ impl Store {
         .bind(&e.target)
         .bind(&e.outcome)
         .bind(&e.detail)
+        .bind(e.at.div_euclid(AUDIT_PERIOD_MS))
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -133,15 +137,21 @@ impl Store {
         .await
     }
 
-    /// Deletes up to `limit` audit rows older than `before`; how many went.
+    /// Deletes the audit rows older than `before`: on Postgres every 30-day
+    /// period that ended by then, whole, and up to `limit` of the rows waiting
+    /// in the default partition; on SQLite up to `limit` rows. How many rows
+    /// went one by one.
     pub async fn delete_audit_before(&self, before: Millis, limit: u32) -> Result<u64> {
-        let done = sqlx::query(
-            "DELETE FROM audit_logs WHERE id IN (SELECT id FROM audit_logs WHERE at < $1 ORDER BY at LIMIT $2)",
-        )
-        .bind(before)
-        .bind(i64::from(limit))
-        .execute(&self.pool)
-        .await?;
+        let table = match self.dialect {
+            Dialect::Postgres => {
+                self.drop_audit_periods_before(before).await?;
+                "audit_logs_default"
+            }
+            Dialect::Sqlite => "audit_logs",
+        };
+        let sql =
+            format!("DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE at < $1 ORDER BY at LIMIT $2)");
+        let done = sqlx::query(AssertSqlSafe(sql)).bind(before).bind(i64::from(limit)).execute(&self.pool).await?;
         Ok(done.rows_affected())
     }
 }

@@ -154,6 +154,7 @@ pub(super) fn count_statement(f: &HistoryFilter, now: Millis) -> Result<(String,
 /// A run the sweeper deleted, as the sums know it.
 pub(super) struct DeletedRun {
     pub id: String,
+    pub org_id: String,
     pub project_id: String,
     pub created_at: Millis,
     pub key: SealedKey,
@@ -163,6 +164,7 @@ impl DeletedRun {
     pub(super) fn from_row(r: &sqlx::any::AnyRow) -> Result<Self> {
         Ok(DeletedRun {
             id: r.try_get("id")?,
+            org_id: r.try_get("org_id")?,
             project_id: r.try_get("project_id")?,
             created_at: r.try_get("created_at")?,
             key: SealedKey::from_row(r)?,
@@ -170,12 +172,21 @@ impl DeletedRun {
     }
 }
 
-/// Adds `by` to the sum of `key` in `project_id`.
-async fn add_to_sum(tx: &mut Transaction<'_, Any>, project_id: &str, key: &SealedKey, by: i64) -> Result<()> {
+/// The project whose sums change, with its organization (part of every key).
+#[derive(Clone, Copy)]
+struct Owner<'a> {
+    org_id: &'a str,
+    project_id: &'a str,
+}
+
+/// Adds `by` to the sum of `key` in the project.
+async fn add_to_sum(tx: &mut Transaction<'_, Any>, owner: Owner<'_>, key: &SealedKey, by: i64) -> Result<()> {
+    let project_id = owner.project_id;
     sqlx::query(
-        "INSERT INTO history_sealed (project_id, status, failure_reason, tool_name, toolkit_name, created_hour, n) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) \
-         ON CONFLICT (project_id, status, failure_reason, tool_name, toolkit_name, created_hour) \
+        "INSERT INTO history_sealed \
+         (org_id, project_id, status, failure_reason, tool_name, toolkit_name, created_hour, n) \
+         VALUES ($8, $1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (org_id, project_id, status, failure_reason, tool_name, toolkit_name, created_hour) \
          DO UPDATE SET n = history_sealed.n + excluded.n",
     )
     .bind(project_id)
@@ -185,6 +196,7 @@ async fn add_to_sum(tx: &mut Transaction<'_, Any>, project_id: &str, key: &Seale
     .bind(&key.toolkit_name)
     .bind(key.created_hour)
     .bind(by)
+    .bind(owner.org_id)
     .execute(&mut **tx)
     .await?;
     if by < 0 {
@@ -213,12 +225,12 @@ pub(super) async fn forget_deleted(
     dialect: super::Dialect,
     runs: &[DeletedRun],
 ) -> Result<()> {
-    let mut by_project: BTreeMap<&str, Vec<&DeletedRun>> = BTreeMap::new();
+    let mut by_project: BTreeMap<(&str, &str), Vec<&DeletedRun>> = BTreeMap::new();
     for r in runs {
-        by_project.entry(&r.project_id).or_default().push(r);
+        by_project.entry((&r.project_id, &r.org_id)).or_default().push(r);
     }
     // Projects in one order, so two sweepers never wait on each other in a cycle.
-    for (project_id, runs) in by_project {
+    for ((project_id, org_id), runs) in by_project {
         let sql = format!("SELECT sealed_before FROM history_seals WHERE project_id = $1{}", dialect.for_update());
         let Some(row) = sqlx::query(AssertSqlSafe(sql)).bind(project_id).fetch_optional(&mut **tx).await? else {
             continue;
@@ -236,7 +248,7 @@ pub(super) async fn forget_deleted(
             }
         }
         for (key, n) in leaving {
-            add_to_sum(tx, project_id, key, -n).await?;
+            add_to_sum(tx, Owner { org_id, project_id }, key, -n).await?;
         }
     }
     Ok(())
@@ -246,12 +258,16 @@ impl Store {
     /// Seals `project_id`'s runs created up to [`SEAL_MARGIN_MS`] before
     /// `now`, and moves listed runs that have since finished into the sums.
     /// False when another replica is sealing it.
-    pub async fn seal_history(&self, project_id: &str, now: Millis) -> Result<bool> {
+    pub async fn seal_history(&self, org_id: &str, project_id: &str, now: Millis) -> Result<bool> {
+        let owner = Owner { org_id, project_id };
         let mut tx = self.pool.begin().await?;
-        sqlx::query("INSERT INTO history_seals (project_id, sealed_before) VALUES ($1, 0) ON CONFLICT DO NOTHING")
-            .bind(project_id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO history_seals (org_id, project_id, sealed_before) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING",
+        )
+        .bind(org_id)
+        .bind(project_id)
+        .execute(&mut *tx)
+        .await?;
         let lock = format!(
             "SELECT sealed_before FROM history_seals WHERE project_id = $1{}",
             self.dialect.for_update_skip_locked()
@@ -266,20 +282,20 @@ impl Store {
         // the range excluding what was listed. A run finishing between the two
         // statements is then listed (and moved later), never in neither.
         let unfinished = format!(
-            "INSERT INTO history_unsealed (project_id, execution_id) SELECT project_id, id FROM executions \
+            "INSERT INTO history_unsealed (org_id, project_id, execution_id) SELECT org_id, project_id, id FROM executions \
              WHERE project_id = $1 AND created_at >= $2 AND created_at < $3 AND NOT {TERMINAL}"
         );
         sqlx::query(AssertSqlSafe(unfinished)).bind(project_id).bind(from).bind(to).execute(&mut *tx).await?;
         let hour = created_hour();
         let finished = format!(
             "INSERT INTO history_sealed \
-             (project_id, status, failure_reason, tool_name, toolkit_name, created_hour, n) \
-             SELECT project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name, \
+             (org_id, project_id, status, failure_reason, tool_name, toolkit_name, created_hour, n) \
+             SELECT org_id, project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name, \
              {hour}, COUNT(*) \
              FROM executions WHERE project_id = $1 AND created_at >= $2 AND created_at < $3 AND {TERMINAL} \
              AND id NOT IN (SELECT execution_id FROM history_unsealed WHERE project_id = $1) \
-             GROUP BY project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name, {hour} \
-             ON CONFLICT (project_id, status, failure_reason, tool_name, toolkit_name, created_hour) \
+             GROUP BY org_id, project_id, status, COALESCE(failure_reason, ''), tool_name, toolkit_name, {hour} \
+             ON CONFLICT (org_id, project_id, status, failure_reason, tool_name, toolkit_name, created_hour) \
              DO UPDATE SET n = history_sealed.n + excluded.n"
         );
         sqlx::query(AssertSqlSafe(finished)).bind(project_id).bind(from).bind(to).execute(&mut *tx).await?;
@@ -302,7 +318,7 @@ impl Store {
             *moving.entry(SealedKey::from_row(r)?).or_default() += 1;
         }
         for (key, n) in &moving {
-            add_to_sum(&mut tx, project_id, key, *n).await?;
+            add_to_sum(&mut tx, owner, key, *n).await?;
         }
         sqlx::query("UPDATE history_seals SET sealed_before = $1 WHERE project_id = $2")
             .bind(to)
@@ -316,11 +332,11 @@ impl Store {
     /// Seals every project (see [`Store::seal_history`]); how many it sealed.
     /// A project that fails is logged and left for the next pass.
     pub async fn seal_histories(&self, now: Millis) -> Result<usize> {
-        let rows = sqlx::query("SELECT id FROM projects").fetch_all(&self.pool).await?;
+        let rows = sqlx::query("SELECT id, org_id FROM projects").fetch_all(&self.pool).await?;
         let mut sealed = 0;
         for r in &rows {
-            let id: String = r.try_get("id")?;
-            match self.seal_history(&id, now).await {
+            let (id, org_id): (String, String) = (r.try_get("id")?, r.try_get("org_id")?);
+            match self.seal_history(&org_id, &id, now).await {
                 Ok(true) => sealed += 1,
                 Ok(false) => {}
                 Err(e) => tracing::warn!(project_id = %id, error = %e, "sealing history counts failed"),

@@ -93,7 +93,7 @@ async fn kept_counts_equal_full_counts_through_seals_finishes_expiry_and_deletio
         assert_eq!(of(&before, "all"), 6, "{name}");
 
         // Seal everything created before 5_000; then a run created after.
-        assert!(s.seal_history("p1", 5_000 + SEAL_MARGIN_MS).await.expect("seal"), "{name}");
+        assert!(s.seal_history("org_1", "p1", 5_000 + SEAL_MARGIN_MS).await.expect("seal"), "{name}");
         assert_eq!(listed(s).await, 2, "{name}: the two pending runs are listed");
         let late = new_execution("p1", "u1", None, "f", 6_000);
         s.create_execution(&late).await.expect("create");
@@ -112,7 +112,7 @@ async fn kept_counts_equal_full_counts_through_seals_finishes_expiry_and_deletio
         s.apply(&waiting.id, &Event::RequestCancel, &EventData::default(), 7_000).await.expect("cancel");
         let finished = counts(s, name, "listed run finished", 10_000).await;
         assert_eq!((of(&finished, "cancelled"), of(&finished, "tool")), (2, 1), "{name}");
-        assert!(s.seal_history("p1", 5_500 + SEAL_MARGIN_MS).await.expect("seal"), "{name}");
+        assert!(s.seal_history("org_1", "p1", 5_500 + SEAL_MARGIN_MS).await.expect("seal"), "{name}");
         assert_eq!(listed(s).await, 1, "{name}: the finished run left the list");
         counts(s, name, "moved", 10_000).await;
         counts(s, name, "moved", 60_000).await;
@@ -129,7 +129,7 @@ async fn kept_counts_equal_full_counts_through_seals_finishes_expiry_and_deletio
         counts(s, name, "listed run deleted", 80_000).await;
 
         // A later seal picks up the run created after the first one.
-        assert!(s.seal_history("p1", 100_000 + SEAL_MARGIN_MS).await.expect("seal"), "{name}");
+        assert!(s.seal_history("org_1", "p1", 100_000 + SEAL_MARGIN_MS).await.expect("seal"), "{name}");
         counts(s, name, "sealed again", 80_000).await;
     }
 }
@@ -195,7 +195,7 @@ async fn time_ranges_count_whole_hours_from_the_sums_and_their_edges_row_by_row(
             }
         };
         check("nothing sealed", 15 * HOUR).await;
-        assert!(s.seal_history("p1", 16 * HOUR).await.expect("seal"), "{name}");
+        assert!(s.seal_history("org_1", "p1", 16 * HOUR).await.expect("seal"), "{name}");
         let (rows, _) = sums(s).await;
         assert!(rows >= 5, "{name}: finished runs are summed by hour ({rows} sums)");
         check("sealed", 15 * HOUR).await;

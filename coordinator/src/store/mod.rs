@@ -36,6 +36,8 @@ mod write;
 #[cfg(test)]
 mod contract_tests;
 #[cfg(test)]
+mod distribution_tests;
+#[cfg(test)]
 mod history_counts_tests;
 #[cfg(test)]
 mod history_tests;
@@ -58,6 +60,7 @@ pub use history_filter::HistoryFilter;
 pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
 pub use input::{Answered, InputRequestRow};
 pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
+pub use partitions::AUDIT_PERIOD_MS;
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
 pub use replica::ReplicaState;
 pub use retention::RetentionSettings;
@@ -222,6 +225,8 @@ impl Store {
                 (16, "dashboard_sessions", include_str!("../../../migrations/postgres/0016_dashboard_sessions.sql")),
                 (17, "change_cursor", include_str!("../../../migrations/postgres/0017_change_cursor.sql")),
                 (18, "history_partitions", include_str!("../../../migrations/postgres/0018_history_partitions.sql")),
+                (19, "audit_partitions", include_str!("../../../migrations/postgres/0019_audit_partitions.sql")),
+                (20, "org_keys", include_str!("../../../migrations/postgres/0020_org_keys.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -249,6 +254,8 @@ impl Store {
                 (16, "dashboard_sessions", include_str!("../../../migrations/sqlite/0016_dashboard_sessions.sql")),
                 (17, "change_cursor", include_str!("../../../migrations/sqlite/0017_change_cursor.sql")),
                 (18, "history_partitions", include_str!("../../../migrations/sqlite/0018_history_partitions.sql")),
+                (19, "audit_partitions", include_str!("../../../migrations/sqlite/0019_audit_partitions.sql")),
+                (20, "org_keys", include_str!("../../../migrations/sqlite/0020_org_keys.sql")),
             ],
         };
         let migrations = sources

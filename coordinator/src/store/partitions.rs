@@ -7,7 +7,8 @@
 //!
 //! Rows whose day has no partition wait in the DEFAULT partitions: creating
 //! that day's partition later moves them in, and expired ones there are
-//! deleted row by row (store/sweep.rs).
+//! deleted row by row (store/sweep.rs). The audit log is partitioned the same
+//! way by 30-day periods of `at` (store/audit.rs).
 
 use super::history_counts::created_hour;
 use super::{Dialect, Result, Store};
@@ -16,6 +17,9 @@ use sqlx::{AssertSqlSafe, Row};
 use std::collections::BTreeSet;
 
 pub const DAY_MS: i64 = 86_400_000;
+/// The audit log's partitions: periods of 30 days of `at`. The audit's fold
+/// windows (`crate::audit`) divide it, so a fold never spans two periods.
+pub const AUDIT_PERIOD_MS: i64 = 30 * DAY_MS;
 /// The partitioned tables, parent first: a day is created and dropped for all four.
 pub const TABLES: [&str; 4] = ["executions", "execution_events", "attempts", "input_requests"];
 /// Days further ahead than this wait in the default partitions, so that a
@@ -35,23 +39,72 @@ pub fn partition_name(table: &str, day: i64) -> String {
 impl Store {
     /// The days that have a partition (of `executions`; the four tables change together).
     pub async fn partition_days(&self) -> Result<BTreeSet<i64>> {
+        self.attached("executions").await
+    }
+
+    /// The numbers `n` of `parent`'s partitions named `<parent>_p<n>`.
+    pub(super) async fn attached(&self, parent: &str) -> Result<BTreeSet<i64>> {
         if self.dialect != Dialect::Postgres {
             return Ok(BTreeSet::new());
         }
         let rows = sqlx::query(
             "SELECT c.relname::text AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-             JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'executions' AND p.relnamespace = c.relnamespace",
+             JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = $1 AND p.relnamespace = c.relnamespace",
         )
+        .bind(parent)
         .fetch_all(&self.pool)
         .await?;
-        let mut days = BTreeSet::new();
+        let prefix = format!("{parent}_p");
+        let mut numbers = BTreeSet::new();
         for r in &rows {
             let name: String = r.try_get("name")?;
-            if let Some(day) = name.strip_prefix("executions_p").and_then(|d| d.parse::<i64>().ok()) {
-                days.insert(day);
+            if let Some(n) = name.strip_prefix(&prefix).and_then(|d| d.parse::<i64>().ok()) {
+                numbers.insert(n);
             }
         }
-        Ok(days)
+        Ok(numbers)
+    }
+
+    /// Creates the audit log's partitions for `now`'s period and the next;
+    /// how many it created.
+    pub async fn ensure_audit_partitions(&self, now: Millis) -> Result<usize> {
+        if self.dialect != Dialect::Postgres {
+            return Ok(0);
+        }
+        let first = now.div_euclid(AUDIT_PERIOD_MS);
+        let have = self.attached("audit_logs").await?;
+        let mut created = 0;
+        for period in (first..=first + 1).filter(|p| !have.contains(p)) {
+            let mut tx = self.pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
+            if exists(&mut tx, &partition_name("audit_logs", period)).await? {
+                continue;
+            }
+            attach(&mut tx, "audit_logs", "log_period", period, period, period + 1).await?;
+            tx.commit().await?;
+            created += 1;
+        }
+        Ok(created)
+    }
+
+    /// Drops the audit log's periods that ended by `before`; how many.
+    pub async fn drop_audit_periods_before(&self, before: Millis) -> Result<usize> {
+        let mut dropped = 0;
+        for period in self.attached("audit_logs").await? {
+            if (period + 1) * AUDIT_PERIOD_MS > before {
+                break;
+            }
+            let mut tx = self.pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
+            sqlx::query(DROP_LOCK_TIMEOUT).execute(&mut *tx).await?;
+            let part = partition_name("audit_logs", period);
+            if exists(&mut tx, &part).await? {
+                sqlx::query(AssertSqlSafe(format!("DROP TABLE {part}"))).execute(&mut *tx).await?;
+                dropped += 1;
+            }
+            tx.commit().await?;
+        }
+        Ok(dropped)
     }
 
     /// The latest retention end a run created now can get: `max_ttl_ms`
@@ -91,25 +144,11 @@ impl Store {
     async fn create_day(&self, day: i64) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
-        let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
-            .bind(partition_name("executions", day))
-            .fetch_one(&mut *tx)
-            .await?;
-        if exists.is_some() {
+        if exists(&mut tx, &partition_name("executions", day)).await? {
             return Ok(false);
         }
-        let (from, to) = (day * DAY_MS, (day + 1) * DAY_MS);
         for table in TABLES {
-            let part = partition_name(table, day);
-            let range = format!("retention_expires_at >= {from} AND retention_expires_at < {to}");
-            for sql in [
-                format!("CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS)"),
-                format!("INSERT INTO {part} SELECT * FROM {table}_default WHERE {range}"),
-                format!("DELETE FROM {table}_default WHERE {range}"),
-                format!("ALTER TABLE {table} ATTACH PARTITION {part} FOR VALUES FROM ({from}) TO ({to})"),
-            ] {
-                sqlx::query(AssertSqlSafe(sql)).execute(&mut *tx).await?;
-            }
+            attach(&mut tx, table, "retention_expires_at", day, day * DAY_MS, (day + 1) * DAY_MS).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -138,14 +177,10 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
         sqlx::query(DROP_LOCK_TIMEOUT).execute(&mut *tx).await?;
-        let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
-            .bind(partition_name("executions", day))
-            .fetch_one(&mut *tx)
-            .await?;
-        if exists.is_none() {
+        let runs = partition_name("executions", day);
+        if !exists(&mut tx, &runs).await? {
             return Ok(());
         }
-        let runs = partition_name("executions", day);
         // Hold the day still (a late deadline sweep may still write a row of
         // it) while the sums forget it, then drop it.
         sqlx::query(AssertSqlSafe(format!("LOCK TABLE {runs} IN SHARE MODE"))).execute(&mut *tx).await?;
@@ -157,11 +192,35 @@ impl Store {
     }
 }
 
+type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
+
+async fn exists(tx: &mut Tx<'_>, table: &str) -> Result<bool> {
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass($1)::text").bind(table).fetch_one(&mut **tx).await?;
+    Ok(found.is_some())
+}
+
+/// Creates `table`'s partition number `n` for `key` in `[from, to)`, moving in
+/// the rows that waited for it in `table`'s default partition.
+async fn attach(tx: &mut Tx<'_>, table: &str, key: &str, n: i64, from: i64, to: i64) -> Result<()> {
+    let part = partition_name(table, n);
+    let range = format!("{key} >= {from} AND {key} < {to}");
+    for sql in [
+        format!("CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS)"),
+        format!("INSERT INTO {part} SELECT * FROM {table}_default WHERE {range}"),
+        format!("DELETE FROM {table}_default WHERE {range}"),
+        format!("ALTER TABLE {table} ATTACH PARTITION {part} FOR VALUES FROM ({from}) TO ({to})"),
+    ] {
+        sqlx::query(AssertSqlSafe(sql)).execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
 /// Keeps the history sums true as the runs of partition `runs` leave (the
 /// whole-day form of `history_counts::forget_deleted`): of the runs created
 /// before their project's seal, a listed one leaves the list and a summed one
 /// leaves its sum.
-async fn forget_partition(tx: &mut sqlx::Transaction<'_, sqlx::Any>, runs: &str) -> Result<()> {
+async fn forget_partition(tx: &mut Tx<'_>, runs: &str) -> Result<()> {
     // The seals of the day's projects, locked in one order (as forget_deleted).
     let lock = format!(
         "SELECT project_id FROM history_seals WHERE project_id IN (SELECT DISTINCT project_id FROM {runs}) \
@@ -184,5 +243,9 @@ async fn forget_partition(tx: &mut sqlx::Transaction<'_, sqlx::Any>, runs: &str)
          AND h.toolkit_name = summed.toolkit_name AND h.created_hour = summed.created_hour"
     );
     sqlx::query(AssertSqlSafe(sql)).execute(&mut **tx).await?;
+    // An hour whose runs have all left keeps no row (as `forget_deleted`).
+    let empty =
+        format!("DELETE FROM history_sealed WHERE n <= 0 AND project_id IN (SELECT DISTINCT project_id FROM {runs})");
+    sqlx::query(AssertSqlSafe(empty)).execute(&mut **tx).await?;
     Ok(())
 }

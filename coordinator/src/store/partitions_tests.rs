@@ -62,7 +62,7 @@ async fn a_day_that_is_over_leaves_whole_and_the_sums_and_keys_stay_true() {
     for table in ["executions", "execution_events", "attempts"] {
         assert_eq!(homes(s, table, &done.id).await, [partition_name(table, D + 1)], "{table}");
     }
-    assert!(s.seal_history("p1", base + 10_000 + SEAL_MARGIN_MS).await.expect("seal"));
+    assert!(s.seal_history("org_1", "p1", base + 10_000 + SEAL_MARGIN_MS).await.expect("seal"));
     let kept_events = s.list_events(&kept.id).await.expect("events").len();
     assert!(kept_events >= 3, "{kept_events}");
 
@@ -138,4 +138,50 @@ async fn a_retention_change_moves_a_run_and_its_rows_to_their_new_day() {
             .await
             .expect("key");
     assert_eq!(key_expires, expires, "the key expires with its run");
+}
+
+#[tokio::test]
+async fn the_audit_log_leaves_by_whole_periods_and_repeats_still_fold_into_one_row() {
+    use super::partitions::AUDIT_PERIOD_MS;
+    let b = postgres().await;
+    let s = &b.store;
+    const P: i64 = 700;
+    let start = P * AUDIT_PERIOD_MS;
+    assert_eq!(s.ensure_audit_partitions(start).await.expect("ensure"), 2, "this period and the next");
+    let entry = |id: &str, at: i64| AuditEntry {
+        id: id.into(),
+        org_id: "org_1".into(),
+        project_id: Some("p1".into()),
+        at,
+        actor_id: "cred_a".into(),
+        actor_kind: "api_key".into(),
+        action: "operator.list".into(),
+        target: None,
+        outcome: "refused".into(),
+        detail: None,
+        occurrences: 1,
+    };
+    // A refusal repeated within its minute is one row, in its period's partition.
+    for at in [start + 1_000, start + 2_000, start + 3_000] {
+        s.append_audit(&entry("aud_rfold", at)).await.expect("append");
+    }
+    s.append_audit(&entry("aud_next", start + AUDIT_PERIOD_MS + 5)).await.expect("append");
+    s.append_audit(&entry("aud_early", start - 10)).await.expect("append");
+    let home = |id: &'static str| async move {
+        sqlx::query_scalar::<_, String>(
+            "SELECT tableoid::regclass::text || ':' || occurrences::text FROM audit_logs WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_all(&s.pool)
+        .await
+        .expect("home")
+    };
+    assert_eq!(home("aud_rfold").await, [format!("{}:3", partition_name("audit_logs", P))]);
+    assert_eq!(home("aud_early").await, ["audit_logs_default:1"]);
+
+    // Past the period's end, the period leaves whole and the early row one by one.
+    assert_eq!(s.delete_audit_before(start + AUDIT_PERIOD_MS, 10).await.expect("delete"), 1, "the default's row");
+    assert!(home("aud_rfold").await.is_empty() && home("aud_early").await.is_empty());
+    assert_eq!(home("aud_next").await.len(), 1, "the next period stays");
+    assert!(!s.attached("audit_logs").await.expect("periods").contains(&P));
 }

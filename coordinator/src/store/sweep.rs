@@ -195,7 +195,7 @@ impl Store {
             Dialect::Sqlite => "executions",
         };
         let sql = format!(
-            "SELECT id, project_id, created_at, {} FROM {table} WHERE retention_expires_at <= $1 LIMIT $2{}",
+            "SELECT id, org_id, project_id, created_at, {} FROM {table} WHERE retention_expires_at <= $1 LIMIT $2{}",
             key_columns(),
             self.dialect.for_update_skip_locked()
         );

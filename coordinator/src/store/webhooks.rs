@@ -158,9 +158,9 @@ pub(super) fn enqueue_parts(
     add(args, crate::webhooks::EVENT_TYPE)?;
     let values = format!("w(message_id, project_id, execution_id, state, body) AS (VALUES {})", rows.join(", "));
     let insert = format!(
-        "INSERT INTO webhook_deliveries (id, message_id, endpoint_id, project_id, execution_id, state, body, \
+        "INSERT INTO webhook_deliveries (id, org_id, message_id, endpoint_id, project_id, execution_id, state, body, \
          status, attempts, created_at, next_attempt_at) \
-         SELECT w.message_id || ':' || e.id, w.message_id, e.id, e.project_id, w.execution_id, w.state, w.body, \
+         SELECT w.message_id || ':' || e.id, e.org_id, w.message_id, e.id, e.project_id, w.execution_id, w.state, w.body, \
          'pending', 0, ${now_at}, ${now_at} \
          FROM w JOIN webhook_endpoints e ON e.project_id = w.project_id AND e.enabled = 1 AND e.event_type = ${}",
         now_at + 1
