@@ -69,7 +69,9 @@ async fn a_day_that_is_over_leaves_whole_and_the_sums_and_keys_stay_true() {
     // Day D+2 begins: days D and D+1 leave, D+3 stays.
     let now = (D + 2) * DAY_MS;
     let (report, _) = s.sweep(now, 1_000, 500).await;
-    assert_eq!((report.days_dropped, report.failed), (2, 0), "{report:?}");
+    assert_eq!((report.days_dropped, report.keys_deleted, report.failed), (2, 1, 0), "{report:?}");
+    let keys: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM execution_keys").fetch_one(&s.pool).await.expect("n");
+    assert_eq!(keys, 0, "the expired run's key row is gone too");
     let days = s.partition_days().await.expect("days");
     assert!(!days.contains(&D) && !days.contains(&(D + 1)) && days.contains(&(D + 3)), "{days:?}");
     for id in [&done.id, &keyed.id, &waiting.id] {
