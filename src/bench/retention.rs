@@ -128,9 +128,9 @@ async fn measure(args: &Args, url: &str, partitioned: bool) -> anyhow::Result<St
         "SELECT (SELECT COUNT(*) FROM executions WHERE retention_expires_at < $1) \
          + (SELECT COUNT(*) FROM execution_keys WHERE retention_expires_at < $1)",
     )
-        .bind(expired_day * DAY + DAY)
-        .fetch_one(&db)
-        .await?;
+    .bind(expired_day * DAY + DAY)
+    .fetch_one(&db)
+    .await?;
     anyhow::ensure!(left == 0, "{left} expired runs remain");
     // Statistics reach the collector when a backend has been idle a while.
     tokio::time::sleep(Duration::from_secs(11)).await;
