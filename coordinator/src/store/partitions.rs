@@ -16,12 +16,12 @@ use crate::domain::Millis;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::BTreeSet;
 
-pub const DAY_MS: i64 = 86_400_000;
+pub(super) const DAY_MS: i64 = 86_400_000;
 /// The audit log's partitions: periods of 30 days of `at`. The audit's fold
 /// windows (`crate::audit`) divide it, so a fold never spans two periods.
 pub const AUDIT_PERIOD_MS: i64 = 30 * DAY_MS;
 /// The partitioned tables, parent first: a day is created and dropped for all four.
-pub const TABLES: [&str; 4] = ["executions", "execution_events", "attempts", "input_requests"];
+const TABLES: [&str; 4] = ["executions", "execution_events", "attempts", "input_requests"];
 /// Days further ahead than this wait in the default partitions, so that a
 /// very long retention does not mean thousands of empty tables.
 const MAX_AHEAD_DAYS: i64 = 400;
@@ -32,7 +32,7 @@ const LOCK: i64 = 0x6261_746f_6e70; // "batonp"
 const DROP_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '200ms'";
 
 /// The name of `table`'s partition for day `day` (days since the epoch).
-pub fn partition_name(table: &str, day: i64) -> String {
+pub(super) fn partition_name(table: &str, day: i64) -> String {
     format!("{table}_p{day}")
 }
 
