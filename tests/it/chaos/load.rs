@@ -207,7 +207,7 @@ pub(super) async fn until_terminal(
                 match sent {
                     Err(e) => {
                         s.count(format!("REST wait: {}", error_kind(&e)));
-                        gw ^= 1;
+                        gw = s.next_gateway(gw);
                         Duration::from_millis(200)
                     }
                     Ok(resp) => {
@@ -223,7 +223,7 @@ pub(super) async fn until_terminal(
                                 _ => Duration::from_millis(20),
                             },
                             503 => {
-                                gw ^= 1;
+                                gw = s.next_gateway(gw);
                                 Duration::from_millis(500)
                             }
                             500..=599 => {
@@ -251,7 +251,9 @@ pub(super) async fn until_terminal(
                         }
                     },
                     Rpc::Retry(d, elsewhere) => {
-                        gw ^= usize::from(elsewhere);
+                        if elsewhere {
+                            gw = s.next_gateway(gw);
+                        }
                         d
                     }
                     Rpc::Failed => Duration::from_millis(500),
@@ -271,7 +273,9 @@ pub(super) async fn until_terminal(
                         }
                     },
                     Rpc::Retry(d, elsewhere) => {
-                        gw ^= usize::from(elsewhere);
+                        if elsewhere {
+                            gw = s.next_gateway(gw);
+                        }
                         d
                     }
                     Rpc::Failed => Duration::from_millis(500),
@@ -296,7 +300,7 @@ pub(super) async fn client(s: Arc<Shared>, i: usize) {
     let mut n = 0usize;
     while !s.stop.load(Ordering::Relaxed) {
         n += 1;
-        let mut gw = (i + n) % 2;
+        let mut gw = (i + n) % s.gateways.len();
         let key = format!("chaos-{i}-{n}");
         let (tool, args) = match rng.next() % 3 {
             0 => ("Demo.Echo", json!({"text": key})),
@@ -319,7 +323,9 @@ pub(super) async fn client(s: Arc<Shared>, i: usize) {
             match answer {
                 Answer::Acked(id) => break Some(id),
                 Answer::Retry(d, elsewhere) => {
-                    gw ^= usize::from(elsewhere);
+                    if elsewhere {
+                        gw = s.next_gateway(gw);
+                    }
                     tokio::time::sleep(rng.jitter(d)).await;
                 }
                 Answer::GiveUp => break None,

@@ -25,6 +25,10 @@
 //! written to `figures.md` in the cluster's directory (and to
 //! `$BATON_CHAOS_FIGURES` when set); every violated invariant is listed before
 //! the test fails.
+//!
+//! `scale_out.rs` holds the scale-out form: the same load and checks on three
+//! gateways, coordinators and workers over a Redis Cluster and a Postgres
+//! read replica, with faults of their own (ignored by default; see there).
 
 use crate::harness::{Cluster, Settings, random_suffix};
 use crate::servers::{PrivatePostgres, PrivateRedis};
@@ -39,10 +43,10 @@ use tokio::time::Instant;
 
 mod load;
 mod report;
+mod scale_out;
 mod watch;
 
 use load::*;
-use report::*;
 use watch::*;
 
 /// The size of one run.
@@ -185,11 +189,13 @@ struct Tally {
 /// What the clients share.
 struct Shared {
     http: reqwest::Client,
-    gateways: [String; 2],
+    gateways: Vec<String>,
     org: String,
     project: String,
     gateway_id: String,
     tokens: [String; 2],
+    /// Base names of the workers a fault kills: only their executions may fail `owner_lost`.
+    killed_workers: Vec<&'static str>,
     sleep_s: (f64, f64),
     task_poll: Duration,
     t0: Instant,
@@ -260,6 +266,11 @@ impl Shared {
         t.retry_after_ms = (n + 1, sum + ms, max.max(ms));
     }
 
+    /// The gateway after `gw`, to retry elsewhere.
+    fn next_gateway(&self, gw: usize) -> usize {
+        (gw + 1) % self.gateways.len()
+    }
+
     fn rest_url(&self, gw: usize, path: &str) -> String {
         format!("http://{}/v1/orgs/{}/projects/{}/tool-executions{path}", self.gateways[gw], self.org, self.project)
     }
@@ -289,6 +300,46 @@ async fn chaos_loses_nothing_and_runs_nothing_twice() {
     run(form()).await.expect("chaos run");
 }
 
+/// The admission bounds of `form` on top of `base`.
+fn settings(form: &Form, base: Settings) -> Settings {
+    let b = form.bounds;
+    Settings {
+        principal_concurrency: b.principal,
+        project_concurrency: b.project,
+        organization_concurrency: b.organization,
+        backlog: b.backlog,
+        ..base
+    }
+}
+
+/// On a private server: the production default pool (the harness keeps it small for
+/// the shared one). Every MCP call is handed over at once.
+fn patch_private(c: &Cluster) -> Result<()> {
+    patch_config(c, |v| {
+        v["database"]["max_connections"] = 32.into();
+        v["gateway"] = json!({"foreground_budget_ms": 0});
+    })
+}
+
+/// A named load worker (each process appends its own suffix), so an execution
+/// failed `owner_lost` can be traced to the worker that held it.
+fn load_worker(form: &Form, name: &str) -> [(&'static str, String); 2] {
+    [("BATON_WORKER__CAPACITY", form.worker_capacity.to_string()), ("BATON_WORKER__ID", name.to_owned())]
+}
+
+/// The probe tenant's worker.
+fn probe_worker(token: String) -> [(&'static str, String); 3] {
+    [("BATON_WORKER__TOKEN", token), ("BATON_WORKER__CAPACITY", "8".into()), ("BATON_WORKER__ID", "wk_probe".into())]
+}
+
+fn load_http() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(4_096)
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(30))
+        .build()?)
+}
+
 async fn run(form: Form) -> Result<()> {
     let started = Instant::now();
     crate::harness::install_crypto_provider();
@@ -296,81 +347,24 @@ async fn run(form: Form) -> Result<()> {
     std::fs::create_dir_all(&home)?;
     let pg = PrivatePostgres::start(&home).await.context("private postgres")?;
     let mut redis = PrivateRedis::start().await.context("private redis")?;
-    let b = form.bounds;
-    let settings = Settings {
-        principal_concurrency: b.principal,
-        project_concurrency: b.project,
-        organization_concurrency: b.organization,
-        backlog: b.backlog,
-        redis_url: Some(redis.url()),
-        postgres_url: Some(pg.url()),
-        ..Settings::default()
-    };
-    let mut c = Cluster::new(settings).await?;
-    patch_config(&c, |v| {
-        // A private server: the production default pool (the harness keeps it small for
-        // the shared one). Every MCP call is handed over at once.
-        v["database"]["max_connections"] = 32.into();
-        v["gateway"] = json!({"foreground_budget_ms": 0});
-    })?;
-    // Named workers (each process appends its own suffix), so an execution
-    // failed `owner_lost` can be traced to the worker that held it.
-    let worker = |name: &str| {
-        [("BATON_WORKER__CAPACITY", form.worker_capacity.to_string()), ("BATON_WORKER__ID", name.to_owned())]
-    };
+    let base = Settings { redis_url: Some(redis.url()), postgres_url: Some(pg.url()), ..Settings::default() };
+    let mut c = Cluster::new(settings(&form, base)).await?;
+    patch_private(&c)?;
     for _ in 0..2 {
         c.start_coordinator().await?;
     }
     for i in 0..2 {
         c.start_gateway(i).await?;
     }
-    c.start_worker_with(0, &worker(LOAD_WORKERS[0])).await?;
-    c.start_worker_with(1, &worker(LOAD_WORKERS[1])).await?;
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(4_096)
-        .connect_timeout(Duration::from_secs(2))
-        .timeout(Duration::from_secs(30))
-        .build()?;
+    c.start_worker_with(0, &load_worker(&form, LOAD_WORKERS[0])).await?;
+    c.start_worker_with(1, &load_worker(&form, LOAD_WORKERS[1])).await?;
+    let http = load_http()?;
     let (probe_target, probe_worker_token) = probe_tenant(&c, &http).await?;
-    let probe_target = Arc::new(probe_target);
     // The probe tenant's worker dials coordinator 0, the one that is killed.
-    let probe_worker = [
-        ("BATON_WORKER__TOKEN", probe_worker_token),
-        ("BATON_WORKER__CAPACITY", "8".into()),
-        ("BATON_WORKER__ID", "wk_probe".into()),
-    ];
-    c.start_worker_with(0, &probe_worker).await?;
+    c.start_worker_with(0, &probe_worker(probe_worker_token)).await?;
     println!("chaos ({} form): cluster in {}, postgres log {}", form.name, c.dir.display(), pg.log.display());
 
-    let s = Arc::new(Shared {
-        http: http.clone(),
-        gateways: [c.gateways[0].addr.clone(), c.gateways[1].addr.clone()],
-        org: c.id.org_id.clone(),
-        project: c.id.project_id.clone(),
-        gateway_id: c.id.gateway_id.clone(),
-        tokens: [c.id.user_token.clone(), c.id.other_user_token.clone()],
-        sleep_s: form.sleep_s,
-        task_poll: form.task_poll,
-        t0: Instant::now(),
-        t0_unix_ms: i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis())?,
-        timeline: Mutex::new(vec![(0.0, "baseline".into())]),
-        phase: Mutex::new("baseline".into()),
-        stop: AtomicBool::new(false),
-        abandon: AtomicBool::new(false),
-        tally: Mutex::new(Tally::default()),
-    });
-    let mut recoveries = Vec::new();
-    let baseline = spawn_probes(&probe_target, Instant::now(), "baseline");
-    recoveries.push(join_probes("baseline (no fault, no load)", baseline).await);
-
-    let bounds = [b.principal, b.project, b.organization, b.backlog].map(|n| n as i64);
-    let sampling_done = Arc::new(AtomicBool::new(false));
-    let sampling = sampler(c.database_url.clone(), s.clone(), bounds, sampling_done.clone());
-    s.set_phase("warm-up");
-    let load_started = Instant::now();
-    let clients: Vec<_> = (0..form.clients).map(|i| tokio::spawn(client(s.clone(), i))).collect();
-    tokio::time::sleep(form.warmup).await;
-
+    let mut r = Run::start(&form, &c, &http, probe_target, 2, vec![LOAD_WORKERS[1]]).await?;
     let mut killed_worker_counts = BTreeMap::new();
     let faults = [
         "kill -9 coordinator 0, restart it",
@@ -381,21 +375,20 @@ async fn run(form: Form) -> Result<()> {
         "pg_ctl restart -m fast",
     ];
     for (k, fault) in faults.into_iter().enumerate() {
-        s.set_phase(fault);
+        let t0 = r.begin(fault);
         let tag = format!("fault{k}");
-        let t0 = Instant::now();
         let probes = match k {
             0 => {
                 c.coordinators[0].kill9();
                 let _ = c.coordinators[0].child.wait().await;
-                let probes = spawn_probes(&probe_target, t0, &tag);
+                let probes = r.probes(t0, &tag);
                 c.restart_coordinator(0).await?;
                 probes
             }
             1 => {
                 c.gateways[1].kill9();
                 let _ = c.gateways[1].child.wait().await;
-                let probes = spawn_probes(&probe_target, t0, &tag);
+                let probes = r.probes(t0, &tag);
                 c.restart_gateway(1, 1).await?;
                 probes
             }
@@ -405,13 +398,13 @@ async fn run(form: Form) -> Result<()> {
                 c.workers[1].kill9();
                 let _ = c.workers[1].child.wait().await;
                 add_counts(&mut killed_worker_counts, &counts);
-                let probes = spawn_probes(&probe_target, t0, &tag);
-                c.start_worker_with(1, &worker(LOAD_WORKERS[2])).await?;
+                let probes = r.probes(t0, &tag);
+                c.start_worker_with(1, &load_worker(&form, LOAD_WORKERS[2])).await?;
                 probes
             }
             3 => {
                 redis.kill9().await;
-                let probes = spawn_probes(&probe_target, t0, &tag);
+                let probes = r.probes(t0, &tag);
                 redis.start_again().await?;
                 probes
             }
@@ -422,147 +415,103 @@ async fn run(form: Form) -> Result<()> {
                 redis.snapshot().await?;
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 redis.restart_from_snapshot().await?;
-                spawn_probes(&probe_target, t0, &tag)
+                r.probes(t0, &tag)
             }
             _ => {
                 pg.restart_fast().await?;
-                spawn_probes(&probe_target, t0, &tag)
+                r.probes(t0, &tag)
             }
         };
-        recoveries.push(join_probes(fault, probes).await);
-        s.set_phase(&format!("the gap after: {fault}"));
-        tokio::time::sleep(form.gap).await;
+        r.end(fault, probes).await;
+    }
+    r.finish(&form, &c, started, &killed_worker_counts, "").await
+}
+
+/// A run under way: the load, what watches it, and each fault's recovery.
+struct Run {
+    s: Arc<Shared>,
+    probe: Arc<Probe>,
+    bounds: [i64; 4],
+    /// How many workers serve the load.
+    load_workers: usize,
+    gap: Duration,
+    recoveries: Vec<Recovery>,
+    sampling_done: Arc<AtomicBool>,
+    sampling: tokio::task::JoinHandle<Occupancy>,
+    /// Every task of the load; each ends once `s.stop` (or `s.abandon`) is set.
+    clients: Vec<tokio::task::JoinHandle<()>>,
+    load_started: Instant,
+}
+
+impl Run {
+    /// Probes the idle cluster, then starts the load and its sampler and lets it warm up.
+    async fn start(
+        form: &Form,
+        c: &Cluster,
+        http: &reqwest::Client,
+        probe: Probe,
+        load_workers: usize,
+        killed_workers: Vec<&'static str>,
+    ) -> Result<Run> {
+        let s = Arc::new(Shared {
+            http: http.clone(),
+            gateways: c.gateways.iter().map(|g| g.addr.clone()).collect(),
+            org: c.id.org_id.clone(),
+            project: c.id.project_id.clone(),
+            gateway_id: c.id.gateway_id.clone(),
+            tokens: [c.id.user_token.clone(), c.id.other_user_token.clone()],
+            killed_workers,
+            sleep_s: form.sleep_s,
+            task_poll: form.task_poll,
+            t0: Instant::now(),
+            t0_unix_ms: i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis())?,
+            timeline: Mutex::new(vec![(0.0, "baseline".into())]),
+            phase: Mutex::new("baseline".into()),
+            stop: AtomicBool::new(false),
+            abandon: AtomicBool::new(false),
+            tally: Mutex::new(Tally::default()),
+        });
+        let probe = Arc::new(probe);
+        let baseline = spawn_probes(&probe, Instant::now(), "baseline");
+        let recoveries = vec![join_probes("baseline (no fault, no load)", baseline).await];
+
+        let b = form.bounds;
+        let bounds = [b.principal, b.project, b.organization, b.backlog].map(|n| n as i64);
+        let sampling_done = Arc::new(AtomicBool::new(false));
+        let sampling = sampler(c.database_url.clone(), s.clone(), bounds, sampling_done.clone());
+        s.set_phase("warm-up");
+        let load_started = Instant::now();
+        let clients: Vec<_> = (0..form.clients).map(|i| tokio::spawn(client(s.clone(), i))).collect();
+        tokio::time::sleep(form.warmup).await;
+        Ok(Run {
+            s,
+            probe,
+            bounds,
+            load_workers,
+            gap: form.gap,
+            recoveries,
+            sampling_done,
+            sampling,
+            clients,
+            load_started,
+        })
     }
 
-    // Drain: no new executions; clients wait for their last ones to end.
-    s.set_phase("drain");
-    s.stop.store(true, Ordering::Relaxed);
-    let load_time = load_started.elapsed();
-    let all_clients = futures_util::future::join_all(clients);
-    tokio::pin!(all_clients);
-    if tokio::time::timeout(form.settle, &mut all_clients).await.is_err() {
-        s.abandon.store(true, Ordering::Relaxed);
-        all_clients.await;
-    }
-    // Executions created but never acknowledged (an MCP start retried after a
-    // connection error carries no key) still run; give them time to end.
-    let settled = crate::harness::eventually(Duration::from_secs(60), "every execution to end", || async {
-        let open = c.scalar(&format!("SELECT COUNT(*) FROM executions WHERE status IN {OPEN}")).await?;
-        Ok((open == 0).then_some(()))
-    })
-    .await;
-    sampling_done.store(true, Ordering::Relaxed);
-    let occupancy = sampling.await?;
-
-    // The tools' own counters: live workers now, the killed one as read before kill -9.
-    let mut invocations = killed_worker_counts.clone();
-    for w in &c.workers {
-        if w.child.id().is_some() {
-            add_counts(&mut invocations, &worker_counts(&http, &w.addr).await?);
-        }
-    }
-    let mut db = c.db().await?;
-    let executions: Vec<Row> =
-        sqlx::query_as("SELECT id, project_id, tool_name, status, failure_reason, finished_at FROM executions")
-            .fetch_all(&mut db)
-            .await?;
-    let attempts: Vec<(String, i64, String, Option<i64>)> =
-        sqlx::query_as("SELECT execution_id, attempt, worker_id, success FROM attempts ORDER BY execution_id, attempt")
-            .fetch_all(&mut db)
-            .await?;
-
-    let tally = std::mem::take(&mut *s.tally());
-    let report = Report::new(&s, &tally, &executions, &attempts, &invocations, &killed_worker_counts);
-    let mut out = String::new();
-    let _ = writeln!(out, "## Baton chaos run: {} form\n", form.name);
-    let _ = writeln!(
-        out,
-        "{} clients in flight (REST with Idempotency-Key 50 %, MCP 2026-07-28 tasks 25 %, MCP compatibility handle \
-         25 %; two end users; both gateways), Demo.Echo / Demo.Sleep {}-{} s / Demo.Fail {{retryable, times: 1}} in \
-         equal parts. Bounds: principal {}, project {}, organization {}, backlog {}; 2 workers of capacity {}. \
-         Load ran {:.0} s; the whole test {:.0} s.\n",
-        form.clients,
-        form.sleep_s.0,
-        form.sleep_s.1,
-        b.principal,
-        b.project,
-        b.organization,
-        b.backlog,
-        form.worker_capacity,
-        load_time.as_secs_f64(),
-        started.elapsed().as_secs_f64(),
-    );
-    report.write(&mut out, &tally);
-    let _ = writeln!(out, "\n| admission scope | bound | max non-terminal observed ({} samples) |", occupancy.samples);
-    let _ = writeln!(out, "| --- | --- | --- |");
-    for k in 0..4 {
-        let _ = writeln!(out, "| {} | {} | {} |", SCOPES[k], bounds[k], occupancy.max[k]);
-    }
-    for e in &occupancy.over {
-        let _ = writeln!(
-            out,
-            "- {} over its bound of {} for {:.2} s (peak {}), from {}",
-            e.scope, e.bound, e.seconds, e.peak, e.from
-        );
-    }
-    let _ = writeln!(out, "\n| fault | recovered via gateway 0 | via gateway 1 |");
-    let _ = writeln!(out, "| --- | --- | --- |");
-    for r in &recoveries {
-        let _ = writeln!(out, "| {} | {} | {} |", r.fault, secs(r.via[0]), secs(r.via[1]));
-    }
-    let _ = writeln!(out, "\n| client-side answer | count |");
-    let _ = writeln!(out, "| --- | --- |");
-    for (what, n) in &tally.answers {
-        let _ = writeln!(out, "| {what} | {n} |");
-    }
-    if let Err(e) = &settled {
-        let _ = writeln!(out, "\nthe run did not settle: {e}");
-    }
-    println!("{out}");
-    std::fs::write(c.dir.join("figures.md"), &out)?;
-    if let Ok(path) = std::env::var("BATON_CHAOS_FIGURES") {
-        std::fs::write(path, &out)?;
+    /// A fault begins now.
+    fn begin(&self, fault: &str) -> Instant {
+        self.s.set_phase(fault);
+        Instant::now()
     }
 
-    let mut failures = Vec::new();
-    if !report.lost.is_empty() {
-        failures.push(format!("{} acknowledged executions lost", report.lost.len()));
+    /// Probes through every gateway, timed from `t0`.
+    fn probes(&self, t0: Instant, tag: &str) -> Probes {
+        spawn_probes(&self.probe, t0, tag)
     }
-    if !report.over_allowance.is_empty() {
-        failures.push(format!("{} executions invoked more often than attempts allow", report.over_allowance.len()));
+
+    /// The fault's recovery, then load without a fault for the gap.
+    async fn end(&mut self, fault: &str, probes: Probes) {
+        self.recoveries.push(join_probes(fault, probes).await);
+        self.s.set_phase(&format!("the gap after: {fault}"));
+        tokio::time::sleep(self.gap).await;
     }
-    for (tool, t) in &report.tools {
-        if t.invocations > t.allowed || t.invocations > t.attempts {
-            failures.push(format!(
-                "{tool}: {} invocations for {} allowed and {} attempt records",
-                t.invocations, t.allowed, t.attempts
-            ));
-        }
-    }
-    for (worker, n) in &report.owner_lost_by_worker {
-        if worker != LOAD_WORKERS[1] {
-            failures.push(format!("{n} executions failed owner_lost on {worker}, which was never killed"));
-        }
-    }
-    if !tally.server_errors.is_empty() {
-        failures.push(format!("{} answers were 5xx other than 503", tally.server_errors.len()));
-    }
-    if !tally.key_conflicts.is_empty() {
-        failures.push(format!("{} Idempotency-Keys acknowledged with two executions", tally.key_conflicts.len()));
-    }
-    for k in 0..4 {
-        if occupancy.max[k] > bounds[k] {
-            failures.push(format!("{} seen at {} non-terminal, bound {}", SCOPES[k], occupancy.max[k], bounds[k]));
-        }
-    }
-    for r in &recoveries {
-        if !r.via.iter().all(Option::is_some) {
-            failures.push(format!("{}: not recovered within {PROBE_TIMEOUT:?}", r.fault));
-        }
-    }
-    if let Err(e) = settled {
-        failures.push(e.to_string());
-    }
-    assert!(failures.is_empty(), "chaos ({} form), see {}:\n{}", form.name, c.dir.display(), failures.join("\n"));
-    Ok(())
 }

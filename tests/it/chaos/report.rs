@@ -82,7 +82,7 @@ impl Report {
             if reason.as_deref() == Some("owner_lost") {
                 let worker = last_worker.get(id.as_str()).copied().unwrap_or("(no attempt)");
                 *owner_lost_by_worker.entry(worker.to_owned()).or_default() += 1;
-                if worker != LOAD_WORKERS[1] {
+                if !s.killed_workers.contains(&worker) {
                     let phase = s.phase_at(finished_at.unwrap_or_default());
                     match owner_lost_unkilled_by_phase.iter_mut().find(|(p, _)| *p == phase) {
                         Some((_, n)) => *n += 1,
@@ -156,7 +156,8 @@ impl Report {
         let _ = writeln!(out, "| reached terminal | {} ({}) |", self.terminal, outcomes.join(", "));
         let _ = writeln!(out, "| lost (acknowledged, then missing or not terminal) | {} |", self.lost.len());
         let lost_by: Vec<String> = self.owner_lost_by_worker.iter().map(|(w, n)| format!("{n} held by {w}")).collect();
-        let _ = writeln!(out, "| failed owner_lost, by the worker that held them | {} |", lost_by.join(", "));
+        let lost_by = if lost_by.is_empty() { "none".to_owned() } else { lost_by.join(", ") };
+        let _ = writeln!(out, "| failed owner_lost, by the worker that held them | {lost_by} |");
         let by_phase: Vec<String> =
             self.owner_lost_unkilled_by_phase.iter().map(|(p, n)| format!("{n} during {p}")).collect();
         let _ = writeln!(
@@ -235,5 +236,163 @@ impl Report {
         for line in tally.key_conflicts.iter().take(50) {
             let _ = writeln!(out, "- key conflict: {line}");
         }
+    }
+}
+
+/// "both gateways" for two, "all 3 gateways" for more.
+fn all_gateways(n: usize) -> String {
+    if n == 2 { "both gateways".to_owned() } else { format!("all {n} gateways") }
+}
+
+impl Run {
+    /// Drains the load, counts, prints the figures (with `extra` after the
+    /// recovery table) and fails listing every violated invariant.
+    pub(super) async fn finish(
+        self,
+        form: &Form,
+        c: &Cluster,
+        started: Instant,
+        killed_worker_counts: &BTreeMap<String, u64>,
+        extra: &str,
+    ) -> Result<()> {
+        let Run { s, bounds, load_workers, recoveries, sampling_done, sampling, clients, load_started, .. } = self;
+        // Drain: no new executions; clients wait for their last ones to end.
+        s.set_phase("drain");
+        s.stop.store(true, Ordering::Relaxed);
+        let load_time = load_started.elapsed();
+        let all_clients = futures_util::future::join_all(clients);
+        tokio::pin!(all_clients);
+        if tokio::time::timeout(form.settle, &mut all_clients).await.is_err() {
+            s.abandon.store(true, Ordering::Relaxed);
+            all_clients.await;
+        }
+        // Executions created but never acknowledged (an MCP start retried after a
+        // connection error carries no key) still run; give them time to end.
+        let settled = crate::harness::eventually(Duration::from_secs(60), "every execution to end", || async {
+            let open = c.scalar(&format!("SELECT COUNT(*) FROM executions WHERE status IN {OPEN}")).await?;
+            Ok((open == 0).then_some(()))
+        })
+        .await;
+        sampling_done.store(true, Ordering::Relaxed);
+        let occupancy = sampling.await?;
+
+        // The tools' own counters: live workers now, the killed ones as read before kill -9.
+        let mut invocations = killed_worker_counts.clone();
+        for w in &c.workers {
+            if w.child.id().is_some() {
+                add_counts(&mut invocations, &worker_counts(&s.http, &w.addr).await?);
+            }
+        }
+        let mut db = c.db().await?;
+        let executions: Vec<Row> =
+            sqlx::query_as("SELECT id, project_id, tool_name, status, failure_reason, finished_at FROM executions")
+                .fetch_all(&mut db)
+                .await?;
+        let attempts: Vec<(String, i64, String, Option<i64>)> = sqlx::query_as(
+            "SELECT execution_id, attempt, worker_id, success FROM attempts ORDER BY execution_id, attempt",
+        )
+        .fetch_all(&mut db)
+        .await?;
+
+        let tally = std::mem::take(&mut *s.tally());
+        let report = Report::new(&s, &tally, &executions, &attempts, &invocations, killed_worker_counts);
+        let mut out = String::new();
+        let b = form.bounds;
+        let _ = writeln!(out, "## Baton chaos run: {} form\n", form.name);
+        let _ = writeln!(
+            out,
+            "{} clients in flight (REST with Idempotency-Key 50 %, MCP 2026-07-28 tasks 25 %, MCP compatibility \
+             handle 25 %; two end users; {}), Demo.Echo / Demo.Sleep {}-{} s / Demo.Fail {{retryable, times: 1}} in \
+             equal parts. Bounds: principal {}, project {}, organization {}, backlog {}; {load_workers} workers of \
+             capacity {}. Load ran {:.0} s; the whole test {:.0} s.\n",
+            form.clients,
+            all_gateways(s.gateways.len()),
+            form.sleep_s.0,
+            form.sleep_s.1,
+            b.principal,
+            b.project,
+            b.organization,
+            b.backlog,
+            form.worker_capacity,
+            load_time.as_secs_f64(),
+            started.elapsed().as_secs_f64(),
+        );
+        report.write(&mut out, &tally);
+        let _ =
+            writeln!(out, "\n| admission scope | bound | max non-terminal observed ({} samples) |", occupancy.samples);
+        let _ = writeln!(out, "| --- | --- | --- |");
+        for k in 0..4 {
+            let _ = writeln!(out, "| {} | {} | {} |", SCOPES[k], bounds[k], occupancy.max[k]);
+        }
+        for e in &occupancy.over {
+            let _ = writeln!(
+                out,
+                "- {} over its bound of {} for {:.2} s (peak {}), from {}",
+                e.scope, e.bound, e.seconds, e.peak, e.from
+            );
+        }
+        let via: String = (1..s.gateways.len()).map(|g| format!(" via gateway {g} |")).collect();
+        let _ = writeln!(out, "\n| fault | recovered via gateway 0 |{via}");
+        let _ = writeln!(out, "|{}", " --- |".repeat(s.gateways.len() + 1));
+        for r in &recoveries {
+            let via: String = r.via.iter().map(|d| format!(" {} |", secs(*d))).collect();
+            let _ = writeln!(out, "| {} |{via}", r.fault);
+        }
+        out.push_str(extra);
+        let _ = writeln!(out, "\n| client-side answer | count |");
+        let _ = writeln!(out, "| --- | --- |");
+        for (what, n) in &tally.answers {
+            let _ = writeln!(out, "| {what} | {n} |");
+        }
+        if let Err(e) = &settled {
+            let _ = writeln!(out, "\nthe run did not settle: {e}");
+        }
+        println!("{out}");
+        std::fs::write(c.dir.join("figures.md"), &out)?;
+        if let Ok(path) = std::env::var("BATON_CHAOS_FIGURES") {
+            std::fs::write(path, &out)?;
+        }
+
+        let mut failures = Vec::new();
+        if !report.lost.is_empty() {
+            failures.push(format!("{} acknowledged executions lost", report.lost.len()));
+        }
+        if !report.over_allowance.is_empty() {
+            failures.push(format!("{} executions invoked more often than attempts allow", report.over_allowance.len()));
+        }
+        for (tool, t) in &report.tools {
+            if t.invocations > t.allowed || t.invocations > t.attempts {
+                failures.push(format!(
+                    "{tool}: {} invocations for {} allowed and {} attempt records",
+                    t.invocations, t.allowed, t.attempts
+                ));
+            }
+        }
+        for (worker, n) in &report.owner_lost_by_worker {
+            if !s.killed_workers.contains(&worker.as_str()) {
+                failures.push(format!("{n} executions failed owner_lost on {worker}, which was never killed"));
+            }
+        }
+        if !tally.server_errors.is_empty() {
+            failures.push(format!("{} answers were 5xx other than 503", tally.server_errors.len()));
+        }
+        if !tally.key_conflicts.is_empty() {
+            failures.push(format!("{} Idempotency-Keys acknowledged with two executions", tally.key_conflicts.len()));
+        }
+        for k in 0..4 {
+            if occupancy.max[k] > bounds[k] {
+                failures.push(format!("{} seen at {} non-terminal, bound {}", SCOPES[k], occupancy.max[k], bounds[k]));
+            }
+        }
+        for r in &recoveries {
+            if !r.via.iter().all(Option::is_some) {
+                failures.push(format!("{}: not recovered within {PROBE_TIMEOUT:?}", r.fault));
+            }
+        }
+        if let Err(e) = settled {
+            failures.push(e.to_string());
+        }
+        assert!(failures.is_empty(), "chaos ({} form), see {}:\n{}", form.name, c.dir.display(), failures.join("\n"));
+        Ok(())
     }
 }

@@ -7,7 +7,7 @@ use super::*;
 /// worker, so a probe measures service, not a place in the load's admission queue.
 pub(super) struct Probe {
     pub(super) http: reqwest::Client,
-    pub(super) gateways: [String; 2],
+    pub(super) gateways: Vec<String>,
     pub(super) org: String,
     pub(super) project: String,
     pub(super) gateway_id: String,
@@ -175,6 +175,11 @@ pub(super) fn text(v: &Value, key: &str) -> Result<String> {
 
 pub(super) async fn probe_tenant(c: &Cluster, http: &reqwest::Client) -> Result<(Probe, String)> {
     let org = text(&c.admin(&["create-org", "--name", "probe"]).await?, "id")?;
+    probe_tenant_in(c, http, org).await
+}
+
+/// The probe tenant in organization `org`, and its worker's token.
+pub(super) async fn probe_tenant_in(c: &Cluster, http: &reqwest::Client, org: String) -> Result<(Probe, String)> {
     let project = text(&c.admin(&["create-project", "--org", &org, "--name", "probe"]).await?, "id")?;
     let gateway_id = text(&c.admin(&["create-gateway", "--project", &project, "--name", "probe"]).await?, "id")?;
     let token = text(
@@ -182,24 +187,27 @@ pub(super) async fn probe_tenant(c: &Cluster, http: &reqwest::Client) -> Result<
         "token",
     )?;
     let worker_token = text(&c.admin(&["create-worker-token", "--project", &project]).await?, "token")?;
-    let gateways = [c.gateways[0].addr.clone(), c.gateways[1].addr.clone()];
+    let gateways = c.gateways.iter().map(|g| g.addr.clone()).collect();
     Ok((Probe { http: http.clone(), gateways, org, project, gateway_id, token }, worker_token))
 }
 
 /// One fault and how long each gateway took to serve a fresh round trip after it.
 pub(super) struct Recovery {
     pub(super) fault: String,
-    pub(super) via: [Option<Duration>; 2],
+    /// By gateway.
+    pub(super) via: Vec<Option<Duration>>,
 }
 
-pub(super) fn spawn_probes(p: &Arc<Probe>, t0: Instant, tag: &str) -> [tokio::task::JoinHandle<Option<Duration>>; 2] {
-    [0, 1].map(|gw| tokio::spawn(probe(p.clone(), gw, t0, tag.to_owned())))
+/// One probe per gateway.
+pub(super) type Probes = Vec<tokio::task::JoinHandle<Option<Duration>>>;
+
+pub(super) fn spawn_probes(p: &Arc<Probe>, t0: Instant, tag: &str) -> Probes {
+    (0..p.gateways.len()).map(|gw| tokio::spawn(probe(p.clone(), gw, t0, tag.to_owned()))).collect()
 }
 
-pub(super) async fn join_probes(fault: &str, probes: [tokio::task::JoinHandle<Option<Duration>>; 2]) -> Recovery {
-    let [a, b] = probes;
-    let (a, b) = tokio::join!(a, b);
-    Recovery { fault: fault.to_owned(), via: [a.ok().flatten(), b.ok().flatten()] }
+pub(super) async fn join_probes(fault: &str, probes: Probes) -> Recovery {
+    let via = futures_util::future::join_all(probes).await.into_iter().map(|r| r.ok().flatten()).collect();
+    Recovery { fault: fault.to_owned(), via }
 }
 
 pub(super) fn secs(d: Option<Duration>) -> String {

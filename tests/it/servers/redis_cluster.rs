@@ -154,6 +154,33 @@ impl PrivateRedisCluster {
         bail!("no master holds {pattern}")
     }
 
+    /// The node (by index) that is the live master serving `key`'s slot now.
+    pub async fn master_of_key(&self, key: &str) -> Result<usize> {
+        let (_, any) = self.live().next().ok_or_else(|| anyhow!("no live node"))?;
+        let slot: i64 =
+            redis::FromRedisValue::from_redis_value(query(any, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key)).await?)?;
+        for (i, port) in self.live() {
+            let nodes = text(port, redis::cmd("CLUSTER").arg("NODES")).await?;
+            // <id> <addr> myself,master <master> <ping> <pong> <epoch> connected 0-5460 …
+            let Some(me) = nodes.lines().find(|l| l.split_whitespace().nth(2).is_some_and(|f| f.contains("myself")))
+            else {
+                continue;
+            };
+            let fields: Vec<&str> = me.split_whitespace().collect();
+            if !fields.get(2).is_some_and(|f| f.contains("master")) {
+                continue;
+            }
+            let serves = fields.iter().skip(8).filter(|r| !r.starts_with('[')).any(|r| {
+                let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+                matches!((lo.parse::<i64>(), hi.parse::<i64>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+            });
+            if serves {
+                return Ok(i);
+            }
+        }
+        bail!("no live master serves slot {slot} ({key})")
+    }
+
     /// The replica of master `i` (by index).
     pub async fn replica_of(&self, i: usize) -> Result<usize> {
         let port = self.nodes.get(i).map(|n| n.port).ok_or_else(|| anyhow!("no node {i}"))?;
