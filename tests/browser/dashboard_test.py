@@ -11,7 +11,7 @@ import traceback
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -78,11 +78,21 @@ def browser(width=1280, height=900):
 
 
 def wait(driver, what, predicate, timeout=20):
+    def settled(d):
+        try:
+            return predicate(d)
+        except WebDriverException as e:
+            # Chromedriver's own word for a stale element, when the page is
+            # replaced between finding a node and reading it.
+            if "does not belong to the document" in str(e):
+                return False
+            raise
+
     try:
         # A page being replaced (a navigation, a sign-out) can turn the element a
         # predicate just found stale: that is "not yet", not a failure.
         return WebDriverWait(driver, timeout, poll_frequency=0.2,
-                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: predicate(d))
+                             ignored_exceptions=(StaleElementReferenceException,)).until(settled)
     except TimeoutException:
         shot(driver, "timeout-" + what.replace(" ", "-")[:40])
         raise AssertionError("timed out waiting for " + what + " at " + driver.current_url)
