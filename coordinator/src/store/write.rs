@@ -98,13 +98,14 @@ const STARTED_WIDTH: usize = 6;
 const FINISHED_COLUMNS: &str = "f(execution_id, attempt, success, error_message, output_ct, error_detail_ct)";
 const FINISHED_WIDTH: usize = 6;
 
-/// `UPDATE attempts` from `f`, finishing at placeholder `$now`.
-fn update_finished(now: usize) -> String {
+/// `UPDATE attempts` from `f`, finishing at placeholder `$now`, in the
+/// partitions `days` names (see `Batch::days`).
+fn update_finished(now: usize, days: &str) -> String {
     format!(
         "UPDATE attempts SET finished_at = ${now}, success = f.success, error_message = f.error_message, \
          output_ct = f.output_ct, error_detail_ct = f.error_detail_ct FROM f \
          WHERE attempts.execution_id = f.execution_id AND attempts.attempt = f.attempt \
-         AND attempts.finished_at IS NULL"
+         AND attempts.finished_at IS NULL AND attempts.retention_expires_at IN ({days})"
     )
 }
 
@@ -239,6 +240,17 @@ impl<'a> Batch<'a> {
         })
     }
 
+    /// The retention ends of the batch's rows, as literals. Naming them lets
+    /// Postgres plan the updates over the day partitions that hold the rows
+    /// instead of every partition (these statements are planned on every
+    /// call). Each row was read locked in this transaction, so its value is
+    /// current: a re-dating waits for the lock.
+    fn days(&self) -> String {
+        let ends: std::collections::BTreeSet<Millis> =
+            self.items.iter().map(|p| p.before.retention_expires_at).collect();
+        ends.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+    }
+
     fn pairs(&self) -> impl Iterator<Item = (&Pending<'a>, &ExecutionRecord)> {
         self.items.iter().zip(&self.written)
     }
@@ -335,8 +347,10 @@ impl<'a> Batch<'a> {
         self.add_rows(&mut args)?;
         let mut next = n * ROW_WIDTH + 1;
         let mut sql = format!(
-            "WITH v({ROW_COLUMNS}) AS (VALUES {}), u AS ({UPDATE_ROWS} RETURNING 1)",
-            placeholders(1, n, ROW_WIDTH)
+            "WITH v({ROW_COLUMNS}) AS (VALUES {}), u AS ({UPDATE_ROWS} AND executions.retention_expires_at IN ({}) \
+             RETURNING 1)",
+            placeholders(1, n, ROW_WIDTH),
+            self.days()
         );
         if self.events > 0 {
             self.add_events(&mut args)?;
@@ -352,7 +366,8 @@ impl<'a> Batch<'a> {
             self.add_finished(&mut args)?;
             let values = placeholders(next, self.finished, FINISHED_WIDTH);
             next += self.finished * FINISHED_WIDTH;
-            sql += &format!(", {FINISHED_COLUMNS} AS (VALUES {values}), g AS ({})", update_finished(next));
+            sql +=
+                &format!(", {FINISHED_COLUMNS} AS (VALUES {values}), g AS ({})", update_finished(next, &self.days()));
             next += 1;
         }
         if !self.signals.is_empty() {
@@ -370,7 +385,11 @@ impl<'a> Batch<'a> {
         let n = self.items.len();
         let mut rows = AnyArguments::default();
         self.add_rows(&mut rows)?;
-        let sql = format!("WITH v({ROW_COLUMNS}) AS (VALUES {}) {UPDATE_ROWS}", placeholders(1, n, ROW_WIDTH));
+        let sql = format!(
+            "WITH v({ROW_COLUMNS}) AS (VALUES {}) {UPDATE_ROWS} AND executions.retention_expires_at IN ({})",
+            placeholders(1, n, ROW_WIDTH),
+            self.days()
+        );
         let updated = sqlx::query_with(AssertSqlSafe(sql), rows).persistent(false).execute(&mut **tx).await?;
         self.check_updated(updated.rows_affected())?;
         if self.events > 0 {
@@ -391,7 +410,7 @@ impl<'a> Batch<'a> {
             let sql = format!(
                 "WITH {FINISHED_COLUMNS} AS (VALUES {}) {}",
                 placeholders(1, self.finished, FINISHED_WIDTH),
-                update_finished(self.finished * FINISHED_WIDTH + 1)
+                update_finished(self.finished * FINISHED_WIDTH + 1, &self.days())
             );
             sqlx::query_with(AssertSqlSafe(sql), finished).persistent(false).execute(&mut **tx).await?;
         }
