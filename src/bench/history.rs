@@ -12,11 +12,12 @@
 mod cases;
 pub(super) mod mix;
 
+use super::scratch_db::ScratchDatabase;
+
 use anyhow::Context as _;
 use baton_coordinator::domain::Millis;
 use baton_coordinator::store::{CredentialKind, HistoryFilter, HistoryRead, NewCredential, Seeded, Store};
 use baton_proto::clock::now_ms;
-use sqlx::Connection as _;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -53,32 +54,12 @@ const CHUNK: u64 = 4_000;
 const CREDENTIAL_HASH: [u8; 32] = *b"baton-bench-history-admin-key-32";
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (server, query) = match args.database_url.split_once('?') {
-        Some((s, q)) => (s.to_owned(), format!("?{q}")),
-        None => (args.database_url.clone(), String::new()),
-    };
-    let (prefix, _) = server.rsplit_once('/').context("--database-url names no database")?;
-    let created = if args.reuse {
-        None
-    } else {
-        let mut suffix = [0u8; 3];
-        getrandom::fill(&mut suffix).map_err(|e| anyhow::anyhow!("random name: {e}"))?;
-        let secs = baton_proto::clock::unix_seconds();
-        let name = format!("baton_bench_history_{secs}_{:02x}{:02x}{:02x}", suffix[0], suffix[1], suffix[2]);
-        let mut admin =
-            sqlx::PgConnection::connect(&args.database_url).await.context("connecting to --database-url")?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
-        admin.close().await?;
-        Some(name)
-    };
-    let url = match &created {
-        Some(name) => format!("{prefix}/{name}{query}"),
-        None => args.database_url.clone(),
-    };
-    let outcome = measure(&args, &url, created.as_deref()).await;
-    if let (Some(name), true) = (&created, args.drop) {
-        let mut admin = sqlx::PgConnection::connect(&args.database_url).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)"))).execute(&mut admin).await?;
+    let created = if args.reuse { None } else { Some(ScratchDatabase::create(&args.database_url, "history").await?) };
+    let url = created.as_ref().map_or_else(|| args.database_url.clone(), |db| db.url.clone());
+    let outcome = measure(&args, &url, created.as_ref().map(|db| db.name.as_str())).await;
+    if let (Some(db), true) = (created, args.drop) {
+        let name = db.name.clone();
+        db.drop_it(&args.database_url).await?;
         println!("dropped database {name}");
     }
     outcome?;

@@ -20,6 +20,7 @@ mod report;
 mod rest;
 mod rest_background;
 mod retention;
+mod scratch_db;
 mod stats;
 mod waiters;
 mod watch;

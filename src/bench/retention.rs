@@ -9,12 +9,12 @@
 //! baseline taken just before on the same database.
 
 use super::history::{identity, mix};
+use super::scratch_db::ScratchDatabase;
 use super::stats::Samples;
 use anyhow::Context as _;
 use baton_coordinator::domain::{ExecutionId, Millis};
 use baton_coordinator::store::{NewExecution, SeedRun, Store};
 use baton_proto::clock::now_ms;
-use sqlx::Connection as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,7 +69,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     for partitioned in forms {
         let form = if partitioned { "partition drop" } else { "row deletion" };
-        let db = fresh_database(&args.database_url).await?;
+        let db = ScratchDatabase::create(&args.database_url, "retention").await?;
         let outcome = measure(&args, &db.url, partitioned).await;
         db.drop_it(&args.database_url).await?;
         lines.push(format!("{form:<15} {}", outcome?));
@@ -275,32 +275,4 @@ async fn wal_since(db: &sqlx::PgPool, lsn: &str) -> anyhow::Result<i64> {
 /// Dead tuples over every table of the database.
 async fn dead_tuples(db: &sqlx::PgPool) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar("SELECT COALESCE(SUM(n_dead_tup), 0)::bigint FROM pg_stat_user_tables").fetch_one(db).await?)
-}
-
-struct Database {
-    name: String,
-    url: String,
-}
-
-impl Database {
-    async fn drop_it(self, admin_url: &str) -> anyhow::Result<()> {
-        let mut admin = sqlx::PgConnection::connect(admin_url).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {} WITH (FORCE)", self.name)))
-            .execute(&mut admin)
-            .await?;
-        Ok(())
-    }
-}
-
-async fn fresh_database(admin_url: &str) -> anyhow::Result<Database> {
-    let (server, query) = match admin_url.split_once('?') {
-        Some((s, q)) => (s.to_owned(), format!("?{q}")),
-        None => (admin_url.to_owned(), String::new()),
-    };
-    let (prefix, _) = server.rsplit_once('/').context("--database-url names no database")?;
-    let name = format!("baton_bench_retention_{}", baton_proto::clock::unix_seconds());
-    let mut admin = sqlx::PgConnection::connect(admin_url).await.context("connecting to --database-url")?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
-    admin.close().await?;
-    Ok(Database { url: format!("{prefix}/{name}{query}"), name })
 }

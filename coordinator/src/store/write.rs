@@ -344,13 +344,13 @@ impl<'a> Batch<'a> {
     async fn write_as_one(&self, tx: &mut Transaction<'_, Any>) -> Result<()> {
         let mut args = AnyArguments::default();
         let n = self.items.len();
+        let days = self.days();
         self.add_rows(&mut args)?;
         let mut next = n * ROW_WIDTH + 1;
         let mut sql = format!(
-            "WITH v({ROW_COLUMNS}) AS (VALUES {}), u AS ({UPDATE_ROWS} AND executions.retention_expires_at IN ({}) \
+            "WITH v({ROW_COLUMNS}) AS (VALUES {}), u AS ({UPDATE_ROWS} AND executions.retention_expires_at IN ({days}) \
              RETURNING 1)",
             placeholders(1, n, ROW_WIDTH),
-            self.days()
         );
         if self.events > 0 {
             self.add_events(&mut args)?;
@@ -366,8 +366,7 @@ impl<'a> Batch<'a> {
             self.add_finished(&mut args)?;
             let values = placeholders(next, self.finished, FINISHED_WIDTH);
             next += self.finished * FINISHED_WIDTH;
-            sql +=
-                &format!(", {FINISHED_COLUMNS} AS (VALUES {values}), g AS ({})", update_finished(next, &self.days()));
+            sql += &format!(", {FINISHED_COLUMNS} AS (VALUES {values}), g AS ({})", update_finished(next, &days));
             next += 1;
         }
         if !self.signals.is_empty() {
@@ -383,12 +382,12 @@ impl<'a> Batch<'a> {
     /// Each part as a statement of its own.
     async fn write_each(&self, tx: &mut Transaction<'_, Any>) -> Result<()> {
         let n = self.items.len();
+        let days = self.days();
         let mut rows = AnyArguments::default();
         self.add_rows(&mut rows)?;
         let sql = format!(
-            "WITH v({ROW_COLUMNS}) AS (VALUES {}) {UPDATE_ROWS} AND executions.retention_expires_at IN ({})",
+            "WITH v({ROW_COLUMNS}) AS (VALUES {}) {UPDATE_ROWS} AND executions.retention_expires_at IN ({days})",
             placeholders(1, n, ROW_WIDTH),
-            self.days()
         );
         let updated = sqlx::query_with(AssertSqlSafe(sql), rows).persistent(false).execute(&mut **tx).await?;
         self.check_updated(updated.rows_affected())?;
@@ -410,7 +409,7 @@ impl<'a> Batch<'a> {
             let sql = format!(
                 "WITH {FINISHED_COLUMNS} AS (VALUES {}) {}",
                 placeholders(1, self.finished, FINISHED_WIDTH),
-                update_finished(self.finished * FINISHED_WIDTH + 1, &self.days())
+                update_finished(self.finished * FINISHED_WIDTH + 1, &days)
             );
             sqlx::query_with(AssertSqlSafe(sql), finished).persistent(false).execute(&mut **tx).await?;
         }
