@@ -168,8 +168,17 @@ done
 curl -fsS "$GW_URL/readyz" >/dev/null || die "gateway not ready at $GW_URL/readyz"
 echo "coordinator $CO_URL (pid $CO_PID), gateway $GW_URL (pid $GW_PID), task gateway $TASK_GW_URL, worker pid $WK_PID"
 
+# Postgres and Redis count too when they run on this machine: the postmaster's
+# pid covers every backend (the bench sums a process tree).
+PIDS="gateway=$GW_PID,coordinator=$CO_PID,worker=$WK_PID"
+PG_DATA="$(psql "$DB_URL" -Atc 'SHOW data_directory' 2>/dev/null || true)"
+PG_PID="$(head -1 "$PG_DATA/postmaster.pid" 2>/dev/null || true)"
+[ -n "$PG_PID" ] && [ -e "/proc/$PG_PID" ] && PIDS="$PIDS,postgres=$PG_PID"
+REDIS_PID="$(redis-cli -u "$REDIS_URL" info server 2>/dev/null | sed -n 's/^process_id:\([0-9]*\).*/\1/p')"
+[ -n "$REDIS_PID" ] && [ -e "/proc/$REDIS_PID" ] && PIDS="$PIDS,redis=$REDIS_PID"
+
 step "baton bench --scenario all (N=$N, C=$C, W=$W)"
 BATON_BENCH_TOKEN="$USER_TOKEN" BATON_BENCH_ADMIN_KEY="$ADMIN_KEY" "$BIN" bench \
   --http-url "$GW_URL" --task-http-url "$TASK_GW_URL" --org "$ORG" --project "$PROJECT" --gateway "$GATEWAY" \
   --scenario "${BENCH_SCENARIO:-all}" -n "$N" -c "$C" --waiters "$W" \
-  --database-url "$DB_URL" --pids "gateway=$GW_PID,coordinator=$CO_PID,worker=$WK_PID" "$@"
+  --database-url "$DB_URL" --pids "$PIDS" "$@"

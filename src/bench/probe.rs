@@ -124,20 +124,54 @@ impl Probe {
     }
 }
 
-/// utime + stime of a process, in ticks.
+/// The CPU time of a process and everything it started, in ticks: its own
+/// and its reaped children's (utime, stime, cutime, cstime), plus its live
+/// descendants'. So a Postgres postmaster's pid counts every backend, the
+/// ones that exited too.
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_cpu_ticks(&stat)
+    let own = parse_stat(&stat)?;
+    let mut processes = Vec::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let is_pid = entry.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        if !is_pid {
+            continue;
+        }
+        // A process may exit between the listing and the read: skip it.
+        if let Some(s) = std::fs::read_to_string(entry.path().join("stat")).ok().as_deref().and_then(parse_stat) {
+            processes.push((entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()), s));
+        }
+    }
+    let mut total = own.ticks;
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for (child, stat) in &processes {
+            if let Some(child) = child.filter(|_| stat.ppid == parent) {
+                total += stat.ticks;
+                frontier.push(child);
+            }
+        }
+    }
+    Some(total)
 }
 
-fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+struct Stat {
+    ppid: u32,
+    /// utime + stime + cutime + cstime.
+    ticks: u64,
+}
+
+fn parse_stat(stat: &str) -> Option<Stat> {
     // The command name may contain spaces and parentheses; fields resume after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Field 3 (state) is fields[0]; utime is field 14, stime field 15.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
+    // Field 3 (state) is fields[0]; ppid is field 4, utime 14, stime 15, cutime 16, cstime 17.
+    let ppid = fields.get(1)?.parse().ok()?;
+    let mut ticks = 0u64;
+    for i in 11..=14 {
+        ticks += fields.get(i)?.parse::<u64>().ok()?;
+    }
+    Some(Stat { ppid, ticks })
 }
 
 /// Resident memory of a process (`VmRSS`) and its high-water mark
@@ -153,9 +187,29 @@ mod tests {
 
     #[test]
     fn cpu_ticks_are_read_after_the_command_name() {
-        let stat = "12357 (a (b) c) R 12355 12355 1539 0 -1 4194304 124 0 0 0 250 31 0 0 20 0 1 0 270763";
-        assert_eq!(parse_cpu_ticks(stat), Some(281));
-        assert_eq!(parse_cpu_ticks("garbage"), None);
+        let stat = "12357 (a (b) c) R 12355 12355 1539 0 -1 4194304 124 0 0 0 250 31 7 2 20 0 1 0 270763";
+        let parsed = parse_stat(stat).expect("parsed");
+        assert_eq!((parsed.ppid, parsed.ticks), (12355, 290));
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_process_tree_counts_its_descendants() {
+        // The outer shell only waits; its child spins, then idles a moment.
+        let script = "sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 3' & wait";
+        let mut outer = std::process::Command::new("sh").args(["-c", script]).spawn().expect("spawn");
+        let pid = outer.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let (mut own, mut tree) = (0, 0);
+        while tree < 10 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+            own = parse_stat(&stat).expect("own").ticks;
+            tree = cpu_ticks(pid).expect("tree");
+        }
+        let _ = outer.kill();
+        let _ = outer.wait();
+        assert!(tree >= 10 && own < tree, "the child's CPU counts: tree {tree}, the shell's own {own}");
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod progress;
 mod records;
 mod replica;
 mod retention;
+mod shapes;
 mod sweep;
 mod tool_owners;
 mod watch;
@@ -45,6 +46,8 @@ mod history_tests;
 mod partitions_tests;
 #[cfg(test)]
 mod settings_tests;
+#[cfg(test)]
+mod shapes_tests;
 #[cfg(test)]
 mod webhooks_tests;
 
