@@ -48,7 +48,9 @@ async fn a_migration_blocked_by_a_lock_gives_up_whole_and_applies_once_the_lock_
     let mut blocker = AnyConnection::connect(&url).await.expect("blocker");
     let mut hold = blocker.begin().await.expect("begin");
     hold.execute("LOCK TABLE jobs IN ACCESS SHARE MODE").await.expect("lock");
-    let err = run::apply(&mut conn, Dialect::Postgres, &known, &quick()).await.expect_err("blocked");
+    let options = quick();
+    let blocked = run::apply(&mut conn, Dialect::Postgres, &known, &options);
+    let err = tokio::time::timeout(Duration::from_secs(60), blocked).await.expect("gave up").expect_err("blocked");
     assert!(err.is_lock_timeout(), "{err}");
     let message = err.to_string();
     assert!(message.contains("0002 jobs_more") && message.contains("safe to run `baton migrate` again"), "{message}");
