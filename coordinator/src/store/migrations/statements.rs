@@ -4,7 +4,9 @@
 //! A migration that runs without a transaction needs it, since Postgres runs
 //! the statements of one multi-statement query in one implicit transaction,
 //! where `CREATE INDEX CONCURRENTLY` is refused; `baton migrate --plan` shows
-//! each statement by its first line.
+//! each statement by its first line. The tidy rule on migrations compiles
+//! this file too (it links no workspace crate), so it reads the statements
+//! the runner runs; keep it free of imports.
 
 /// The statements of `sql` in order, each trimmed; comments before a
 /// statement stay with it, and pieces holding only comments are dropped.
