@@ -273,9 +273,11 @@ def migration_hook():
         (c,) = job["spec"]["template"]["spec"]["containers"]
         assert c["args"] == ["migrate"], c["args"]
         assert env_of(c)["BATON_DATABASE__URL"]["valueFrom"]["secretKeyRef"]["name"] == secret_name
+        lock_wait = env_of(c).get("BATON_DATABASE__MIGRATIONS__LOCK_TIMEOUT_MS", {}).get("value")
+        assert lock_wait == ("3000" if set_name == "existing-secret" else None), (set_name, lock_wait)
     hook_secret = next(s for s in objects("default", "Secret") if s["metadata"]["name"] == "baton-migrate")
     assert int(hook_secret["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(ann["helm.sh/hook-weight"])
-check("migration Job is a pre-install/pre-upgrade hook with its own DB secret", migration_hook)
+check("migration Job is a pre-install/pre-upgrade hook with its own DB secret and its own extraEnv", migration_hook)
 
 def scaling():
     # One gateway and one coordinator by default (more need shared secrets); workers autoscale.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 mod database;
 mod redis;
 mod webhooks;
-pub use database::Database;
+pub use database::{Database, Migrations};
 pub use redis::Redis;
 pub use webhooks::WebhooksSection;
 

@@ -10,6 +10,7 @@ mod bench_admission;
 mod config;
 mod dev;
 mod memory;
+mod migrate_cli;
 mod ops_cli;
 mod roles;
 mod telemetry;
@@ -74,10 +75,13 @@ enum Command {
         #[arg(long)]
         examples: bool,
     },
-    /// Applies database migrations.
+    /// Applies database migrations, each under a lock and a statement timeout.
     Migrate {
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Print the pending migrations, their statements and timeouts; apply nothing.
+        #[arg(long)]
+        plan: bool,
     },
     /// Creates, lists and revokes organizations, projects, gateways and
     /// credentials, against the database (--config or BATON_DATABASE__URL).
@@ -260,15 +264,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             guard.shutdown().await;
             result?;
         }
-        Command::Migrate { config } => {
-            let (_, url) = match configure(config.as_ref(), config::Config::database_url) {
+        Command::Migrate { config, plan } => {
+            let (config, url) = match configure(config.as_ref(), config::Config::database_url) {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
             };
-            let store = baton_coordinator::store::Store::connect(&url, 2).await?;
-            store.migrate().await?;
-            store.close().await;
-            println!("migrations applied");
+            return migrate_cli::run(&config.database.migrations, &url, plan).await;
         }
         Command::Admin { config, action } => {
             let (config, url) = match configure(config.as_ref(), config::Config::database_url) {

@@ -4,6 +4,7 @@
 //! longer offends fails too, so the lists only shrink.
 
 mod modules;
+mod online_migrations;
 mod source;
 mod sql;
 
@@ -236,6 +237,52 @@ fn postgres_and_sqlite_migrations_define_the_same_tables_and_columns() {
     report(
         "migrations/postgres and migrations/sqlite disagree",
         "The store runs one SQL implementation on both backends: every migration needs its twin.",
+        &problems,
+    );
+}
+
+// --- g. Migrations do not stop the service ---------------------------------
+
+#[test]
+fn new_postgres_migrations_do_not_rewrite_or_long_lock_existing_tables() {
+    let dir = source::root().join("migrations/postgres");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot list migrations/postgres: {e}"))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .collect();
+    files.sort();
+    let mut checks = online_migrations::Checks::default();
+    let mut problems = Vec::new();
+    let mut last_grandfathered = Vec::new();
+    for file in &files {
+        let rel = relative(file);
+        let sql = read(file).unwrap_or_else(|e| panic!("{e}"));
+        let stem = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let Some(number) = stem.split('_').next().and_then(|n| n.parse::<u32>().ok()) else {
+            problems.push(format!("{rel}: a migration file is named NNNN_name.sql"));
+            continue;
+        };
+        if number == online_migrations::GRANDFATHERED_THROUGH {
+            // The reader must see the real files: the last old one would not pass.
+            let mut scratch = online_migrations::Checks::default();
+            last_grandfathered = online_migrations::check(&rel, &sql, true, &mut scratch);
+        }
+        let enforce = number > online_migrations::GRANDFATHERED_THROUGH;
+        problems.extend(online_migrations::check(&rel, &sql, enforce, &mut checks));
+    }
+    if last_grandfathered.is_empty() {
+        problems
+            .push("the reader refuses nothing in the last grandfathered migration (it rebuilds primary keys)".into());
+    }
+    report(
+        "Postgres migrations that would rewrite or long-lock a table while the service runs",
+        &format!(
+            "See docs/operating.md, \"Upgrading the schema\": build indexes CONCURRENTLY in a `-- no-transaction` \
+             migration, add constraints NOT VALID and VALIDATE them, and so on. If the statement is safe (say, the \
+             table is tiny), say why on the line before it: `-- {} <reason>`.",
+            online_migrations::MARKER
+        ),
         &problems,
     );
 }

@@ -39,13 +39,13 @@ pub fn apply(schema: &mut Schema, file: &str, sql: &str) -> Result<(), String> {
 }
 
 /// A bare, lower-case name: quotes and any schema qualifier removed.
-fn identifier(word: &str) -> String {
+pub fn identifier(word: &str) -> String {
     let word = word.rsplit('.').next().unwrap_or(word);
     word.trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']').to_ascii_lowercase()
 }
 
 /// `sql` without `--` and `/* */` comments (quoted text kept).
-fn strip_comments(sql: &str) -> String {
+pub fn strip_comments(sql: &str) -> String {
     let c: Vec<char> = sql.chars().collect();
     let mut out = String::with_capacity(sql.len());
     let mut i = 0;

@@ -21,6 +21,7 @@ mod history_filter;
 mod identity;
 mod input;
 mod listing;
+mod migrations;
 mod operator;
 mod partitions;
 mod progress;
@@ -63,6 +64,7 @@ pub use history_filter::HistoryFilter;
 pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
 pub use input::{Answered, InputRequestRow};
 pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
+pub use migrations::{MigrateOptions, MigrationError, MigrationName, MigrationPlan, PendingMigration};
 pub use partitions::AUDIT_PERIOD_MS;
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
 pub use replica::ReplicaState;
@@ -72,9 +74,8 @@ pub use tool_owners::{OwnedElsewhere, ToolChange};
 pub use webhooks::{AttemptOutcome, ClaimedDelivery, DeliveryRecord, EndpointRecord};
 pub use write::{EventData, PublishedRequest};
 
+use sqlx::AnyPool;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
-use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::{AnyPool, SqlSafeStr};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -86,8 +87,8 @@ pub enum Error {
     Busy,
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
-    #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(transparent)]
+    Migration(#[from] MigrationError),
     #[error("idempotency key reused for a different request")]
     IdempotencyConflict,
     /// The create was admitted under an admission generation a rebuild has
@@ -192,83 +193,6 @@ impl Store {
 
     pub fn dialect(&self) -> Dialect {
         self.dialect
-    }
-
-    /// Applies the embedded migrations for this backend.
-    pub async fn migrate(&self) -> Result<()> {
-        let sources: &[(i64, &str, &'static str)] = match self.dialect {
-            Dialect::Postgres => &[
-                (1, "init", include_str!("../../../migrations/postgres/0001_init.sql")),
-                (
-                    2,
-                    "tool_client_capabilities",
-                    include_str!("../../../migrations/postgres/0002_tool_client_capabilities.sql"),
-                ),
-                (3, "worker_bindings", include_str!("../../../migrations/postgres/0003_worker_bindings.sql")),
-                (4, "history", include_str!("../../../migrations/postgres/0004_history.sql")),
-                (5, "audit_retention", include_str!("../../../migrations/postgres/0005_audit_retention.sql")),
-                (6, "webhooks", include_str!("../../../migrations/postgres/0006_webhooks.sql")),
-                (7, "watch_tokens", include_str!("../../../migrations/postgres/0007_watch_tokens.sql")),
-                (8, "history_indexes", include_str!("../../../migrations/postgres/0008_history_indexes.sql")),
-                (9, "tool_metadata", include_str!("../../../migrations/postgres/0009_tool_metadata.sql")),
-                (10, "history_counts", include_str!("../../../migrations/postgres/0010_history_counts.sql")),
-                (11, "admission_fence", include_str!("../../../migrations/postgres/0011_admission_fence.sql")),
-                (
-                    12,
-                    "history_counts_by_hour",
-                    include_str!("../../../migrations/postgres/0012_history_counts_by_hour.sql"),
-                ),
-                (
-                    13,
-                    "admission_fence_lock",
-                    include_str!("../../../migrations/postgres/0013_admission_fence_lock.sql"),
-                ),
-                (14, "audit_occurrences", include_str!("../../../migrations/postgres/0014_audit_occurrences.sql")),
-                (15, "tool_owners", include_str!("../../../migrations/postgres/0015_tool_owners.sql")),
-                (16, "dashboard_sessions", include_str!("../../../migrations/postgres/0016_dashboard_sessions.sql")),
-                (17, "change_cursor", include_str!("../../../migrations/postgres/0017_change_cursor.sql")),
-                (18, "history_partitions", include_str!("../../../migrations/postgres/0018_history_partitions.sql")),
-                (19, "audit_partitions", include_str!("../../../migrations/postgres/0019_audit_partitions.sql")),
-                (20, "org_keys", include_str!("../../../migrations/postgres/0020_org_keys.sql")),
-            ],
-            Dialect::Sqlite => &[
-                (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
-                (
-                    2,
-                    "tool_client_capabilities",
-                    include_str!("../../../migrations/sqlite/0002_tool_client_capabilities.sql"),
-                ),
-                (3, "worker_bindings", include_str!("../../../migrations/sqlite/0003_worker_bindings.sql")),
-                (4, "history", include_str!("../../../migrations/sqlite/0004_history.sql")),
-                (5, "audit_retention", include_str!("../../../migrations/sqlite/0005_audit_retention.sql")),
-                (6, "webhooks", include_str!("../../../migrations/sqlite/0006_webhooks.sql")),
-                (7, "watch_tokens", include_str!("../../../migrations/sqlite/0007_watch_tokens.sql")),
-                (8, "history_indexes", include_str!("../../../migrations/sqlite/0008_history_indexes.sql")),
-                (9, "tool_metadata", include_str!("../../../migrations/sqlite/0009_tool_metadata.sql")),
-                (10, "history_counts", include_str!("../../../migrations/sqlite/0010_history_counts.sql")),
-                (11, "admission_fence", include_str!("../../../migrations/sqlite/0011_admission_fence.sql")),
-                (
-                    12,
-                    "history_counts_by_hour",
-                    include_str!("../../../migrations/sqlite/0012_history_counts_by_hour.sql"),
-                ),
-                (14, "audit_occurrences", include_str!("../../../migrations/sqlite/0014_audit_occurrences.sql")),
-                (15, "tool_owners", include_str!("../../../migrations/sqlite/0015_tool_owners.sql")),
-                (16, "dashboard_sessions", include_str!("../../../migrations/sqlite/0016_dashboard_sessions.sql")),
-                (17, "change_cursor", include_str!("../../../migrations/sqlite/0017_change_cursor.sql")),
-                (18, "history_partitions", include_str!("../../../migrations/sqlite/0018_history_partitions.sql")),
-                (19, "audit_partitions", include_str!("../../../migrations/sqlite/0019_audit_partitions.sql")),
-                (20, "org_keys", include_str!("../../../migrations/sqlite/0020_org_keys.sql")),
-            ],
-        };
-        let migrations = sources
-            .iter()
-            .map(|(v, name, sql)| {
-                Migration::new(*v, (*name).into(), MigrationType::Simple, (*sql).into_sql_str(), false)
-            })
-            .collect();
-        Migrator::with_migrations(migrations).run(&self.pool).await?;
-        Ok(())
     }
 
     /// The pool's connections (in use, idle).

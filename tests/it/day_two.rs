@@ -1,0 +1,3 @@
+//! Day-two operations: what an operator does to a running deployment.
+
+mod migrations;
