@@ -23,6 +23,7 @@ mod input;
 mod listing;
 mod operator;
 mod partitions;
+mod payload_keys;
 mod progress;
 mod records;
 mod replica;
@@ -44,6 +45,8 @@ mod history_tests;
 #[cfg(test)]
 mod partitions_tests;
 #[cfg(test)]
+mod payload_keys_tests;
+#[cfg(test)]
 mod settings_tests;
 #[cfg(test)]
 mod webhooks_tests;
@@ -61,6 +64,7 @@ pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, Tool
 pub use input::{Answered, InputRequestRow};
 pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
 pub use partitions::AUDIT_PERIOD_MS;
+pub use payload_keys::{KeyCounts, Replacement, SEALED_TABLES, SealedRow, SealedTable};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
 pub use replica::ReplicaState;
 pub use retention::RetentionSettings;
@@ -227,6 +231,7 @@ impl Store {
                 (18, "history_partitions", include_str!("../../../migrations/postgres/0018_history_partitions.sql")),
                 (19, "audit_partitions", include_str!("../../../migrations/postgres/0019_audit_partitions.sql")),
                 (20, "org_keys", include_str!("../../../migrations/postgres/0020_org_keys.sql")),
+                (21, "payload_keys", include_str!("../../../migrations/postgres/0021_payload_keys.sql")),
             ],
             Dialect::Sqlite => &[
                 (1, "init", include_str!("../../../migrations/sqlite/0001_init.sql")),
@@ -256,6 +261,7 @@ impl Store {
                 (18, "history_partitions", include_str!("../../../migrations/sqlite/0018_history_partitions.sql")),
                 (19, "audit_partitions", include_str!("../../../migrations/sqlite/0019_audit_partitions.sql")),
                 (20, "org_keys", include_str!("../../../migrations/sqlite/0020_org_keys.sql")),
+                (21, "payload_keys", include_str!("../../../migrations/sqlite/0021_payload_keys.sql")),
             ],
         };
         let migrations = sources
