@@ -276,3 +276,62 @@ async fn every_sealed_column_is_one_a_rewrap_reseals() {
         assert!(known, "{t}.{c} is sealed but not in SEALED_TABLES");
     }
 }
+
+/// The figures of decision 0045 (Postgres, 100,000 executions with an input
+/// and an output each): `cargo test -p baton-coordinator --lib
+/// measure_rewrap_of_100k_executions -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement, not a test"]
+async fn measure_rewrap_of_100k_executions() {
+    let b = postgres().await;
+    let (r, s) = (rings(), &b.store);
+    let now = now_ms();
+    for chunk in 0..100 {
+        let mut values = Vec::new();
+        let mut binds = Vec::new();
+        for i in 0..1_000 {
+            let id = crate::domain::ExecutionId::generate().to_string();
+            let n = binds.len() * 3;
+            values.push(format!(
+                "(${}, 'org_1', 'p1', 'gw', 'Demo.Echo', 'Demo', '1', 'u', 'c', 'rest', 'immediate', 'completed', \
+                 1, 1, 0, {now}, {now}, {now} + 60000, {now} + {} * 86400000 + 3600000, 1000, 100, 3, 3, ${}, ${})",
+                n + 1,
+                (chunk * 1_000 + i) % 7,
+                n + 2,
+                n + 3
+            ));
+            let input = r.old.seal(&id, Field::Input, format!("{{\"text\":\"input {i}\"}}").as_bytes()).expect("seal");
+            let output =
+                r.old.seal(&id, Field::Output, b"{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}").expect("seal");
+            binds.push((id, input, output));
+        }
+        let sql = format!(
+            "INSERT INTO executions (id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
+             user_id, started_by, surface, execution_type, status, attempts, max_attempts, cancel_requested, \
+             created_at, updated_at, execution_deadline, retention_expires_at, poll_interval_ms, payload_bytes, \
+             version, changed_version, input_ct, output_ct) VALUES {}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (id, input, output) in binds {
+            q = q.bind(id).bind(input).bind(output);
+        }
+        q.execute(&s.pool).await.expect("seed");
+    }
+    sqlx::query("ANALYZE").execute(&s.pool).await.expect("analyze");
+    let t = std::time::Instant::now();
+    let missing = check_ring(s, &r.new, now_ms()).await.expect("first check surveys");
+    eprintln!("first check (survey owed): {:?}, missing {missing:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    check_ring(s, &r.new, now_ms()).await.expect("check");
+    eprintln!("check at start: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    status(s, &r.both, now_ms()).await.expect("status");
+    eprintln!("status (a full count): {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let report = rewrap(s, &r.both, 500, |_| {}).await.expect("rewrap");
+    eprintln!("rewrap, batch 500: {:?} for {:?}", t.elapsed(), report.resealed);
+    let t = std::time::Instant::now();
+    let again = rewrap(s, &r.both, 500, |_| {}).await.expect("rewrap");
+    eprintln!("a second rewrap: {:?}, {:?}", t.elapsed(), again.resealed);
+}
