@@ -193,6 +193,9 @@ pub enum Action {
     /// A project's webhook endpoints (`baton admin webhook --help`).
     #[command(subcommand)]
     Webhook(crate::admin_webhooks::Action),
+    /// Retiring payload keys (`baton admin payload-keys --help`).
+    #[command(subcommand)]
+    PayloadKeys(crate::admin_keys::Action),
 }
 
 /// Days as milliseconds; refuses what is not a finite, non-negative number.
@@ -267,6 +270,7 @@ pub async fn run(database_url: &str, default_retention_ms: i64, action: Action) 
         }
         // They need the configuration: `main` runs them with `admin_webhooks::run`.
         Action::Webhook(_) => anyhow::bail!("webhook commands run through admin_webhooks"),
+        Action::PayloadKeys(_) => anyhow::bail!("payload-keys commands run through admin_keys"),
     };
     store.close().await;
     match out {

@@ -83,6 +83,7 @@ pub async fn run(config: &Config, database_url: &str, action: Action) -> anyhow:
     let out = match action {
         Action::Create { project, url, event_type } => {
             let ring = config.key_ring()?;
+            store.note_payload_key(ring.sealing_key_id(), baton_proto::clock::now_ms()).await?;
             with_secret(&manage::create(&store, &ring, &options, cli, &project, &url, &event_type).await?)
         }
         Action::List { project } => {
@@ -98,6 +99,7 @@ pub async fn run(config: &Config, database_url: &str, action: Action) -> anyhow:
         }
         Action::RotateSecret { id } => {
             let ring = config.key_ring()?;
+            store.note_payload_key(ring.sealing_key_id(), baton_proto::clock::now_ms()).await?;
             let endpoint = manage::get(&store, &id).await?;
             with_secret(&manage::rotate(&store, &ring, &options, cli, &endpoint).await?)
         }

@@ -3,6 +3,7 @@
 //! message naming the field.
 
 mod admin_cli;
+mod admin_keys;
 mod admin_lists;
 mod admin_webhooks;
 mod bench;
@@ -23,7 +24,7 @@ use std::process::ExitCode;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-const EX_CONFIG: u8 = 64;
+pub(crate) const EX_CONFIG: u8 = 64;
 /// How long background tasks get to end once the command is over.
 const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -228,6 +229,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let result = baton_coordinator::run(options, listener, shutdown).await;
             guard.shutdown().await;
+            if let Err(e) = &result
+                && e.is_configuration()
+            {
+                eprintln!("baton: {e}");
+                return Ok(ExitCode::from(EX_CONFIG));
+            }
             result?;
         }
         Command::Gateway { config, listen } => {
@@ -278,6 +285,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             match action {
                 admin_cli::Action::Webhook(w) => admin_webhooks::run(&config, &url, w).await?,
+                admin_cli::Action::PayloadKeys(k) => return admin_keys::run(&config, &url, k).await,
                 other => admin_cli::run(&url, config.executions.retention_ms, other).await?,
             }
         }

@@ -62,6 +62,8 @@ pub mod action {
     pub const RETENTION_READ: &str = "retention.read";
     /// An owner's cancel of its own execution, with the cancel's outcome.
     pub const EXECUTION_CANCEL: &str = "execution.cancel";
+    /// `baton admin payload-keys rewrap` re-sealing an organization's values.
+    pub const PAYLOAD_KEYS_REWRAP: &str = "payload_keys.rewrap";
 }
 
 /// The outcomes besides an operation's own (a cancel's outcome, for instance).

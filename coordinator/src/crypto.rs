@@ -143,6 +143,23 @@ impl KeyRing {
         key.cipher.decrypt(&nonce, Payload { msg: ct, aad: &aad }).map_err(|_| Error::Authentication)
     }
 
+    /// The id of the key that seals (the ring's first).
+    pub fn sealing_key_id(&self) -> &str {
+        self.keys.first().map_or("", |k| k.id.as_str())
+    }
+
+    /// Whether the ring holds a key of this id (so values sealed by it open).
+    pub fn holds(&self, id: &str) -> bool {
+        self.keys.iter().any(|k| k.id == id)
+    }
+
+    /// Opens `sealed` and seals its plaintext again under the sealing key, for
+    /// the same execution and field; the plaintext never leaves this call.
+    pub fn reseal(&self, execution_id: &str, field: Field, sealed: &[u8]) -> Result<Vec<u8>, Error> {
+        let plaintext = self.open(execution_id, field, sealed)?;
+        self.seal(execution_id, field, &plaintext)
+    }
+
     /// The key id of a sealed payload, for diagnostics and rotation reports.
     pub fn key_id_of(sealed: &[u8]) -> Option<&str> {
         let [VERSION, id_len, rest @ ..] = sealed else { return None };

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod grpc;
 mod notify;
 pub mod options;
+pub mod payload_keys;
 pub mod redis_link;
 pub mod schema;
 pub mod store;
@@ -45,6 +46,25 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("admission: {0}")]
     Admission(String),
+    /// The ring lacks a key that seals retained values: a configuration error.
+    #[error(
+        "security.execution_payload_keys lacks key id(s) {}, which still seal retained payloads: put them back in the \
+         ring (after the first key), run `{}` with that configuration, then remove them",
+        quoted(.0), payload_keys::REWRAP_COMMAND
+    )]
+    MissingPayloadKeys(Vec<String>),
+}
+
+impl Error {
+    /// Whether the configuration is at fault (the process exits with 64, as
+    /// for any other configuration error).
+    pub fn is_configuration(&self) -> bool {
+        matches!(self, Error::MissingPayloadKeys(_))
+    }
+}
+
+fn quoted(ids: &[String]) -> String {
+    ids.iter().map(|id| format!("{id:?}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Builds the engine: connects the store (migrating if asked), admission and the bus.
@@ -57,6 +77,10 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
         store = store.with_read_replica(url, options.database_max_connections, options.read_replica_max_lag_ms)?;
     }
     store.ping().await?;
+    let missing = payload_keys::check_ring(&store, &options.key_ring, baton_proto::clock::now_ms()).await?;
+    if !missing.is_empty() {
+        return Err(Error::MissingPayloadKeys(missing));
+    }
     let bus = match &options.redis {
         Some(target) => Bus::redis(target, &options.redis_prefix, &options.id).await?,
         None => Bus::Local,

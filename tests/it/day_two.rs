@@ -1,3 +1,5 @@
-//! Day-two operations: what an operator does to a running deployment.
+//! Day-two operations on a running deployment: what an operator does to it
+//! after the first install, tested as the operator does it.
 
+mod key_retirement;
 mod migrations;

@@ -27,6 +27,10 @@ pub async fn run(engine: Arc<Engine>) {
         if let Err(e) = engine.store.upsert_coordinator(&engine.options.id, &engine.options.advertise_url, now).await {
             tracing::warn!(error = %e, "coordinator directory update failed");
         }
+        // While this replica seals with its key, no rewrap may retire it.
+        if let Err(e) = engine.store.note_payload_key(engine.options.key_ring.sealing_key_id(), now).await {
+            tracing::warn!(error = %e, "noting the payload key in use failed");
+        }
         let (report, applied) = engine.store.sweep(now, engine.options.owner_loss_grace_ms, 500).await;
         for a in &applied {
             engine.after_commit(&a.record, &a.effects).await;

@@ -21,7 +21,7 @@ const DISTRIBUTED: [&str; 10] = [
     "webhook_deliveries",
 ];
 /// Small, rarely written tables (catalog, identities, cluster bookkeeping).
-const REFERENCE: [&str; 14] = [
+const REFERENCE: [&str; 15] = [
     "organizations",
     "projects",
     "gateways",
@@ -35,6 +35,7 @@ const REFERENCE: [&str; 14] = [
     "admission_fence",
     "mcp_sessions_ended",
     "watch_tokens_used",
+    "payload_keys_in_use",
     "_sqlx_migrations",
 ];
 

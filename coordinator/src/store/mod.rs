@@ -24,6 +24,7 @@ mod listing;
 mod migrations;
 mod operator;
 mod partitions;
+mod payload_keys;
 mod progress;
 mod records;
 mod replica;
@@ -46,6 +47,8 @@ mod history_tests;
 #[cfg(test)]
 mod partitions_tests;
 #[cfg(test)]
+mod payload_keys_tests;
+#[cfg(test)]
 mod settings_tests;
 #[cfg(test)]
 mod shapes_tests;
@@ -66,6 +69,7 @@ pub use input::{Answered, InputRequestRow};
 pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
 pub use migrations::{MigrateOptions, MigrationError, MigrationName, MigrationPlan, PendingMigration};
 pub use partitions::AUDIT_PERIOD_MS;
+pub use payload_keys::{KeyCounts, Replacement, SEALED_TABLES, SealedRow, SealedTable};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
 pub use replica::ReplicaState;
 pub use retention::RetentionSettings;

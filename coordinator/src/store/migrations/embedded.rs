@@ -42,6 +42,7 @@ const POSTGRES: Files = files!("postgres";
     18 => "0018_history_partitions",
     19 => "0019_audit_partitions",
     20 => "0020_org_keys",
+    21 => "0021_payload_keys",
 );
 
 const SQLITE: Files = files!("sqlite";
@@ -64,6 +65,7 @@ const SQLITE: Files = files!("sqlite";
     18 => "0018_history_partitions",
     19 => "0019_audit_partitions",
     20 => "0020_org_keys",
+    21 => "0021_payload_keys",
 );
 
 fn files(dialect: Dialect) -> Files {
