@@ -7,6 +7,7 @@ mod bench_waiters;
 mod chaos;
 mod config_exit;
 mod dashboard;
+mod day_two;
 mod dev_mode;
 mod edge;
 mod edge_shedding;

@@ -1,0 +1,3 @@
+//! Day-two operations: running a cluster across releases.
+
+mod skew;
