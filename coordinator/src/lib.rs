@@ -28,6 +28,7 @@ use baton_proto::coordinator::v1::{
 };
 use baton_proto::worker::v1::worker_session_server::WorkerSessionServer;
 use engine::{Bus, Engine};
+use grpc::skew::GatewayVersion;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -110,24 +111,39 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, coordinator_id = %engine.options().id, "coordinator listening");
+    tracing::info!(%addr, coordinator_id = %engine.options().id, version = %grpc::skew::own(), "coordinator listening");
     // Small frames must not wait for the peer's delayed ACK (Nagle): the
     // builder's `tcp_nodelay` only covers listeners tonic binds itself.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let served = server
         .layer(grpc::measure::RpcMetricsLayer::new())
         .add_service(health_service)
-        .add_service(CoordinatorServer::new(grpc::api::Api { engine: engine.clone() }))
-        .add_service(HistoryServer::new(grpc::history::HistoryService { engine: engine.clone() }))
-        .add_service(OperatorServer::new(grpc::operator::OperatorService { engine: engine.clone() }))
-        .add_service(ProjectAdminServer::new(grpc::admin::ProjectAdminService { engine: engine.clone() }))
-        .add_service(WebhooksServer::new(grpc::webhooks::WebhooksService { engine: engine.clone() }))
+        // The gateway-facing services admit gateways by version first (`grpc::skew`);
+        // a worker states its version in its registration, a peer coordinator none.
+        .add_service(CoordinatorServer::with_interceptor(grpc::api::Api { engine: engine.clone() }, GatewayVersion))
+        .add_service(HistoryServer::with_interceptor(
+            grpc::history::HistoryService { engine: engine.clone() },
+            GatewayVersion,
+        ))
+        .add_service(OperatorServer::with_interceptor(
+            grpc::operator::OperatorService { engine: engine.clone() },
+            GatewayVersion,
+        ))
+        .add_service(ProjectAdminServer::with_interceptor(
+            grpc::admin::ProjectAdminService { engine: engine.clone() },
+            GatewayVersion,
+        ))
+        .add_service(WebhooksServer::with_interceptor(
+            grpc::webhooks::WebhooksService { engine: engine.clone() },
+            GatewayVersion,
+        ))
         .add_service(WorkerSessionServer::new(grpc::worker::WorkerService { engine: engine.clone() }))
         .add_service(PeerServer::new(grpc::peer::PeerService::new(engine.clone())))
         // Waiting at scale (issue #21).
-        .add_service(baton_proto::coordinator::v1::waits_server::WaitsServer::new(grpc::watch::WaitsService {
-            engine: engine.clone(),
-        }))
+        .add_service(baton_proto::coordinator::v1::waits_server::WaitsServer::with_interceptor(
+            grpc::watch::WaitsService { engine: engine.clone() },
+            GatewayVersion,
+        ))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())
         .await;
     engine.stopped().await;

@@ -384,7 +384,7 @@ impl Coordinator {
     {
         match self.raw_call(bearer, message, timeout, f).await? {
             Ok(response) => Ok(response.into_inner()),
-            Err(status) => Err(WireError::from_status(&status)),
+            Err(status) => Err(for_callers(WireError::from_status(&status))),
         }
     }
 
@@ -411,7 +411,30 @@ impl Coordinator {
             Err(_) => return Err(WireError::new(ErrorCode::Unauthenticated, "invalid bearer credential")),
         }
         baton_proto::trace::inject(request.metadata_mut());
+        crate::version::state(request.metadata_mut());
         Ok(f(self.client.clone(), request).await)
+    }
+}
+
+/// The coordinator's error as this gateway's callers get it. A refusal of
+/// the gateway's own version is the operator's to fix, not the caller's: it
+/// is logged (at most once a minute, it repeats on every call) with the
+/// coordinator's words, and callers get `503 unavailable`.
+fn for_callers(e: WireError) -> WireError {
+    if e.code != ErrorCode::VersionUnsupported {
+        return e;
+    }
+    static LOGGED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let mut last = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
+    if last.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+        *last = Some(std::time::Instant::now());
+        tracing::error!("the coordinator refuses this gateway's version: {}", e.message);
+    }
+    WireError {
+        code: ErrorCode::Unavailable,
+        message: "this gateway's version is not supported by its coordinator; the operator must upgrade it".into(),
+        retry_after_ms: Some(30_000),
+        scope: None,
     }
 }
 
@@ -471,6 +494,19 @@ mod tests {
         assert_eq!(fingerprint("g", &plain), fingerprint("g", &keyed));
         let other_user = NewExecution { user_id: Some("u"), ..plain };
         assert_ne!(fingerprint("g", &plain), fingerprint("g", &other_user));
+    }
+
+    #[test]
+    fn a_refused_gateway_version_is_unavailable_to_callers() {
+        let refusal = WireError::new(
+            ErrorCode::VersionUnsupported,
+            "gateway 0.1.0 is older than this coordinator (0.3.0) supports",
+        );
+        let seen = for_callers(refusal);
+        assert_eq!((seen.code, seen.code.http_status()), (ErrorCode::Unavailable, 503));
+        assert!(!seen.message.contains("0.3.0"), "versions are the operator's business");
+        let other = WireError::new(ErrorCode::NotFound, "execution not found");
+        assert_eq!(for_callers(other.clone()), other);
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod serve;
 mod shared_calls;
 mod telemetry;
 mod tool_defs;
+mod version;
 pub mod waits;
 mod watch;
 

@@ -23,11 +23,15 @@ pub enum ErrorCode {
     CapacityExceeded,
     PolicyRefused,
     Unavailable,
+    /// The coordinator refuses the calling gateway's or worker's version
+    /// (`crate::version`). Between processes only: a gateway answers its own
+    /// callers `unavailable`.
+    VersionUnsupported,
     Internal,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::InvalidRequest,
         ErrorCode::InvalidInput,
         ErrorCode::Unauthenticated,
@@ -40,6 +44,7 @@ impl ErrorCode {
         ErrorCode::CapacityExceeded,
         ErrorCode::PolicyRefused,
         ErrorCode::Unavailable,
+        ErrorCode::VersionUnsupported,
         ErrorCode::Internal,
     ];
 
@@ -57,6 +62,7 @@ impl ErrorCode {
             ErrorCode::CapacityExceeded => "capacity_exceeded",
             ErrorCode::PolicyRefused => "policy_refused",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::VersionUnsupported => "version_unsupported",
             ErrorCode::Internal => "internal",
         }
     }
@@ -72,7 +78,7 @@ impl ErrorCode {
             ErrorCode::PermissionDenied | ErrorCode::PolicyRefused => Code::PermissionDenied,
             ErrorCode::NotFound | ErrorCode::UnknownTool => Code::NotFound,
             ErrorCode::IdempotencyConflict => Code::AlreadyExists,
-            ErrorCode::ResultUnavailable => Code::FailedPrecondition,
+            ErrorCode::ResultUnavailable | ErrorCode::VersionUnsupported => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge => Code::OutOfRange,
             ErrorCode::CapacityExceeded => Code::ResourceExhausted,
             ErrorCode::Unavailable => Code::Unavailable,
@@ -89,13 +95,14 @@ impl ErrorCode {
             ErrorCode::IdempotencyConflict | ErrorCode::ResultUnavailable => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::CapacityExceeded => 429,
-            ErrorCode::Unavailable => 503,
+            ErrorCode::Unavailable | ErrorCode::VersionUnsupported => 503,
             ErrorCode::Internal => 500,
         }
     }
 
     /// The code a bare gRPC status implies when no Baton code is attached
-    /// (transport failures, deadlines).
+    /// (transport failures, deadlines), or one this release does not know (a
+    /// newer coordinator's).
     fn from_grpc(code: Code) -> Self {
         match code {
             Code::InvalidArgument => ErrorCode::InvalidRequest,
@@ -107,6 +114,10 @@ impl ErrorCode {
             // connection that broke mid-call (a coordinator killed, a reset
             // stream) that way. Retrying elsewhere is the right answer: 503.
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => ErrorCode::Unavailable,
+            // The coordinator cannot serve this caller as things stand (a
+            // newer coordinator's refusal this release cannot name): retrying
+            // later, or elsewhere, is the caller's way out; it is no server fault.
+            Code::FailedPrecondition => ErrorCode::Unavailable,
             _ => ErrorCode::Internal,
         }
     }
@@ -190,6 +201,17 @@ mod tests {
             e.scope = Some("principal".into());
             assert_eq!(WireError::from_status(&e.clone().into_status()), e);
         }
+    }
+
+    #[test]
+    fn a_code_from_a_newer_coordinator_falls_back_to_its_grpc_code() {
+        let mut status = Status::failed_precondition("refused for a reason from the future");
+        status.metadata_mut().insert(CODE_KEY, MetadataValue::from_static("reason_from_the_future"));
+        let e = WireError::from_status(&status);
+        assert_eq!(e.code, ErrorCode::Unavailable, "never internal");
+        assert!(!e.message.contains("future"), "an unknown code's text is not passed on");
+        let e = WireError::from_status(&Status::permission_denied("x"));
+        assert_eq!(e.code, ErrorCode::PermissionDenied);
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! The wire contract: generated gRPC code, the error table, the one spelling
 //! of every wire enum (`names`), W3C trace-context propagation over gRPC
-//! metadata, and the clock every time on the wire is read from. Nothing else
-//! lives here.
+//! metadata, the clock every time on the wire is read from, and the rule of
+//! which versions may talk to each other (`version`). Nothing else lives here.
 
 pub mod clock;
 pub mod error;
 pub mod names;
 pub mod trace;
+pub mod version;
 
 pub mod coordinator {
     pub mod v1 {

@@ -1,5 +1,7 @@
 //! Day-two operations on a running deployment: what an operator does to it
-//! after the first install, tested as the operator does it.
+//! after the first install, and running a cluster across releases, tested
+//! as the operator does it.
 
 mod key_retirement;
 mod migrations;
+mod skew;

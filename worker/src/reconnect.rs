@@ -36,6 +36,11 @@ impl Reconnect {
         Reconnect { endpoints, current: 0, pause: FIRST_PAUSE }
     }
 
+    /// How many coordinators there are to try.
+    pub fn count(&self) -> usize {
+        self.endpoints.len()
+    }
+
     /// The coordinator to dial next.
     pub fn endpoint(&self) -> &str {
         &self.endpoints[self.current]

@@ -50,6 +50,11 @@ impl std::fmt::Debug for Worker {
 pub enum Error {
     #[error("the coordinator refused this worker: {0}")]
     Refused(String),
+    /// Every coordinator refused this SDK's version (docs/upgrading.md); the
+    /// coordinator's words name both versions and the way out. Not retried:
+    /// only an upgrade (of the worker or the coordinators) changes the answer.
+    #[error("the coordinator does not support this worker's SDK version: {0}")]
+    Incompatible(String),
     #[error("invalid coordinator url: {0}")]
     Url(String),
 }
@@ -128,6 +133,7 @@ impl Worker {
             capacity: self.options.capacity,
             running,
             settling,
+            sdk_version: baton_proto::version::own(env!("CARGO_PKG_VERSION")).to_string(),
         }
     }
 
@@ -154,17 +160,30 @@ impl Worker {
             let _ = self.remote.set(found);
         }
         let mut reconnect = Reconnect::new(&self.options.coordinator_url, &self.options.coordinator_urls);
+        // Coordinators that refused this SDK's version in a row: in a rolling
+        // upgrade another may take it, but once each has said no, it is over.
+        let mut incompatible = 0;
         while !self.drained(drain) {
             let url = reconnect.endpoint().to_owned();
             match self.clone().session(&url, &shutdown, drain).await {
                 Ok(()) => {}
                 Err(SessionEnd::Refused(why)) => return Err(Error::Refused(why)),
+                Err(SessionEnd::Incompatible(why)) => {
+                    incompatible += 1;
+                    if incompatible >= reconnect.count() {
+                        return Err(Error::Incompatible(why));
+                    }
+                    tracing::error!(coordinator = %url, "{why}; trying another coordinator");
+                }
                 Err(SessionEnd::Transport(why)) => {
                     tracing::warn!(coordinator = %url, error = %why, "coordinator session failed; reconnecting");
                 }
             }
             // The outbox is set once the coordinator accepted the registration.
             let registered = self.with_state(|s| s.outbox.take().is_some());
+            if registered {
+                incompatible = 0;
+            }
             let pause = reconnect.ended(registered);
             if self.drained(drain) {
                 break;
@@ -533,12 +552,17 @@ impl Uplink for WorkerUplink {
 
 enum SessionEnd {
     Refused(String),
+    Incompatible(String),
     Transport(String),
 }
 
 impl SessionEnd {
     fn from_status(status: tonic::Status) -> Self {
+        use baton_proto::error::{ErrorCode, WireError};
         use tonic::Code;
+        if WireError::from_status(&status).code == ErrorCode::VersionUnsupported {
+            return SessionEnd::Incompatible(status.message().to_owned());
+        }
         match status.code() {
             Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument => {
                 SessionEnd::Refused(status.message().to_owned())

@@ -178,6 +178,40 @@ pub(super) fn settlement(attempt: &AttemptRef, outcome: Reported) -> FromWorker 
     FromWorker::Settlement(Settlement { attempt: attempt.clone(), outcome: Some(outcome) })
 }
 
+/// What `grpc` makes of a background policy the wire did not know (a newer
+/// SDK's): the empty name, which registration refuses as a bad request.
+#[tokio::test]
+async fn a_tool_with_a_background_policy_from_a_newer_sdk_is_refused() {
+    let w = World::new().await;
+    let tool = ToolRecord {
+        name: "Test.Future".into(),
+        toolkit_name: "Test".into(),
+        toolkit_version: "1".into(),
+        description: String::new(),
+        input_schema: r#"{"type":"object"}"#.into(),
+        background: String::new(),
+        task_time_input: false,
+        max_attempts: 1,
+        max_ttl_ms: None,
+        remote: false,
+        required_client_capabilities: Vec::new(),
+        cancel_unsupported: false,
+        disabled: false,
+        metadata: Default::default(),
+    };
+    let registration = Registration {
+        worker_id: "w-future".into(),
+        worker_token: w.worker_token.clone(),
+        tools: vec![tool],
+        capacity: 1,
+        running: Vec::new(),
+        settling: Vec::new(),
+    };
+    let (tx, _rx) = outbox(1);
+    let refused = w.engine.register(registration, tx).await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("background must be forbidden, optional or required"), "{refused}");
+}
+
 #[tokio::test]
 async fn start_dispatch_settle_and_read_the_result() {
     let w = World::new().await;

@@ -43,18 +43,27 @@ fn failure_reason_from_wire(r: pb::FailureReason) -> Option<FailureReason> {
     FailureReason::ALL.into_iter().find(|d| failure_reason(*d) == r)
 }
 
-fn query(f: Option<&pb::HistoryFilter>) -> HistoryQuery {
-    let Some(f) = f else { return HistoryQuery::default() };
+/// The engine's query for a filter. A value this release does not know (a
+/// newer gateway's) is refused: read as unspecified, it would narrow nothing
+/// and answer more runs than were asked for.
+fn query(f: Option<&pb::HistoryFilter>) -> Result<HistoryQuery, Status> {
+    let Some(f) = f else { return Ok(HistoryQuery::default()) };
+    let unknown = |field: &str, raw: i32| {
+        to_status(crate::engine::Error::Invalid(format!("filter.{field} {raw} is unknown to this coordinator")))
+    };
+    let outcome_filter = pb::ExecutionOutcome::try_from(f.outcome).map_err(|_| unknown("outcome", f.outcome))?;
+    let reason_filter =
+        pb::FailureReason::try_from(f.failure_reason).map_err(|_| unknown("failure_reason", f.failure_reason))?;
     let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    HistoryQuery {
+    Ok(HistoryQuery {
         tool_name: text(&f.tool_name),
         toolkit_name: text(&f.toolkit_name),
         user_id: text(&f.user_id),
-        outcome: outcome(f.outcome()),
-        failure_reason: failure_reason_from_wire(f.failure_reason()),
+        outcome: outcome(outcome_filter),
+        failure_reason: failure_reason_from_wire(reason_filter),
         start_ms: f.start_time_ms,
         end_ms: f.end_time_ms,
-    }
+    })
 }
 
 fn item(r: &HistoryRow) -> pb::HistoryItem {
@@ -137,7 +146,7 @@ impl History for HistoryService {
             .history_list(
                 authorization(&req),
                 scope(&r.org_id, &r.project_id),
-                &query(r.filter.as_ref()),
+                &query(r.filter.as_ref())?,
                 r.limit,
                 r.offset,
             )
@@ -153,7 +162,7 @@ impl History for HistoryService {
         let r = req.get_ref();
         let count = self
             .engine
-            .history_count(authorization(&req), scope(&r.org_id, &r.project_id), &query(r.filter.as_ref()))
+            .history_count(authorization(&req), scope(&r.org_id, &r.project_id), &query(r.filter.as_ref())?)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::CountHistoryResponse { count }))
@@ -235,6 +244,22 @@ mod tests {
         assert_eq!(outcome(pb::ExecutionOutcome::Unspecified), None);
         assert_eq!(outcome(pb::ExecutionOutcome::Success), Some(RunOutcome::Success));
         assert_eq!(outcome(pb::ExecutionOutcome::Failure), Some(RunOutcome::Failure));
-        assert_eq!(query(None), HistoryQuery::default());
+        assert_eq!(query(None).ok(), Some(HistoryQuery::default()));
+    }
+
+    /// A newer gateway's filter value is refused as a bad request, never
+    /// read as "no filter" nor answered `internal`.
+    #[test]
+    fn an_unknown_filter_value_is_a_clear_refusal() {
+        for filter in [
+            pb::HistoryFilter { failure_reason: 99, ..Default::default() },
+            pb::HistoryFilter { outcome: 42, ..Default::default() },
+        ] {
+            let refusal = query(Some(&filter)).expect_err("refused");
+            assert_eq!(refusal.code(), tonic::Code::InvalidArgument);
+            assert!(refusal.message().contains("unknown to this coordinator"), "{}", refusal.message());
+        }
+        let known = pb::HistoryFilter { failure_reason: pb::FailureReason::OwnerLost as i32, ..Default::default() };
+        assert_eq!(query(Some(&known)).ok().and_then(|q| q.failure_reason), Some(FailureReason::OwnerLost));
     }
 }

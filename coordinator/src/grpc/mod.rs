@@ -8,7 +8,10 @@ pub mod measure;
 pub mod operator;
 pub mod peer;
 pub mod peer_auth;
+pub mod skew;
 pub mod status;
+#[cfg(test)]
+mod tolerance_tests;
 pub mod webhooks;
 pub mod worker;
 // Waiting at scale (issue #21): a gateway's one stream for its parked waits.

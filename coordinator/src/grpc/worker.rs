@@ -42,12 +42,14 @@ impl WorkerSession for WorkerService {
         let Some(worker_message::Msg::Register(register)) = first else {
             return Err(Status::invalid_argument("the first message of a session must be register"));
         };
+        // Before the credential is read or a tool registered: a refused SDK changes nothing.
+        let counted = super::skew::admit_worker(&register.sdk_version)?;
         let (tx, rx) = outbox(self.engine.session_capacity(register.capacity));
         let session = self.engine.register(registration(register), tx).await.map_err(to_status)?;
         let engine = self.engine.clone();
         let reading = session.clone();
         self.engine.spawn(async move {
-            let session = reading;
+            let (session, _counted) = (reading, counted);
             loop {
                 let next = tokio::select! {
                     _ = engine.shutdown().cancelled() => break,
@@ -151,7 +153,7 @@ fn running(list: Vec<wpb::RunningAttempt>) -> Vec<AttemptRef> {
     list.into_iter().map(|r| attempt(r.execution_id, r.attempt)).collect()
 }
 
-fn registration(r: wpb::Register) -> Registration {
+pub(super) fn registration(r: wpb::Register) -> Registration {
     let tools = r
         .tools
         .into_iter()

@@ -49,7 +49,7 @@ impl Coordinator {
         let mut rest = match called {
             Ok(response) => response.into_inner(),
             Err(status) if status.code() == Code::Unimplemented => return Ok(None),
-            Err(status) => return Err(WireError::from_status(&status)),
+            Err(status) => return Err(super::for_callers(WireError::from_status(&status))),
         };
         let first = rest.message().await.map_err(|s| WireError::from_status(&s))?.ok_or_else(missing)?;
         let started = first.execution.ok_or_else(missing)?;

@@ -276,7 +276,9 @@ async fn stream(weak: Weak<Inner>, backoff: Duration) {
     let Some(mut client) = weak.upgrade().map(|i| i.client.clone()) else { return };
     let (link, outgoing) = mpsc::unbounded_channel();
     let requests = futures_util::stream::unfold(outgoing, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
-    let mut events = match client.watch_executions(requests).await {
+    let mut request = tonic::Request::new(requests);
+    crate::version::state(request.metadata_mut());
+    let mut events = match client.watch_executions(request).await {
         Ok(response) => response.into_inner(),
         Err(status) => {
             tracing::warn!(error = %status, "the wait stream could not be opened; waits use unary calls");

@@ -178,7 +178,8 @@ impl From<WireError> for RpcError {
             ErrorCode::Unauthenticated => (INVALID_REQUEST, Some(StatusCode::UNAUTHORIZED), e.message.clone()),
             ErrorCode::PermissionDenied => (INVALID_REQUEST, Some(StatusCode::FORBIDDEN), e.message.clone()),
             ErrorCode::CapacityExceeded => (OVER_CAPACITY, None, e.message.clone()),
-            ErrorCode::Unavailable => (INTERNAL_ERROR, None, e.message.clone()),
+            // The typed client already made a version refusal `unavailable`.
+            ErrorCode::Unavailable | ErrorCode::VersionUnsupported => (INTERNAL_ERROR, None, e.message.clone()),
             ErrorCode::Internal => (INTERNAL_ERROR, None, "internal error".to_owned()),
         };
         let mut data = Map::new();

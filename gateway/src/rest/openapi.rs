@@ -105,7 +105,13 @@ pub fn spec() -> Value {
     let status = one_of(ExecutionStatus::names());
     let error_codes = format!(
         "Stable machine-readable code: {}, and `{}` (429: too many concurrent long polls)",
-        ErrorCode::ALL.iter().map(|c| format!("`{}`", c.as_str())).collect::<Vec<_>>().join(", "),
+        ErrorCode::ALL
+            .iter()
+            // A coordinator's refusal of the gateway itself reaches callers as `unavailable`.
+            .filter(|c| **c != ErrorCode::VersionUnsupported)
+            .map(|c| format!("`{}`", c.as_str()))
+            .collect::<Vec<_>>()
+            .join(", "),
         TooManyWaits::CODE
     );
     let mut doc = json!({

@@ -73,3 +73,77 @@ async fn heartbeats_hold_the_leases_of_settlements_until_acknowledged() {
     worker.with_state(|s| s.attempts.acknowledged(&key));
     assert_eq!(settling(worker.heartbeat()), Some((0, vec![], 1)));
 }
+
+/// A coordinator that refuses every worker's version, counting the sessions
+/// it was asked for and keeping the version the last registration stated.
+#[derive(Clone, Default)]
+struct RefusesEveryVersion {
+    sessions: Arc<std::sync::atomic::AtomicUsize>,
+    stated: Arc<Mutex<Option<String>>>,
+}
+
+#[tonic::async_trait]
+impl wpb::worker_session_server::WorkerSession for RefusesEveryVersion {
+    type SessionStream = tokio_stream::Empty<Result<wpb::CoordinatorMessage, tonic::Status>>;
+
+    async fn session(
+        &self,
+        req: tonic::Request<tonic::Streaming<WorkerMessage>>,
+    ) -> Result<tonic::Response<Self::SessionStream>, tonic::Status> {
+        self.sessions.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(Some(WorkerMessage { msg: Some(worker_message::Msg::Register(r)) })) =
+            req.into_inner().message().await
+        {
+            *self.stated.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.sdk_version);
+        }
+        let refusal = "worker SDK 0.1.0 is older than this coordinator (0.9.0) supports (0.7.0 and later): upgrade baton-worker to 0.7 or later";
+        Err(baton_proto::error::WireError::new(baton_proto::error::ErrorCode::VersionUnsupported, refusal)
+            .into_status())
+    }
+}
+
+async fn serve(coordinator: RefusesEveryVersion) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(wpb::worker_session_server::WorkerSessionServer::new(coordinator))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn a_version_every_coordinator_refuses_ends_the_worker_after_one_try_each() {
+    let coordinator = RefusesEveryVersion::default();
+    let (a, b) = (serve(coordinator.clone()).await, serve(coordinator.clone()).await);
+    let mut w = worker();
+    if let Some(w) = Arc::get_mut(&mut w) {
+        w.options.coordinator_url = a;
+        w.options.coordinator_urls = vec![b];
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(20), w.run(CancellationToken::new(), Duration::ZERO))
+        .await
+        .expect("the worker gives up instead of retrying");
+    match ended {
+        Err(Error::Incompatible(why)) => assert!(why.contains("upgrade baton-worker to 0.7"), "{why}"),
+        other => panic!("ended with {other:?}"),
+    }
+    assert_eq!(coordinator.sessions.load(std::sync::atomic::Ordering::SeqCst), 2, "each coordinator asked once");
+    let stated = coordinator.stated.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(stated.as_deref(), Some(baton_proto::version::own(env!("CARGO_PKG_VERSION")).to_string().as_str()));
+}
+
+/// prost reads an enum value this release does not know as `Unspecified`: a
+/// stop for a reason a newer coordinator added is still a stop.
+#[tokio::test]
+async fn a_stop_for_a_reason_from_a_newer_coordinator_still_stops_the_tool() {
+    let worker = worker();
+    let (cancel, key) = (CancellationToken::new(), ("te_s".to_owned(), 1));
+    let started = worker.with_state(|s| s.attempts.start(key.clone(), cancel.clone(), None, 1));
+    assert!(matches!(started, Start::Started));
+    let stop = wpb::Stop { execution_id: key.0.clone(), attempt: 1, reason: 77 };
+    assert_eq!(stop.reason(), StopReason::Unspecified);
+    worker.stop(&key, stop.reason());
+    assert!(cancel.is_cancelled());
+}
