@@ -6,7 +6,7 @@
 use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, tool_from_row};
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
 use super::retention::RetentionSettings;
-use super::{Credential, Result, Store, ToolRecord, shapes};
+use super::{Credential, Result, Store, ToolRecord};
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -82,45 +82,33 @@ impl Store {
             }
             return Ok(out);
         }
+        let values: Vec<String> = (0..asks.len())
+            .map(|i| format!("(${}::bytea, ${}::text, ${}::text, {i}::bigint)", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+            .collect();
+        let sql = format!(
+            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {}, p.retention_ms AS project_retention_ms, \
+             o.retention_ms AS org_retention_ms, o.execution_logging AS org_execution_logging \
+             FROM (VALUES {}) AS q(h, project_id, name, i) JOIN credentials c ON c.token_hash = q.h \
+             LEFT JOIN tools t ON t.project_id = q.project_id AND t.name = q.name \
+             LEFT JOIN projects p ON p.id = c.project_id LEFT JOIN organizations o ON o.id = p.org_id",
+            qualified("t", TOOL_COLUMNS),
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (hash, project_id, name) in asks {
+            query = query.bind(*hash).bind(*project_id).bind(*name);
+        }
+        let rows = query.persistent(false).fetch_all(&self.pool).await?;
         let mut out = vec![None; asks.len()];
-        for (c, chunk) in asks.chunks(shapes::MAX_ROWS).enumerate() {
-            let size = shapes::padded(chunk.len());
-            let values: Vec<String> = (0..size)
-                .map(|i| format!("(${}::bytea, ${}::text, ${}::text, {i}::bigint)", 3 * i + 1, 3 * i + 2, 3 * i + 3))
-                .collect();
-            let sql = format!(
-                "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {}, p.retention_ms AS project_retention_ms, \
-                 o.retention_ms AS org_retention_ms, o.execution_logging AS org_execution_logging \
-                 FROM (VALUES {}) AS q(h, project_id, name, i) JOIN credentials c ON c.token_hash = q.h \
-                 LEFT JOIN tools t ON t.project_id = q.project_id AND t.name = q.name \
-                 LEFT JOIN projects p ON p.id = c.project_id LEFT JOIN organizations o ON o.id = p.org_id",
-                qualified("t", TOOL_COLUMNS),
-                values.join(", ")
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql));
-            for (hash, project_id, name) in chunk {
-                query = query.bind(Some(*hash)).bind(*project_id).bind(*name);
-            }
-            // Padding rows carry no token hash, so they join no credential.
-            for _ in chunk.len()..size {
-                query = query.bind(None::<&[u8]>).bind("").bind("");
-            }
-            for row in &query.fetch_all(&self.pool).await? {
-                let ask = ask_index(row, c, chunk.len())?;
-                if let Some(slot) = ask.and_then(|a| out.get_mut(a)) {
-                    *slot = Some(with_tool_from_row(row)?);
-                }
+        for row in &rows {
+            let ask =
+                usize::try_from(row.try_get::<i64, _>("ask")?).map_err(|_| super::Error::Corrupt("ask".into()))?;
+            if let Some(slot) = out.get_mut(ask) {
+                *slot = Some(with_tool_from_row(row)?);
             }
         }
         Ok(out)
     }
-}
-
-/// The index in the whole batch of the ask a row of chunk number `chunk`
-/// (of `len` asks) answers; none for a padding row.
-fn ask_index(row: &sqlx::any::AnyRow, chunk: usize, len: usize) -> Result<Option<usize>> {
-    let i = usize::try_from(row.try_get::<i64, _>("ask")?).map_err(|_| super::Error::Corrupt("ask".into()))?;
-    Ok((i < len).then_some(chunk * shapes::MAX_ROWS + i))
 }
 
 /// A credential, the tool asked for (if registered) and its project's retention.
@@ -165,34 +153,29 @@ impl Store {
                 .map(|(h, id)| (h.and_then(|h| credentials.get(h).cloned()), executions.get(*id).cloned()))
                 .collect());
         }
+        let values: Vec<String> =
+            (0..asks.len()).map(|i| format!("(${}::bytea, ${}::text, {i}::bigint)", 2 * i + 1, 2 * i + 2)).collect();
+        let sql = format!(
+            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, i) \
+             LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id",
+            qualified("e", EXECUTION_COLUMNS),
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (hash, id) in asks {
+            query = query.bind(*hash).bind(*id);
+        }
+        let rows = query.persistent(false).fetch_all(&self.pool).await?;
         let mut out: Vec<CredentialAndExecution> = vec![(None, None); asks.len()];
-        for (c, chunk) in asks.chunks(shapes::MAX_ROWS).enumerate() {
-            let size = shapes::padded(chunk.len());
-            let values: Vec<String> =
-                (0..size).map(|i| format!("(${}::bytea, ${}::text, {i}::bigint)", 2 * i + 1, 2 * i + 2)).collect();
-            let sql = format!(
-                "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, i) \
-                 LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id",
-                qualified("e", EXECUTION_COLUMNS),
-                values.join(", ")
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql));
-            for (hash, id) in chunk {
-                query = query.bind(*hash).bind(*id);
+        for row in &rows {
+            let ask =
+                usize::try_from(row.try_get::<i64, _>("ask")?).map_err(|_| super::Error::Corrupt("ask".into()))?;
+            let Some(slot) = out.get_mut(ask) else { continue };
+            if row.try_get::<Option<String>, _>("cred_id")?.is_some() {
+                slot.0 = Some(credential_from_row(row)?);
             }
-            // Padding rows name no credential and no execution (no id is empty).
-            for _ in chunk.len()..size {
-                query = query.bind(None::<&[u8]>).bind("");
-            }
-            for row in &query.fetch_all(&self.pool).await? {
-                let ask = ask_index(row, c, chunk.len())?;
-                let Some(slot) = ask.and_then(|a| out.get_mut(a)) else { continue };
-                if row.try_get::<Option<String>, _>("cred_id")?.is_some() {
-                    slot.0 = Some(credential_from_row(row)?);
-                }
-                if row.try_get::<Option<String>, _>("id")?.is_some() {
-                    slot.1 = Some(execution_from_row(row)?);
-                }
+            if row.try_get::<Option<String>, _>("id")?.is_some() {
+                slot.1 = Some(execution_from_row(row)?);
             }
         }
         Ok(out)

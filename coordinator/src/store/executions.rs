@@ -3,7 +3,7 @@
 
 use super::records::{AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, attempt_from_row, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
-use super::{Error, Result, Store, shapes};
+use super::{Error, Result, Store};
 use crate::domain::{self, Effect, Event, Millis, Transition};
 use sqlx::AnyPool;
 use sqlx::any::Any;
@@ -230,36 +230,26 @@ impl Store {
     }
 }
 
-/// Several executions, locked in id order (so concurrent batches cannot
-/// deadlock), in statements of the padded sizes (`shapes`).
+/// Several executions, locked in id order (so concurrent batches cannot deadlock).
 async fn fetch_many(
     tx: &mut Transaction<'_, Any>,
     ids: &[&str],
     lock: &str,
 ) -> Result<std::collections::HashMap<String, ExecutionRecord>> {
-    let mut sorted = ids.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut out = std::collections::HashMap::with_capacity(sorted.len());
-    for chunk in sorted.chunks(shapes::MAX_ROWS) {
-        let size = shapes::padded(chunk.len());
-        let placeholders: Vec<String> = (1..=size).map(|i| format!("${i}")).collect();
-        let sql = format!(
-            "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id IN ({}) ORDER BY id{lock}",
-            placeholders.join(", ")
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        let Some(last) = chunk.last() else { continue };
-        // The padding repeats the last id: the same row, found once.
-        for id in chunk.iter().chain(std::iter::repeat_n(last, size - chunk.len())) {
-            query = query.bind(*id);
-        }
-        for row in query.fetch_all(&mut **tx).await? {
-            let record = execution_from_row(&row)?;
-            out.insert(record.id.clone(), record);
-        }
+    if ids.is_empty() {
+        return Ok(Default::default());
     }
-    Ok(out)
+    let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+    let sql = format!(
+        "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id IN ({}) ORDER BY id{lock}",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for id in ids {
+        query = query.bind(*id);
+    }
+    let rows = query.persistent(false).fetch_all(&mut **tx).await?;
+    rows.iter().map(|r| execution_from_row(r).map(|rec| (rec.id.clone(), rec))).collect()
 }
 
 pub(super) async fn fetch(tx: &mut Transaction<'_, Any>, id: &str, lock: &str) -> Result<Option<ExecutionRecord>> {

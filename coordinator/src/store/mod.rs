@@ -29,7 +29,6 @@ mod progress;
 mod records;
 mod replica;
 mod retention;
-mod shapes;
 mod sweep;
 mod tool_owners;
 mod watch;
@@ -50,8 +49,6 @@ mod partitions_tests;
 mod payload_keys_tests;
 #[cfg(test)]
 mod settings_tests;
-#[cfg(test)]
-mod shapes_tests;
 #[cfg(test)]
 mod webhooks_tests;
 
