@@ -164,7 +164,15 @@ impl WireError {
             // Not from the coordinator's own mapping (transport or tonic itself):
             // never pass its message on, it may describe internals.
             None => {
-                let code = ErrorCode::from_grpc(status.code());
+                let code = match ErrorCode::from_grpc(status.code()) {
+                    // A stream the coordinator reset while it shut down (h2
+                    // reads NO_ERROR and INTERNAL_ERROR resets as `Internal`)
+                    // carries the transport's error as its source; tonic's
+                    // own faults, such as a message it cannot decode, carry
+                    // none. The first is a coordinator going away: 503.
+                    ErrorCode::Internal if std::error::Error::source(status).is_some() => ErrorCode::Unavailable,
+                    code => code,
+                };
                 let message = match code {
                     ErrorCode::Unavailable => "the coordinator is unavailable",
                     _ => "internal error",
@@ -212,6 +220,16 @@ mod tests {
         assert!(!e.message.contains("future"), "an unknown code's text is not passed on");
         let e = WireError::from_status(&Status::permission_denied("x"));
         assert_eq!(e.code, ErrorCode::PermissionDenied);
+    }
+
+    #[test]
+    fn a_stream_reset_by_a_stopping_coordinator_is_unavailable_not_internal() {
+        let mut reset = Status::internal("h2 protocol error: stream no longer needed");
+        reset.set_source(std::sync::Arc::new(std::io::Error::other("stream reset")));
+        assert_eq!(WireError::from_status(&reset).code, ErrorCode::Unavailable);
+        // tonic's own fault (nothing from the transport beneath it) stays one.
+        let undecodable = Status::internal("failed to decode Protobuf message");
+        assert_eq!(WireError::from_status(&undecodable).code, ErrorCode::Internal);
     }
 
     #[test]

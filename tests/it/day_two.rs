@@ -4,4 +4,5 @@
 
 mod key_retirement;
 mod migrations;
+mod mixed_versions;
 mod skew;

@@ -160,6 +160,9 @@ pub struct Cluster {
     pub otlp_endpoint: Option<String>,
     /// Set when the cluster runs with TLS (`Settings::tls`).
     pub tls: Option<TlsFiles>,
+    /// The binary each role starts from, where it is not `baton_bin()`
+    /// (an earlier release, in the mixed-version run).
+    pub binaries: std::collections::HashMap<&'static str, PathBuf>,
 }
 
 async fn run_cli(config: &Path, args: &[&str]) -> Result<Value> {
@@ -292,6 +295,7 @@ impl Cluster {
             http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
             otlp_endpoint: settings.otlp_endpoint.clone(),
             tls,
+            binaries: Default::default(),
         })
     }
 
@@ -329,7 +333,7 @@ impl Cluster {
     async fn spawn(&self, role: &'static str, args: &[&str], env: &[(&str, String)], marker: &str) -> Result<Proc> {
         let n = self.coordinators.len() + self.gateways.len() + self.workers.len();
         let log = self.dir.join(format!("{role}-{n}-{}.log", random_suffix()));
-        let mut cmd = Command::new(baton_bin());
+        let mut cmd = Command::new(self.binaries.get(role).cloned().unwrap_or_else(baton_bin));
         cmd.arg(role).arg("--config").arg(&self.config).args(args);
         for (k, v) in env {
             cmd.env(k, v);
