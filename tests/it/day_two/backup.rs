@@ -10,7 +10,8 @@
 //! invoked again; the ones pending at the dump run once; completed ones keep
 //! their result; the ones acknowledged after the dump are absent: the dump
 //! is the recovery point. Counted from the workers' own invocation counters
-//! and the restored database's attempt records.
+//! and the restored database's attempt records. A second drill shows what a
+//! backup cannot know: work that ran after it is done again, or lost.
 
 use crate::harness::{Cluster, Rest, Settings, eventually, postgres_url, random_suffix};
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
@@ -84,6 +85,50 @@ fn restored_config(old: &Path, dir: &Path, database_url: &str, redis_prefix: &st
     Ok(path)
 }
 
+/// `pg_dump -Fc` of the cluster's database; the dump's path.
+async fn dump(c: &Cluster) -> Result<String> {
+    let dump = c.dir.join(format!("baton-{}.dump", random_suffix()));
+    let path = dump.to_str().ok_or_else(|| anyhow!("temp dir is not UTF-8"))?.to_owned();
+    run("pg_dump", &["-Fc", "-f", &path, "-d", &c.database_url]).await?;
+    Ok(path)
+}
+
+/// The dump restored into a new database, and a cluster for it (no process
+/// started yet) with the old one's identity, key ring and a new Redis key
+/// prefix; how long `createdb` and `pg_restore` took.
+async fn restore(old: &Cluster, dump: &str) -> Result<(Cluster, Duration)> {
+    let began = Instant::now();
+    let restored_url = create_database().await?;
+    run("pg_restore", &["--no-owner", "--exit-on-error", "-d", &restored_url, dump]).await?;
+    let took = began.elapsed();
+    let redis_prefix = format!("bt_it_restored_{}", random_suffix());
+    let fresh = Cluster {
+        dir: old.dir.clone(),
+        config: restored_config(&old.config, &old.dir, &restored_url, &redis_prefix)?,
+        database_url: restored_url,
+        redis_prefix,
+        id: old.id.clone(),
+        coordinators: Vec::new(),
+        gateways: Vec::new(),
+        workers: Vec::new(),
+        http: old.http.clone(),
+        otlp_endpoint: None,
+        tls: None,
+    };
+    Ok((fresh, took))
+}
+
+/// Attempt records per tool.
+async fn attempts(c: &Cluster) -> Result<BTreeMap<String, i64>> {
+    let mut db = c.db().await?;
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT e.tool_name, COUNT(*) FROM attempts a JOIN executions e ON e.id = a.execution_id GROUP BY 1",
+    )
+    .fetch_all(&mut db)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
 async fn kill_all(c: &mut Cluster) {
     for p in c.workers.iter_mut().chain(c.gateways.iter_mut()).chain(c.coordinators.iter_mut()) {
         p.kill9();
@@ -132,10 +177,8 @@ async fn backup_restored_into_a_fresh_cluster_keeps_every_acknowledged_execution
     }
 
     // The backup, taken while all of that is in flight.
-    let dump = old.dir.join("baton.dump");
-    let dump_path = dump.to_str().ok_or_else(|| anyhow!("temp dir is not UTF-8"))?.to_owned();
     let dumped_at = unix_now();
-    run("pg_dump", &["-Fc", "-f", &dump_path, "-d", &old.database_url]).await?;
+    let dump_path = dump(&old).await?;
 
     // Work goes on after the dump: acknowledged, then lost with the cluster.
     let mut after_dump = Vec::new();
@@ -154,24 +197,7 @@ async fn backup_restored_into_a_fresh_cluster_keeps_every_acknowledged_execution
     ensure!(before_disaster == expected_old, "the old cluster ran {before_disaster:?}");
 
     // Restore into a new database; a fresh cluster on it with a new Redis prefix.
-    let restore_began = Instant::now();
-    let restored_url = create_database().await?;
-    run("pg_restore", &["--no-owner", "--exit-on-error", "-d", &restored_url, &dump_path]).await?;
-    let restore_took = restore_began.elapsed();
-    let redis_prefix = format!("bt_it_restored_{}", random_suffix());
-    let mut fresh = Cluster {
-        dir: old.dir.clone(),
-        config: restored_config(&old.config, &old.dir, &restored_url, &redis_prefix)?,
-        database_url: restored_url,
-        redis_prefix,
-        id: old.id.clone(),
-        coordinators: Vec::new(),
-        gateways: Vec::new(),
-        workers: Vec::new(),
-        http: old.http.clone(),
-        otlp_endpoint: None,
-        tls: None,
-    };
+    let (mut fresh, restore_took) = restore(&old, &dump_path).await?;
     let resolution_began = Instant::now();
     fresh.start_coordinator().await?;
     fresh.start_gateway(0).await?;
@@ -207,12 +233,8 @@ async fn backup_restored_into_a_fresh_cluster_keeps_every_acknowledged_execution
     let after_restore = counters(&fresh).await?;
     let expected_new = BTreeMap::from([("Demo.Echo", 0), ("Demo.Sleep", 0), ("Demo.Fail", EACH as u64)]);
     ensure!(after_restore == expected_new, "the fresh cluster ran {after_restore:?}");
-    let mut db = fresh.db().await?;
-    let attempts: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT e.tool_name, COUNT(*) FROM attempts a JOIN executions e ON e.id = a.execution_id GROUP BY 1",
-    )
-    .fetch_all(&mut db)
-    .await?;
+    let attempts = attempts(&fresh).await?;
+    ensure!(attempts.len() == TOOLS.len(), "attempt records: {attempts:?}");
     for (tool, n) in attempts {
         let ran = before_disaster.get(tool.as_str()).copied().unwrap_or(0)
             + after_restore.get(tool.as_str()).copied().unwrap_or(0);
@@ -226,6 +248,57 @@ async fn backup_restored_into_a_fresh_cluster_keeps_every_acknowledged_execution
         outcomes.len(),
         resolution_took.as_secs_f64(),
     );
+    Ok(())
+}
+
+/// What no backup can know: work done after it. An execution pending in the
+/// backup that ran before the disaster runs again after the restore; one
+/// running in the backup that ended before the disaster reads `owner_lost`.
+#[tokio::test]
+async fn backup_restore_redoes_what_ran_after_the_dump_as_the_recovery_point_says() -> Result<()> {
+    let short = Settings { lease_ms: 1_000, owner_loss_grace_ms: 1_000, ..Settings::default() };
+    let mut old = Cluster::new(short).await?;
+    old.start_coordinator().await?;
+    old.start_gateway(0).await?;
+    old.start_worker_with(0, &[("BATON_WORKER__CAPACITY", "1".to_owned())]).await?;
+    let alice = old.rest(0, &old.id.user_token);
+    let sleep = start(&alice, "Demo.Sleep", json!({"seconds": 600})).await?;
+    eventually(DEADLINE, "the sleep running", || async {
+        Ok((status(&alice, &sleep).await?["status"] == "working").then_some(()))
+    })
+    .await?;
+    let queued = start(&alice, "Demo.Fail", json!({"times": 0})).await?;
+    ensure!(status(&alice, &queued).await?["status"] == "pending", "{queued} should wait for capacity");
+    let dump_path = dump(&old).await?;
+
+    // After the dump the sleep is cancelled, which frees the worker for the queued one.
+    let cancel = alice.post(&format!("/tool-executions/{sleep}/cancel"), json!({})).await?;
+    ensure!(cancel.status == 200 || cancel.status == 202, "cancel: {} {:?}", cancel.status, cancel.json());
+    ensure!(alice.until_terminal(&sleep, DEADLINE).await?["status"] == "cancelled", "{sleep} was not cancelled");
+    ensure!(alice.until_terminal(&queued, DEADLINE).await?["status"] == "completed", "{queued} did not run");
+    let before_disaster = counters(&old).await?;
+    kill_all(&mut old).await;
+
+    let (mut fresh, _) = restore(&old, &dump_path).await?;
+    fresh.start_coordinator().await?;
+    fresh.start_gateway(0).await?;
+    fresh.start_worker(0).await?;
+    let alice = fresh.rest(0, &fresh.id.user_token);
+    let v = alice.until_terminal(&sleep, DEADLINE).await?;
+    ensure!(v["status"] == "failed" && v["failure_reason"] == "owner_lost", "{sleep} after the restore: {v}");
+    ensure!(alice.until_terminal(&queued, DEADLINE).await?["status"] == "completed", "{queued} after the restore");
+    let after_restore = counters(&fresh).await?;
+    let attempts = attempts(&fresh).await?;
+    // The sleep is not run again; the queued one is: two invocations, one attempt record.
+    ensure!(
+        before_disaster["Demo.Sleep"] == 1 && after_restore["Demo.Sleep"] == 0,
+        "{before_disaster:?} {after_restore:?}"
+    );
+    ensure!(
+        before_disaster["Demo.Fail"] == 1 && after_restore["Demo.Fail"] == 1,
+        "{before_disaster:?} {after_restore:?}"
+    );
+    ensure!(attempts.get("Demo.Fail") == Some(&1), "attempt records: {attempts:?}");
     Ok(())
 }
 
