@@ -2,6 +2,7 @@
 //! after the first install, and running a cluster across releases, tested
 //! as the operator does it.
 
+mod backup;
 mod key_retirement;
 mod migrations;
 mod mixed_versions;
