@@ -114,6 +114,7 @@ async fn restore(old: &Cluster, dump: &str) -> Result<(Cluster, Duration)> {
         http: old.http.clone(),
         otlp_endpoint: None,
         tls: None,
+        binaries: Default::default(),
     };
     Ok((fresh, took))
 }
