@@ -461,22 +461,12 @@ impl Cluster {
         format!("http://{}/v1/orgs/{}/projects/{}", self.gateways[gateway].addr, self.id.org_id, self.id.project_id)
     }
 
-    /// Total invocations of `tool` reported by every worker's /metrics.
+    /// Total invocations of `tool` reported by every live worker's /metrics.
     pub async fn invocations(&self, tool: &str) -> Result<u64> {
         let mut total = 0;
-        for w in &self.workers {
-            if w.child.id().is_none() {
-                continue;
-            }
-            let Ok(resp) = self.http.get(format!("http://{}/metrics", w.addr)).send().await else { continue };
-            let text = resp.text().await?;
-            let needle = format!("baton_worker_tool_invocations_total{{tool=\"{tool}\"}} ");
-            total += text
-                .lines()
-                .find_map(|l| l.strip_prefix(&needle))
-                .map(|n| n.trim().parse::<u64>())
-                .transpose()?
-                .unwrap_or(0);
+        for w in self.workers.iter().filter(|w| w.child.id().is_some()) {
+            let Ok(counts) = worker_counts(&self.http, &w.addr).await else { continue };
+            total += counts.get(tool).copied().unwrap_or(0);
         }
         Ok(total)
     }
@@ -490,6 +480,20 @@ impl Cluster {
         use sqlx::Connection as _;
         Ok(sqlx::PgConnection::connect(&self.database_url).await?)
     }
+}
+
+/// Invocations per tool from one worker's /metrics (its own counters).
+pub async fn worker_counts(http: &reqwest::Client, addr: &str) -> Result<std::collections::BTreeMap<String, u64>> {
+    let text = http.get(format!("http://{addr}/metrics")).send().await?.text().await?;
+    let mut counts = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("baton_worker_tool_invocations_total{tool=\"")
+            && let Some((tool, n)) = rest.split_once("\"} ")
+        {
+            counts.insert(tool.to_owned(), n.trim().parse::<u64>()?);
+        }
+    }
+    Ok(counts)
 }
 
 /// A REST client bound to one gateway and one bearer.

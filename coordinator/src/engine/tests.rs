@@ -132,22 +132,7 @@ impl World {
         worker_id: &str,
         running: Vec<AttemptRef>,
     ) -> (Arc<Session>, mpsc::Receiver<Command>) {
-        let tool = ToolRecord {
-            name: "Test.Echo".into(),
-            toolkit_name: "Test".into(),
-            toolkit_version: "1".into(),
-            description: String::new(),
-            input_schema: r#"{"type":"object"}"#.into(),
-            background: "optional".into(),
-            task_time_input: false,
-            max_attempts: 1,
-            max_ttl_ms: None,
-            remote: false,
-            required_client_capabilities: Vec::new(),
-            cancel_unsupported: false,
-            disabled: false,
-            metadata: Default::default(),
-        };
+        let tool = test_tool("Test.Echo", "optional");
         let registration = Registration {
             worker_id: worker_id.into(),
             worker_token: self.worker_token.clone(),
@@ -174,6 +159,26 @@ pub(super) async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) 
     }
 }
 
+/// A tool of toolkit `Test` taking any object, run once, with `background` policy.
+fn test_tool(name: &str, background: &str) -> ToolRecord {
+    ToolRecord {
+        name: name.into(),
+        toolkit_name: "Test".into(),
+        toolkit_version: "1".into(),
+        description: String::new(),
+        input_schema: r#"{"type":"object"}"#.into(),
+        background: background.into(),
+        task_time_input: false,
+        max_attempts: 1,
+        max_ttl_ms: None,
+        remote: false,
+        required_client_capabilities: Vec::new(),
+        cancel_unsupported: false,
+        disabled: false,
+        metadata: Default::default(),
+    }
+}
+
 pub(super) fn settlement(attempt: &AttemptRef, outcome: Reported) -> FromWorker {
     FromWorker::Settlement(Settlement { attempt: attempt.clone(), outcome: Some(outcome) })
 }
@@ -183,22 +188,7 @@ pub(super) fn settlement(attempt: &AttemptRef, outcome: Reported) -> FromWorker 
 #[tokio::test]
 async fn a_tool_with_a_background_policy_from_a_newer_sdk_is_refused() {
     let w = World::new().await;
-    let tool = ToolRecord {
-        name: "Test.Future".into(),
-        toolkit_name: "Test".into(),
-        toolkit_version: "1".into(),
-        description: String::new(),
-        input_schema: r#"{"type":"object"}"#.into(),
-        background: String::new(),
-        task_time_input: false,
-        max_attempts: 1,
-        max_ttl_ms: None,
-        remote: false,
-        required_client_capabilities: Vec::new(),
-        cancel_unsupported: false,
-        disabled: false,
-        metadata: Default::default(),
-    };
+    let tool = test_tool("Test.Future", "");
     let registration = Registration {
         worker_id: "w-future".into(),
         worker_token: w.worker_token.clone(),

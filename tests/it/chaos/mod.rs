@@ -30,7 +30,7 @@
 //! gateways, coordinators and workers over a Redis Cluster and a Postgres
 //! read replica, with faults of their own (ignored by default; see there).
 
-use crate::harness::{Cluster, Settings, random_suffix};
+use crate::harness::{Cluster, Settings, random_suffix, worker_counts};
 use crate::servers::{PrivatePostgres, PrivateRedis};
 use anyhow::{Context as _, Result, anyhow};
 use serde_json::{Value, json};

@@ -141,20 +141,6 @@ pub(super) fn sampler(
     })
 }
 
-/// Invocations per tool from one worker's /metrics.
-pub(super) async fn worker_counts(http: &reqwest::Client, addr: &str) -> Result<BTreeMap<String, u64>> {
-    let text = http.get(format!("http://{addr}/metrics")).send().await?.text().await?;
-    let mut counts = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("baton_worker_tool_invocations_total{tool=\"")
-            && let Some((tool, n)) = rest.split_once("\"} ")
-        {
-            counts.insert(tool.to_owned(), n.trim().parse::<u64>()?);
-        }
-    }
-    Ok(counts)
-}
-
 pub(super) fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     for (tool, n) in from {
         *into.entry(tool.clone()).or_default() += n;

@@ -8,7 +8,7 @@
 //! `scripts/mixed-versions.sh` builds from git history; so it is ignored in
 //! the ordinary suite and run by that script.
 
-use crate::harness::{Cluster, Rest, Settings, baton_bin, eventually};
+use crate::harness::{Cluster, Rest, Settings, baton_bin, eventually, worker_counts};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -95,20 +95,6 @@ async fn open_executions(c: &Cluster) -> Result<i64> {
     c.scalar("SELECT count(*) FROM executions WHERE status NOT IN ('completed', 'failed', 'cancelled')").await
 }
 
-/// Invocations per tool of one worker, from its /metrics.
-async fn worker_invocations(c: &Cluster, worker: usize) -> Result<BTreeMap<String, u64>> {
-    let text = c.http.get(format!("http://{}/metrics", c.workers[worker].addr)).send().await?.text().await?;
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("baton_worker_tool_invocations_total{tool=\"")
-            && let Some((tool, n)) = rest.split_once("\"} ")
-        {
-            out.insert(tool.to_owned(), n.trim().parse()?);
-        }
-    }
-    Ok(out)
-}
-
 #[tokio::test]
 #[ignore = "needs BATON_OLD_BIN, an earlier release's baton: run scripts/mixed-versions.sh"]
 async fn mixed_versions_upgrade_and_rollback_role_by_role_lose_nothing_and_run_nothing_twice() -> Result<()> {
@@ -168,7 +154,7 @@ async fn mixed_versions_upgrade_and_rollback_role_by_role_lose_nothing_and_run_n
             _ => {
                 let joined = c.start_worker(0).await?;
                 eventually(Duration::from_secs(60), "the joined worker runs tools", || async {
-                    let n: u64 = worker_invocations(&c, joined).await?.values().sum();
+                    let n: u64 = worker_counts(&c.http, &c.workers[joined].addr).await?.values().sum();
                     Ok((n > 0).then_some(()))
                 })
                 .await?;
@@ -192,7 +178,7 @@ async fn mixed_versions_upgrade_and_rollback_role_by_role_lose_nothing_and_run_n
     // Every tool ran exactly once per acknowledged execution.
     let mut invoked: BTreeMap<String, u64> = BTreeMap::new();
     for w in 0..c.workers.len() {
-        for (tool, n) in worker_invocations(&c, w).await? {
+        for (tool, n) in worker_counts(&c.http, &c.workers[w].addr).await? {
             *invoked.entry(tool).or_default() += n;
         }
     }
