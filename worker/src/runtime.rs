@@ -4,17 +4,18 @@
 //! (bad credential, refused tool) ends the worker with that error.
 
 mod attempts;
+mod invoke;
 
 use crate::metrics::Metrics;
 use crate::reconnect::Reconnect;
 use crate::remote::link::{Relay, Uplink};
 use crate::remote::{RemoteServer, RemoteTool};
-use crate::sdk::{Context, Failure, Progress, ProgressSink, Tool};
+use crate::sdk::Tool;
 use crate::supervise::Supervisor;
-use crate::wire::{PROGRESS_INTERVAL, progress_message, registration_of};
+use crate::wire::registration_of;
 use attempts::{Attempts, Key, Start};
 use baton_proto::worker::v1::{
-    self as wpb, MessageKind, StopReason, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
+    self as wpb, MessageKind, StopReason, WorkerMessage, coordinator_message::Msg, worker_message,
     worker_session_client::WorkerSessionClient,
 };
 use std::sync::{Arc, Mutex};
@@ -101,6 +102,13 @@ impl Worker {
         }
         let suffix: String = incarnation.iter().map(|b| format!("{b:02x}")).collect();
         options.worker_id = format!("{}.{suffix}", options.worker_id);
+        Self::incarnation(options, tools)
+    }
+
+    /// A worker whose `options.worker_id` is already this incarnation's own
+    /// (never used by an earlier process): the deterministic simulation names
+    /// its workers itself.
+    pub fn incarnation(options: Options, tools: Vec<Arc<dyn Tool>>) -> Arc<Self> {
         let tools = tools.into_iter().map(|t| (t.spec().name, t)).collect();
         Arc::new(Worker {
             options,
@@ -118,7 +126,8 @@ impl Worker {
         f(&mut guard)
     }
 
-    fn registration(&self) -> wpb::Register {
+    /// The registration this worker opens a session with.
+    pub fn registration(&self) -> wpb::Register {
         let tools = self
             .tools
             .iter()
@@ -180,7 +189,7 @@ impl Worker {
                 }
             }
             // The outbox is set once the coordinator accepted the registration.
-            let registered = self.with_state(|s| s.outbox.take().is_some());
+            let registered = self.detach();
             if registered {
                 incompatible = 0;
             }
@@ -257,9 +266,8 @@ impl Worker {
                     continue;
                 }
                 _ = heartbeat.tick() => {
-                    let _ = tx.send(self.heartbeat()).await;
-                    for settlement in self.overdue_settlements(heartbeat.period(), tokio::time::Instant::now()) {
-                        let _ = tx.send(msg(worker_message::Msg::Settlement(settlement))).await;
+                    for m in self.beat(heartbeat.period(), tokio::time::Instant::now()) {
+                        let _ = tx.send(m).await;
                     }
                     continue;
                 }
@@ -271,50 +279,73 @@ impl Worker {
                 Ok(None) => return Err(SessionEnd::Transport("coordinator closed the session".into())),
                 Err(status) => return Err(SessionEnd::from_status(status)),
             };
-            match m {
-                Msg::Registered(r) => {
-                    tracing::info!(coordinator_id = %r.coordinator_id, "registered");
-                    heartbeat = tokio::time::interval(Duration::from_millis(
-                        u64::try_from(r.heartbeat_interval_ms).unwrap_or(2_000).max(100),
-                    ));
-                    for s in r.stop {
-                        self.stop(&(s.execution_id, s.attempt), StopReason::OwnerLost);
-                    }
-                    let pending: Vec<_> = self.with_state(|s| {
-                        s.outbox = Some(tx.clone());
-                        s.attempts.unacknowledged()
-                    });
-                    for settlement in pending {
-                        let _ = tx.send(msg(worker_message::Msg::Settlement(settlement))).await;
-                    }
+            if let Some(period) = self.receive(m, &tx).await {
+                heartbeat = tokio::time::interval(period);
+            }
+        }
+    }
+
+    /// Acts on one message from the coordinator, whatever carried it (the
+    /// gRPC session, or the deterministic simulation in `baton-proof`); `tx`
+    /// is the session's way back. A registration answers with the heartbeat
+    /// period the coordinator asks for.
+    pub async fn receive(self: &Arc<Self>, m: Msg, tx: &mpsc::Sender<WorkerMessage>) -> Option<Duration> {
+        match m {
+            Msg::Registered(r) => {
+                tracing::info!(coordinator_id = %r.coordinator_id, "registered");
+                let period = Duration::from_millis(u64::try_from(r.heartbeat_interval_ms).unwrap_or(2_000).max(100));
+                for s in r.stop {
+                    self.stop(&(s.execution_id, s.attempt), StopReason::OwnerLost);
                 }
-                Msg::Assignment(a) => self.clone().start(a),
-                Msg::Stop(s) => {
-                    let reason = s.reason();
-                    self.stop(&(s.execution_id, s.attempt), reason);
+                let pending: Vec<_> = self.with_state(|s| {
+                    s.outbox = Some(tx.clone());
+                    s.attempts.unacknowledged()
+                });
+                for settlement in pending {
+                    let _ = tx.send(msg(worker_message::Msg::Settlement(settlement))).await;
                 }
-                Msg::Ack(a) => {
-                    let kind = a.kind();
-                    self.relay(&(a.execution_id, a.attempt), Relay::Ack(kind));
-                }
-                Msg::InputResponse(r) => self.relay(&(r.execution_id.clone(), r.attempt), Relay::Input(r)),
-                Msg::SettlementAck(ack) => {
-                    self.with_state(|s| s.attempts.acknowledged(&(ack.execution_id, ack.attempt)));
-                }
-                // The coordinator says this worker does not hold the attempt: what
-                // it sent changed nothing, and sending it again would not either.
-                Msg::Refused(r) => {
-                    let kind = r.kind();
-                    tracing::error!(execution_id = %r.execution_id, attempt = r.attempt, kind = kind.name(), code = %r.code, "coordinator refused a message: {}", r.message);
-                    let key = (r.execution_id, r.attempt);
-                    if kind == MessageKind::Settlement {
-                        self.with_state(|s| s.attempts.acknowledged(&key));
-                    } else {
-                        self.stop(&key, StopReason::OwnerLost);
-                    }
+                return Some(period);
+            }
+            Msg::Assignment(a) => self.clone().start(a),
+            Msg::Stop(s) => {
+                let reason = s.reason();
+                self.stop(&(s.execution_id, s.attempt), reason);
+            }
+            Msg::Ack(a) => {
+                let kind = a.kind();
+                self.relay(&(a.execution_id, a.attempt), Relay::Ack(kind));
+            }
+            Msg::InputResponse(r) => self.relay(&(r.execution_id.clone(), r.attempt), Relay::Input(r)),
+            Msg::SettlementAck(ack) => {
+                self.with_state(|s| s.attempts.acknowledged(&(ack.execution_id, ack.attempt)));
+            }
+            // The coordinator says this worker does not hold the attempt: what
+            // it sent changed nothing, and sending it again would not either.
+            Msg::Refused(r) => {
+                let kind = r.kind();
+                tracing::error!(execution_id = %r.execution_id, attempt = r.attempt, kind = kind.name(), code = %r.code, "coordinator refused a message: {}", r.message);
+                let key = (r.execution_id, r.attempt);
+                if kind == MessageKind::Settlement {
+                    self.with_state(|s| s.attempts.acknowledged(&key));
+                } else {
+                    self.stop(&key, StopReason::OwnerLost);
                 }
             }
         }
+        None
+    }
+
+    /// What a heartbeat tick sends: the heartbeat, then every settlement still
+    /// unacknowledged `period` after it was last sent (marked as sent `now`).
+    pub fn beat(&self, period: Duration, now: tokio::time::Instant) -> Vec<WorkerMessage> {
+        let overdue = self.overdue_settlements(period, now).into_iter();
+        std::iter::once(self.heartbeat()).chain(overdue.map(|s| msg(worker_message::Msg::Settlement(s)))).collect()
+    }
+
+    /// The session ended: messages wait for the next one. True when it had
+    /// been registered.
+    pub fn detach(&self) -> bool {
+        self.with_state(|s| s.outbox.take().is_some())
     }
 
     /// Unacknowledged settlements last sent more than `after` before `now`,
@@ -446,93 +477,6 @@ impl Worker {
             }
             .instrument(span),
         );
-    }
-
-    async fn invoke(&self, a: &wpb::Assignment, cancel: CancellationToken) -> settlement::Outcome {
-        let Some((_, tool)) = self.tools.iter().find(|(name, _)| *name == a.tool_name) else {
-            return settlement::Outcome::Error(wpb::ToolError {
-                message: format!("this worker does not serve {:?}", a.tool_name),
-                retryable: false,
-                detail_json: String::new(),
-                protocol_error: true,
-            });
-        };
-        // The coordinator sends only input it checked against the tool's
-        // schema; anything else is not run with a stand-in.
-        let Ok(input) = serde_json::from_str(&a.input_json) else {
-            return settlement::Outcome::Error(wpb::ToolError {
-                message: "the assignment's input is not JSON".into(),
-                retryable: false,
-                detail_json: String::new(),
-                protocol_error: true,
-            });
-        };
-        let deadline = millis_to_time(a.deadline_ms);
-        // The deadline also stops the tool, even if the coordinator's stop is lost;
-        // a small margin lets the coordinator's own verdict normally come first.
-        let until_deadline =
-            deadline.duration_since(baton_proto::clock::now()).unwrap_or_default() + Duration::from_millis(250);
-        let guard = cancel.clone();
-        let deadline_timer = self.tasks.spawn("tool deadline", async move {
-            tokio::time::sleep(until_deadline).await;
-            guard.cancel();
-        });
-        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
-        let progress: ProgressSink = Arc::new(move |p| {
-            let _ = progress_tx.send(p);
-        });
-        let cx = Context { execution_id: a.execution_id.clone(), attempt: a.attempt, cancel, deadline, progress };
-        self.metrics.invoked(&a.tool_name);
-        let outbox = self.with_state(|s| s.outbox.clone());
-        let (execution_id, attempt) = (a.execution_id.clone(), a.attempt);
-        // Throttled: the first report goes at once, then at most one per
-        // interval, always the latest (callers see the latest, never a history).
-        // When the tool ends, what is still queued goes at once, before the
-        // settlement: the last report is the one callers keep.
-        let ended = CancellationToken::new();
-        let ending = ended.clone();
-        let forward = self.tasks.spawn("tool progress", async move {
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    p = progress_rx.recv() => p,
-                    () = ending.cancelled() => progress_rx.try_recv().ok(),
-                };
-                let Some(mut p) = next else { break };
-                while let Ok(newer) = progress_rx.try_recv() {
-                    p = newer;
-                }
-                if let Some(tx) = &outbox {
-                    let report = progress_message(&execution_id, attempt, p);
-                    let _ = tx.send(msg(worker_message::Msg::Progress(report))).await;
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(PROGRESS_INTERVAL) => {}
-                    () = ending.cancelled() => {}
-                }
-            }
-        });
-        let result = tool.call(input, cx).await;
-        deadline_timer.abort();
-        ended.cancel();
-        // Bounded: a full outbox must not hold the settlement back.
-        let _ = tokio::time::timeout(Duration::from_secs(1), forward).await;
-        match result {
-            Ok(output) => settlement::Outcome::ResultJson(output.to_json().to_string()),
-            Err(Failure::Cancelled) => settlement::Outcome::Cancelled(true),
-            Err(Failure::Error { message, retryable, detail }) => settlement::Outcome::Error(wpb::ToolError {
-                message,
-                retryable,
-                detail_json: if detail.is_null() { String::new() } else { detail.to_string() },
-                protocol_error: false,
-            }),
-            Err(Failure::Protocol { message, detail }) => settlement::Outcome::Error(wpb::ToolError {
-                message,
-                retryable: false,
-                detail_json: if detail.is_null() { String::new() } else { detail.to_string() },
-                protocol_error: true,
-            }),
-        }
     }
 }
 

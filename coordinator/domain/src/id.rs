@@ -24,7 +24,9 @@ fn base62(bytes: &[u8], width: usize) -> String {
 /// A random id with `prefix`, carrying `bits` bits of entropy (a multiple of 8).
 pub fn random_id(prefix: &str, bits: usize) -> String {
     let mut bytes = vec![0u8; bits / 8];
-    fill_random(&mut bytes);
+    if !simulated::fill(&mut bytes) {
+        fill_random(&mut bytes);
+    }
     let width = ((bits as f64) / 62f64.log2()).ceil() as usize;
     format!("{prefix}{}", base62(&bytes, width))
 }
@@ -35,6 +37,46 @@ pub fn fill_random(buf: &mut [u8]) {
     // documents this as practically impossible on Linux after boot.
     #[allow(clippy::expect_used)]
     getrandom::fill(buf).expect("operating system random number generator unavailable");
+}
+
+/// Ids drawn from a seed instead of the operating system, on one thread: the
+/// deterministic simulation (`baton-proof`) replays a seed only if the ids it
+/// makes, and so the order of rows sorted by id, are the same each time.
+/// Only ids: tokens, keys and nonces always come from the operating system.
+/// Nothing in a Baton process seeds it.
+pub mod simulated {
+    use std::cell::Cell;
+
+    thread_local! {
+        static STATE: Cell<Option<u64>> = const { Cell::new(None) };
+    }
+
+    /// Draws this thread's ids from `seed` from now on.
+    pub fn seed(seed: u64) {
+        STATE.with(|s| s.set(Some(seed)));
+    }
+
+    /// Back to the operating system's randomness.
+    pub fn stop() {
+        STATE.with(|s| s.set(None));
+    }
+
+    /// Fills `buf` from the seed (splitmix64); false when no seed is set.
+    pub(super) fn fill(buf: &mut [u8]) -> bool {
+        STATE.with(|s| {
+            let Some(mut state) = s.get() else { return false };
+            for chunk in buf.chunks_mut(8) {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+            }
+            s.set(Some(state));
+            true
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -73,6 +115,19 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.as_str().len(), ExecutionId::PREFIX.len() + ExecutionId::DIGITS);
         assert!(a.as_str()[ExecutionId::PREFIX.len()..].bytes().all(|b| b.is_ascii_alphanumeric()));
+    }
+
+    #[test]
+    fn a_seeded_thread_makes_the_same_ids_and_other_threads_do_not() {
+        simulated::seed(7);
+        let first = (random_id("x_", 96), ExecutionId::generate());
+        simulated::seed(7);
+        let second = (random_id("x_", 96), ExecutionId::generate());
+        assert_eq!(first, second);
+        let elsewhere = std::thread::spawn(|| random_id("x_", 96)).join().expect("thread");
+        assert_ne!(elsewhere, first.0, "another thread draws from the operating system");
+        simulated::stop();
+        assert_ne!(random_id("x_", 96), first.0);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod checker;
 pub mod lifecycle;
+pub mod sim;
 
 #[cfg(test)]
 mod tests;

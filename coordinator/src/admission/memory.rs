@@ -1,7 +1,10 @@
 //! In-process admission for a single process (`baton dev`): the documents say
 //! local limits apply per process rather than across a cluster.
 
-use super::{Admission, Admitted, Bounds, Error, Rejection, Scope, Ticket, retention_bucket, retry_after_from_hold};
+use super::{
+    Admission, Admitted, Bounds, Error, Rejection, RetainedBytes, Scope, Ticket, retention_bucket,
+    retry_after_from_hold,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
@@ -124,6 +127,28 @@ impl Admission for MemoryAdmission {
 
     async fn withdraw(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
         self.leave(t, now_ms, 0)
+    }
+
+    async fn restore(&self, open: &[(Ticket, bool)], retained: &[RetainedBytes], now_ms: i64) -> Result<(), Error> {
+        let mut h = self.lock()?;
+        let averages = std::mem::take(&mut h.avg_hold_ms);
+        *h = Held { avg_hold_ms: averages, ..Held::default() };
+        for r in retained {
+            let bytes = h.bytes.entry(r.project_id.clone()).or_default();
+            *bytes.by_bucket.entry(r.bucket).or_default() += r.bytes;
+            bytes.total = bytes.total.saturating_add(r.bytes);
+        }
+        for (t, started) in open {
+            *h.principal.entry((t.project_id.clone(), t.user_id.clone())).or_default() += 1;
+            *h.project.entry(t.project_id.clone()).or_default() += 1;
+            *h.org.entry(t.org_id.clone()).or_default() += 1;
+            if !started {
+                *h.backlog.entry(t.project_id.clone()).or_default() += 1;
+            }
+            // Its bytes are already in `retained`, which counts every retained record.
+            h.live.insert(t.execution_id.clone(), (t.clone(), now_ms, *started));
+        }
+        Ok(())
     }
 }
 

@@ -130,6 +130,14 @@ pub trait Admission: Send + Sync + 'static {
     /// The execution was never created (its insert failed, or it was a
     /// replay): it leaves every scope and its bytes are given back.
     async fn withdraw(&self, t: &Ticket, now_ms: i64) -> Result<(), Error>;
+    /// Starts over from the durable truth: the open executions (each with
+    /// whether it left the backlog) and the bytes finished runs retain. Only
+    /// admission kept in one process's memory needs it, at every start (a
+    /// restarted process holds nothing); Redis is rebuilt under the fence
+    /// instead (`engine::sweeper::rebuild_admission`).
+    async fn restore(&self, _open: &[(Ticket, bool)], _retained: &[RetainedBytes], _now_ms: i64) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// Retry-After from the average time an execution recently held its place,

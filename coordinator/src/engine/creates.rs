@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 const MAX_BATCH: usize = 64;
 
 /// The worker a start holds a free slot of, and its lease.
+#[derive(Clone)]
 pub struct Claim {
     pub worker_id: String,
     pub lease_until: Millis,
@@ -76,6 +77,7 @@ async fn create_batch(store: &Store, jobs: Vec<Job>) {
                     }
                 }
             }
+            Err(e) if e.may_have_committed() => return answer_unknown(jobs, &e),
             Err(e) => {
                 tracing::warn!(error = %e, creates = jobs.len(), "coalesced create failed; creating one by one");
                 alone = jobs;
@@ -106,6 +108,11 @@ async fn create_claimed(store: &Store, jobs: Vec<Job>) -> Vec<Job> {
         .collect();
     let created = match store.create_claimed(&batch).await {
         Ok(created) => created,
+        Err(e) if e.may_have_committed() => {
+            drop(batch);
+            answer_unknown(jobs, &e);
+            return Vec::new();
+        }
         Err(e) => {
             tracing::warn!(error = %e, creates = jobs.len(), "claimed create failed; creating pending instead");
             vec![None; jobs.len()]
@@ -122,4 +129,72 @@ async fn create_claimed(store: &Store, jobs: Vec<Job>) -> Vec<Job> {
         }
     }
     rest
+}
+
+/// A batch whose commit answer was lost: every start in it may exist, so none
+/// is created again (the owner's retry finds its own by its key).
+fn answer_unknown(jobs: Vec<Job>, e: &store::Error) {
+    tracing::warn!(error = %e, creates = jobs.len(), "coalesced create's commit answer lost");
+    for job in jobs {
+        let _ = job.reply.send(Err(store::Error::CommitUnknown(sqlx::Error::Protocol(e.to_string()))));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::contract_tests::{new_execution, postgres};
+    use crate::store::{CommitFault, Faults};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Loses the answer of the first commit; every later one goes through.
+    #[derive(Debug, Default)]
+    struct FirstAnswerLost(AtomicBool);
+
+    impl Faults for FirstAnswerLost {
+        fn on_commit(&self) -> Option<CommitFault> {
+            (!self.0.swap(true, Ordering::SeqCst)).then_some(CommitFault::Unknown)
+        }
+    }
+
+    /// Found by the deterministic simulation's line of thought: creating the
+    /// batch again one by one would meet its own rows, answer a definite
+    /// failure, and so free admission places that executions hold.
+    #[tokio::test]
+    async fn a_batch_whose_commit_answer_was_lost_is_answered_unknown_and_not_created_again() {
+        let backend = postgres().await;
+        // Pending starts, and starts created leased to a worker: each kind is one statement.
+        for leased in [false, true] {
+            batch_with_its_answer_lost(&backend.store, leased).await;
+        }
+    }
+
+    async fn batch_with_its_answer_lost(plain: &Store, leased: bool) {
+        let store = plain.clone().with_faults(Arc::new(FirstAnswerLost::default()));
+        let now = baton_proto::clock::now_ms();
+        let news = [new_execution("prj_1", "ada", None, "f1", now), new_execution("prj_1", "bob", None, "f2", now)];
+        let claim = leased.then(|| Claim { worker_id: "w1".into(), lease_until: now + 30_000 });
+        let mut answers = Vec::new();
+        let jobs = news
+            .iter()
+            .map(|new| {
+                let (reply, answer) = oneshot::channel();
+                answers.push(answer);
+                Job { new: new.clone(), claim: claim.clone(), reply }
+            })
+            .collect();
+        create_batch(&store, jobs).await;
+        for answer in answers {
+            let outcome = answer.await.expect("every job is answered");
+            assert!(
+                outcome.as_ref().is_err_and(store::Error::may_have_committed),
+                "the batch's answer was lost, so each start may exist: {outcome:?}"
+            );
+        }
+        for new in &news {
+            let record = plain.get_execution(&new.id).await.expect("read");
+            assert!(record.is_some(), "the lost answer's commit landed");
+        }
+    }
 }

@@ -14,6 +14,17 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const BATCH: i64 = 128;
+
+/// What one dispatch round did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// Something was assigned: there may be more.
+    Assigned,
+    /// Nothing was due, or no session had room.
+    Idle,
+    /// A claim failed in the store (its sessions' slots were given back).
+    ClaimFailed,
+}
 const TICK: Duration = Duration::from_millis(500);
 
 impl Engine {
@@ -31,17 +42,24 @@ impl Engine {
                 }
                 _ = tokio::time::sleep(TICK) => {}
             }
-            while self.dispatch_round().await {
-                if self.shutdown.is_cancelled() {
-                    return;
+            loop {
+                let round = self.dispatch_round().await;
+                if round == Round::Idle || self.shutdown.is_cancelled() {
+                    break;
+                }
+                if round == Round::ClaimFailed {
+                    // The store refused a claim: let it recover before asking again.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
         }
     }
 
-    /// One pass over idle sessions; true when anything was assigned.
-    pub(super) async fn dispatch_round(&self) -> bool {
+    /// One pass over idle sessions. The dispatcher loops on it; the
+    /// deterministic simulation calls it as one of its steps.
+    pub async fn dispatch_round(&self) -> Round {
         let mut assigned = false;
+        let mut failed = false;
         for session in self.sessions.snapshot() {
             // Never claim more than the session's outbox can take without
             // waiting: a worker that stops reading stops getting work.
@@ -66,7 +84,7 @@ impl Engine {
                 Err(e) => {
                     session.return_slots(slots);
                     tracing::warn!(error = %e, "claim failed");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    failed = true;
                     continue;
                 }
             };
@@ -97,7 +115,11 @@ impl Engine {
                 }
             }
         }
-        assigned
+        match (failed, assigned) {
+            (true, _) => Round::ClaimFailed,
+            (false, true) => Round::Assigned,
+            (false, false) => Round::Idle,
+        }
     }
 
     /// Sends claimed attempt `c` to `session`, the worker its lease names

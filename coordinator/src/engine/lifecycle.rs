@@ -276,7 +276,12 @@ impl Engine {
                 if let Some(session) = &reserved {
                     session.return_slots(1);
                 }
-                let _ = self.admission.withdraw(ticket, now).await;
+                // An execution whose commit answer was lost may exist: it keeps
+                // its place (the owner's retry finds it by its key), or, if it
+                // does not, the place is freed at its deadline or by a rebuild.
+                if !e.may_have_committed() {
+                    let _ = self.admission.withdraw(ticket, now).await;
+                }
                 return Err(e.into());
             }
         };

@@ -32,6 +32,7 @@ mod workers;
 use baton_proto::clock::now_ms;
 pub use bus::Bus;
 pub use creates::Creates;
+pub use dispatch::Round;
 pub use reads::Reads;
 pub use sessions::{CloseReason, Session, Sessions, outbox};
 pub use workers::{FromWorker, Settled};
@@ -179,11 +180,20 @@ impl Engine {
         })
     }
 
-    /// Brings cluster admission up to date before this replica serves: an
-    /// empty Redis admits nothing until it is rebuilt from the database.
-    pub async fn prepare(&self) {
-        if let Some(redis) = &self.cluster_admission {
-            sweeper::rebuild_admission(self, redis).await;
+    /// Brings admission up to date before this replica serves: an empty
+    /// Redis admits nothing until it is rebuilt from the database, and
+    /// admission in memory starts from the executions still open.
+    pub async fn prepare(&self) -> Result<(), String> {
+        match &self.cluster_admission {
+            Some(redis) => {
+                sweeper::rebuild_admission(self, redis).await;
+                Ok(())
+            }
+            None => sweeper::restore_admission(self).await.map(|open| {
+                if open > 0 {
+                    tracing::info!(open, "admission restored from the open executions");
+                }
+            }),
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::messages::{AttemptRef, Command, MessageKind};
 use crate::domain::StopReason;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
@@ -160,9 +160,11 @@ pub enum Reserved {
     NotServed,
 }
 
+/// Ordered by worker id, so a dispatch round visits sessions in the same order
+/// every time (the deterministic simulation replays a seed by it).
 #[derive(Clone, Default)]
 pub struct Sessions {
-    by_worker: Arc<RwLock<HashMap<String, Arc<Session>>>>,
+    by_worker: Arc<RwLock<BTreeMap<String, Arc<Session>>>>,
 }
 
 impl Sessions {

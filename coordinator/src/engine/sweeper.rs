@@ -5,6 +5,7 @@
 use super::Engine;
 use crate::admission::Ticket;
 use crate::admission::redis::{Publish, RedisAdmission};
+use crate::store::{OpenExecution, SweepReport};
 use baton_proto::clock::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,14 +32,7 @@ pub async fn run(engine: Arc<Engine>) {
         if let Err(e) = engine.store.note_payload_key(engine.options.key_ring.sealing_key_id(), now).await {
             tracing::warn!(error = %e, "noting the payload key in use failed");
         }
-        let (report, applied) = engine.store.sweep(now, engine.options.owner_loss_grace_ms, 500).await;
-        for a in &applied {
-            engine.after_commit(&a.record, &a.effects).await;
-        }
-        if report != Default::default() {
-            tracing::info!(?report, "sweep");
-        }
-        engine.metrics.swept(report.lease_lapsed, report.owner_lost);
+        engine.sweep_once(now).await;
         if backlog_read.is_none_or(|at: tokio::time::Instant| at.elapsed() >= BACKLOG_EVERY) {
             backlog_read = Some(tokio::time::Instant::now());
             match engine.store.pending_by_project().await {
@@ -64,6 +58,52 @@ pub async fn run(engine: Arc<Engine>) {
             _ = engine.shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+/// What each open execution holds in admission, and whether it left the backlog.
+fn open_tickets(open: Vec<OpenExecution>) -> Vec<(Ticket, bool)> {
+    open.into_iter()
+        .map(|o| {
+            let ticket = Ticket {
+                execution_id: o.id,
+                org_id: o.org_id,
+                project_id: o.project_id,
+                user_id: o.user_id,
+                payload_bytes: o.payload_bytes,
+                expires_at_ms: o.execution_deadline,
+                retained_until_ms: o.retention_expires_at,
+            };
+            (ticket, o.started)
+        })
+        .collect()
+}
+
+/// Admission kept in this process's memory starts from the open executions
+/// (a restarted coordinator would otherwise admit a full bound on top of them).
+pub async fn restore_admission(engine: &Engine) -> Result<usize, String> {
+    let now = now_ms();
+    let open = engine.store.open_executions().await.map_err(|e| e.to_string())?;
+    let retained = engine.store.retained_bytes(now).await.map_err(|e| e.to_string())?;
+    let open = open_tickets(open);
+    engine.admission.restore(&open, &retained, now).await.map_err(|e| e.to_string())?;
+    Ok(open.len())
+}
+
+impl Engine {
+    /// One pass of the sweeper's checks of open executions (lapsed leases,
+    /// owners lost, deadlines), with the transitions' effects. The sweeper
+    /// loops on it; the deterministic simulation calls it as one of its steps.
+    pub async fn sweep_once(&self, now: i64) -> SweepReport {
+        let (report, applied) = self.store.sweep(now, self.options.owner_loss_grace_ms, 500).await;
+        for a in &applied {
+            self.after_commit(&a.record, &a.effects).await;
+        }
+        if report != Default::default() {
+            tracing::info!(?report, "sweep");
+        }
+        self.metrics.swept(report.lease_lapsed, report.owner_lost);
+        report
     }
 }
 
@@ -143,21 +183,7 @@ pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool 
             Some(_) => engine.store.retained_bytes(now_ms()).await.map_err(|e| e.to_string())?,
             None => Vec::new(),
         };
-        let open: Vec<_> = open
-            .into_iter()
-            .map(|o| {
-                let ticket = Ticket {
-                    execution_id: o.id,
-                    org_id: o.org_id,
-                    project_id: o.project_id,
-                    user_id: o.user_id,
-                    payload_bytes: o.payload_bytes,
-                    expires_at_ms: o.execution_deadline,
-                    retained_until_ms: o.retention_expires_at,
-                };
-                (ticket, o.started)
-            })
-            .collect();
+        let open = open_tickets(open);
         let publish = generation.map(|generation| Publish { generation, retained: &retained });
         redis.rebuild(&lock, &open, now_ms(), publish).await.map_err(|e| e.to_string())
     }

@@ -150,7 +150,7 @@ impl World {
 
 /// The next assignment on `rx`, after a dispatch round.
 pub(super) async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) -> AttemptRef {
-    assert!(engine.dispatch_round().await, "something was claimed");
+    assert_eq!(engine.dispatch_round().await, super::dispatch::Round::Assigned, "something was claimed");
     loop {
         match rx.recv().await.expect("session open") {
             Command::Assign(a) => return a.attempt,
@@ -291,4 +291,47 @@ async fn a_resumed_watch_reads_only_the_changes_after_its_cursor() {
     assert!(none.changes.is_empty() && !none.gone, "nothing missed after the last change");
     let foreign = w.engine.changes_after(Some("Bearer nobody"), w.scope(), &id, 0).await;
     assert!(foreign.is_err(), "only the owner reads them");
+}
+
+/// A coordinator that keeps admission in memory restarts holding nothing: it
+/// starts from the executions still open, or it would admit a whole bound on
+/// top of them.
+#[tokio::test]
+async fn a_restarted_coordinator_counts_the_open_executions_against_its_bounds() {
+    let w = World::new().await;
+    let _worker = w.worker("w-open", Vec::new()).await;
+    for _ in 0..2 {
+        w.start("Test.Echo").await;
+    }
+    let bounds = Bounds {
+        principal_concurrency: 3,
+        project_concurrency: 100,
+        organization_concurrency: 100,
+        backlog: 100,
+        retained_payload_bytes: 1 << 20,
+    };
+    let options = Options { bounds, ..w.engine.options().clone() };
+    let restarted = Engine::new(Parts {
+        store: w.engine.store.clone(),
+        admission: Arc::new(MemoryAdmission::new(bounds)),
+        cluster_admission: None,
+        bus: Bus::Local,
+        peers: Arc::new(NoPeers),
+        options,
+        shutdown: CancellationToken::new(),
+    });
+    restarted.prepare().await.expect("admission restored");
+    let req = || StartRequest {
+        org_id: w.org_id.clone(),
+        project_id: w.project_id.clone(),
+        gateway_id: w.gateway_id.clone(),
+        tool_name: "Test.Echo".into(),
+        input_json: "{}".into(),
+        request_fingerprint: "f".into(),
+        surface: crate::domain::Surface::Rest,
+        ..Default::default()
+    };
+    restarted.start(w.bearer().as_deref(), req()).await.expect("the third fits the bound of three");
+    let fourth = restarted.start(w.bearer().as_deref(), req()).await;
+    assert!(matches!(fourth, Err(super::Error::Capacity(_))), "two open before the restart count: {fourth:?}");
 }

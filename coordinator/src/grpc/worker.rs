@@ -44,8 +44,7 @@ impl WorkerSession for WorkerService {
         };
         // Before the credential is read or a tool registered: a refused SDK changes nothing.
         let counted = super::skew::admit_worker(&register.sdk_version)?;
-        let (tx, rx) = outbox(self.engine.session_capacity(register.capacity));
-        let session = self.engine.register(registration(register), tx).await.map_err(to_status)?;
+        let (session, outgoing) = accept(&self.engine, register).await?;
         let engine = self.engine.clone();
         let reading = session.clone();
         self.engine.spawn(async move {
@@ -81,9 +80,21 @@ impl WorkerSession for WorkerService {
             }
             engine.disconnect(&session).await;
         });
-        let closed = Box::pin(session.closed.clone().cancelled_owned());
-        Ok(Response::new(Outgoing { rx, session, closed, engine: self.engine.clone(), ended: false }))
+        Ok(Response::new(outgoing))
     }
+}
+
+/// Registers the worker of `register` and opens the coordinator's half of its
+/// session. What carries the messages is the caller's: the gRPC stream here,
+/// or the deterministic simulation (`baton-proof`), which delivers each
+/// message to [`Engine::handle`] through [`from_worker`] as the reading loop
+/// above does.
+pub async fn accept(engine: &Arc<Engine>, register: wpb::Register) -> Result<(Arc<Session>, Outgoing), Status> {
+    let (tx, rx) = outbox(engine.session_capacity(register.capacity));
+    let session = engine.register(registration(register), tx).await.map_err(to_status)?;
+    let closed = Box::pin(session.closed.clone().cancelled_owned());
+    let outgoing = Outgoing { rx, session: session.clone(), closed, engine: engine.clone(), ended: false };
+    Ok((session, outgoing))
 }
 
 /// The coordinator's half of a session. Ends with an error status when this
@@ -123,8 +134,25 @@ impl Stream for Outgoing {
     }
 }
 
-impl Drop for Outgoing {
-    fn drop(&mut self) {
+impl Outgoing {
+    /// The coordinator process died with this session: nothing it held is
+    /// reported anywhere (the leases lapse instead), unlike an ended stream.
+    pub fn crashed(mut self) {
+        self.rx.close();
+        while self.rx.try_recv().is_ok() {}
+    }
+
+    /// The stream ended while this coordinator lives: what dropping does in
+    /// the background, awaited (the deterministic simulation's way).
+    pub async fn close(mut self) {
+        let undelivered = self.undelivered();
+        if !undelivered.is_empty() {
+            report_undelivered(&self.engine, &self.session.worker_id, undelivered).await;
+        }
+    }
+
+    /// Assignments still queued, which provably never reached the worker.
+    fn undelivered(&mut self) -> Vec<(String, u32)> {
         self.rx.close();
         let mut undelivered = Vec::new();
         while let Ok(command) = self.rx.try_recv() {
@@ -132,16 +160,25 @@ impl Drop for Outgoing {
                 undelivered.push((a.attempt.execution_id, a.attempt.attempt));
             }
         }
+        undelivered
+    }
+}
+
+async fn report_undelivered(engine: &Engine, worker_id: &str, undelivered: Vec<(String, u32)>) {
+    if let Err(e) = engine.undelivered(worker_id, undelivered, now_ms()).await {
+        tracing::warn!(error = %e, "undelivered assignments wait for their lease to lapse");
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        let undelivered = self.undelivered();
         if undelivered.is_empty() {
             return;
         }
         let engine = self.engine.clone();
         let worker_id = self.session.worker_id.clone();
-        self.engine.spawn(async move {
-            if let Err(e) = engine.undelivered(&worker_id, undelivered, now_ms()).await {
-                tracing::warn!(error = %e, "undelivered assignments wait for their lease to lapse");
-            }
-        });
+        self.engine.spawn(async move { report_undelivered(&engine, &worker_id, undelivered).await });
     }
 }
 
@@ -193,7 +230,7 @@ pub(super) fn registration(r: wpb::Register) -> Registration {
 
 /// The engine's reading of a worker message; a second `register` and empty
 /// messages mean nothing.
-fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
+pub fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
     use worker_message::Msg as W;
     Some(match m.msg? {
         W::Register(_) => return None,

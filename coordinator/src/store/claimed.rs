@@ -82,7 +82,7 @@ impl Store {
         if let Some(generation) = fence {
             query = query.bind(generation);
         }
-        let created = query.fetch_all(&self.pool).await?;
+        let created = self.autocommit(query.fetch_all(&self.pool)).await?;
         let created: HashSet<String> = created.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
         Ok(records.into_iter().map(|r| r.filter(|r| created.contains(&r.id))).collect())
     }

@@ -7,9 +7,9 @@ use crate::domain::{Event, FailureReason, Outcome, Phase, Status};
 
 const PG_URL_ENV: &str = "TEST_POSTGRES_URL";
 
-pub(super) struct Backend {
+pub(crate) struct Backend {
     pub(super) name: &'static str,
-    pub(super) store: Store,
+    pub(crate) store: Store,
     sqlite_path: Option<std::path::PathBuf>,
 }
 
@@ -24,7 +24,7 @@ async fn sqlite() -> Backend {
     Backend { name: "sqlite", store, sqlite_path: Some(path) }
 }
 
-pub(super) async fn postgres() -> Backend {
+pub(crate) async fn postgres() -> Backend {
     let base = std::env::var(PG_URL_ENV).unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let admin = Store::connect(&base, 2).await.expect("postgres reachable (set TEST_POSTGRES_URL)");
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
@@ -45,7 +45,7 @@ pub(super) async fn backends() -> Vec<Backend> {
     vec![sqlite().await, postgres().await]
 }
 
-pub(super) fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str, now: i64) -> NewExecution {
+pub(crate) fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str, now: i64) -> NewExecution {
     NewExecution {
         id: crate::domain::ExecutionId::generate().to_string(),
         org_id: "org_1".into(),

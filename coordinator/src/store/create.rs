@@ -86,7 +86,7 @@ impl Store {
             query = query.bind(generation);
         }
         // One statement per batch size: not worth a prepared statement each.
-        let rows = query.persistent(batch.len() == 1).fetch_all(&self.pool).await?;
+        let rows = self.autocommit(query.persistent(batch.len() == 1).fetch_all(&self.pool)).await?;
         let inserted: HashSet<String> = rows.iter().map(|r| r.try_get("execution_id")).collect::<Result<_, _>>()?;
         Ok(news
             .iter()
@@ -121,7 +121,7 @@ impl Store {
                 if expires > new.created_at
                     && let Some(holder) = execution_by_id(&mut tx, &holder_id, expires).await?
                 {
-                    tx.commit().await?;
+                    self.commit(tx).await?;
                     return Ok(TxCreate::Held(Box::new(holder)));
                 }
                 // Past retention the holder is gone for every reader (its
@@ -144,7 +144,7 @@ impl Store {
         let query = bind_row(sqlx::query(AssertSqlSafe(INSERT_ONE.as_str())), new, due.clone());
         query.execute(&mut *tx).await?;
         insert_event(&mut tx, new, "created", "pending", Some(due.execution_type)).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(TxCreate::Inserted)
     }
 

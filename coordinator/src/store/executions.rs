@@ -160,7 +160,7 @@ impl Store {
             .map(|(before, t)| Pending { before, event: &event, transition: t, data: &no_data })
             .collect();
         let written = persist_many(&mut tx, &pending, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(written.into_iter().map(|record| Claimed { attempt: record.state.attempts, record }).collect())
     }
 
@@ -194,7 +194,7 @@ impl Store {
             .map(|(i, before, t)| Pending { before, event: &items[*i].1, transition: t, data: &items[*i].2 })
             .collect();
         let written = persist_many(&mut tx, &pending, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         for ((i, _, t), record) in decided.into_iter().zip(written) {
             out[i] = Some(Ok(Applied { record, effects: t.effects }));
         }
@@ -225,7 +225,7 @@ impl Store {
             Err(ignored) => return Ok(Some(Err((ignored, record)))),
         };
         let record = persist(&mut tx, &record, event, &t, data, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(Some(Ok(Applied { record, effects: t.effects })))
     }
 }

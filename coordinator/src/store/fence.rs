@@ -82,7 +82,7 @@ impl Store {
     pub async fn advance_admission_fence(&self) -> Result<i64> {
         let mut tx = self.pool.begin().await?;
         let generation = move_on(&mut tx, self.dialect).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(generation)
     }
 }

@@ -325,7 +325,7 @@ impl Store {
             .bind(project_id)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(true)
     }
 

@@ -102,7 +102,7 @@ impl Store {
         // The answer is kept with the record: it counts toward its retained bytes.
         let data = EventData { payload_bytes: response_ct.len() as i64, ..Default::default() };
         let record = persist(&mut tx, &record, &event, &t, &data, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(Some(Answered {
             applied: Applied { record, effects: t.effects },
             remote_key,

@@ -14,6 +14,7 @@ mod claimed;
 mod create;
 mod dashboard_sessions;
 mod executions;
+mod faults;
 mod fence;
 mod history;
 mod history_counts;
@@ -36,7 +37,7 @@ mod webhooks;
 mod write;
 
 #[cfg(test)]
-mod contract_tests;
+pub(crate) mod contract_tests;
 #[cfg(test)]
 mod distribution_tests;
 #[cfg(test)]
@@ -59,6 +60,7 @@ pub use claimed::ClaimedNew;
 pub use create::Created;
 pub use dashboard_sessions::DashboardSession;
 pub use executions::{Applied, Claimed, EventRecord, ListFilter};
+pub use faults::{CommitFault, Faults};
 pub use history::{HistoryRead, HistoryRow};
 pub use history_filter::HistoryFilter;
 pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
@@ -83,6 +85,9 @@ use std::time::Duration;
 pub enum Error {
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
+    /// The commit was sent and no answer came back: it may have been applied.
+    #[error("database unavailable; the commit may have been applied: {0}")]
+    CommitUnknown(#[source] sqlx::Error),
     /// Too many requests already queued for the database on this replica.
     #[error("too many requests queued")]
     Busy,
@@ -104,10 +109,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether what was asked may have been done all the same: a commit whose
+    /// answer was lost. Anything it reserved must stay reserved.
+    pub fn may_have_committed(&self) -> bool {
+        matches!(self, Error::CommitUnknown(_))
+    }
+
     /// Whether the failure is the database being out of reach (retryable, 503).
     pub fn is_unavailable(&self) -> bool {
         match self {
-            Error::Unavailable(_) | Error::Busy | Error::StaleAdmission => true,
+            Error::Unavailable(_) | Error::CommitUnknown(_) | Error::Busy | Error::StaleAdmission => true,
             Error::Database(sqlx::Error::Database(db)) => {
                 // Postgres going away: admin shutdown, crash shutdown, not yet
                 // accepting (57P0x), or a broken connection (class 08).
@@ -155,6 +166,8 @@ pub struct Store {
     dialect: Dialect,
     /// Where heavy reads go while it is fresh (`replica.rs`).
     replica: Option<std::sync::Arc<replica::Replica>>,
+    /// Injected commit faults (the deterministic simulation only).
+    faults: Option<std::sync::Arc<dyn Faults>>,
 }
 
 impl Store {
@@ -189,7 +202,7 @@ impl Store {
             }
         }
         .map_err(Error::Unavailable)?;
-        Ok(Store { pool, dialect, replica: None })
+        Ok(Store { pool, dialect, replica: None, faults: None })
     }
 
     pub fn dialect(&self) -> Dialect {

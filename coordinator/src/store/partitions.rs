@@ -81,7 +81,7 @@ impl Store {
                 continue;
             }
             attach(&mut tx, "audit_logs", "log_period", period, period, period + 1).await?;
-            tx.commit().await?;
+            self.commit(tx).await?;
             created += 1;
         }
         Ok(created)
@@ -102,7 +102,7 @@ impl Store {
                 sqlx::query(AssertSqlSafe(format!("DROP TABLE {part}"))).execute(&mut *tx).await?;
                 dropped += 1;
             }
-            tx.commit().await?;
+            self.commit(tx).await?;
         }
         Ok(dropped)
     }
@@ -150,7 +150,7 @@ impl Store {
         for table in TABLES {
             attach(&mut tx, table, "retention_expires_at", day, day * DAY_MS, (day + 1) * DAY_MS).await?;
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(true)
     }
 
@@ -187,7 +187,7 @@ impl Store {
         forget_partition(&mut tx, &runs).await?;
         let parts: Vec<String> = TABLES.iter().rev().map(|t| partition_name(t, day)).collect();
         sqlx::query(AssertSqlSafe(format!("DROP TABLE {}", parts.join(", ")))).execute(&mut *tx).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 }

@@ -264,7 +264,7 @@ impl Store {
             let q = bind_key(sqlx::query(AssertSqlSafe(sql)).bind(r.new.clone()), &r.key).bind(r.old.clone());
             written.push(q.execute(&mut *tx).await?.rows_affected() == 1);
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(written)
     }
 
@@ -303,7 +303,7 @@ impl Store {
             .await?;
         }
         sqlx::query("DELETE FROM payload_keys_in_use WHERE key_id = ''").execute(&mut *tx).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 

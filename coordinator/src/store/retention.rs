@@ -82,7 +82,7 @@ impl Store {
             return Ok(false);
         }
         redate(&mut tx, org_id, Governed::Project(project_id), default_ms, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(true)
     }
 
@@ -105,7 +105,7 @@ impl Store {
             return Ok(false);
         }
         redate(&mut tx, org_id, Governed::WithoutOverride, default_ms, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(true)
     }
 
@@ -133,7 +133,7 @@ impl Store {
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(org_id).execute(&mut *tx).await?;
             follow_redating(&mut tx, org_id, None).await?;
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(true)
     }
 }

@@ -139,7 +139,7 @@ impl Store {
                 decided.iter().map(|(before, t)| Pending { before, event, transition: t, data: &no_data }).collect();
             match persist_many(&mut tx, &pending, now).await {
                 Ok(written) => {
-                    tx.commit().await?;
+                    self.commit(tx).await?;
                     let effects = decided.into_iter().map(|(_, t)| t.effects);
                     Ok(Ok(written
                         .into_iter()
@@ -208,7 +208,7 @@ impl Store {
             delete_execution(&mut tx, &run.id).await?;
         }
         forget_deleted(&mut tx, self.dialect, &runs).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         report.deleted += runs.len();
         // Key rows are narrow (two indexes): ten times the runs' batch.
         let keys = sqlx::query(

@@ -163,7 +163,7 @@ impl Store {
             };
             changes.push((t.name.clone(), change));
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(Ok(changes))
     }
 
@@ -194,7 +194,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(previous)
     }
 }

@@ -30,7 +30,7 @@ impl Store {
         .bind(expires_at)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(inserted.rows_affected() == 1)
     }
 }

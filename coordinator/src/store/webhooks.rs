@@ -243,7 +243,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM webhook_deliveries WHERE endpoint_id = $1").bind(id).execute(&mut *tx).await?;
         let done = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1").bind(id).execute(&mut *tx).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -287,7 +287,7 @@ impl Store {
             .map(|r| r.try_get("id"))
             .collect::<Result<_, _>>()?;
         if ids.is_empty() {
-            tx.commit().await?;
+            self.commit(tx).await?;
             return Ok(Vec::new());
         }
         let mut args = AnyArguments::default();
@@ -312,7 +312,7 @@ impl Store {
             list(1, ids.len())
         );
         let rows = sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).fetch_all(&mut *tx).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         rows.iter()
             .map(|r| {
                 Ok(ClaimedDelivery {

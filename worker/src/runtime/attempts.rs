@@ -4,8 +4,8 @@
 
 use crate::remote::link::Relay;
 use baton_proto::worker::v1 as wpb;
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -42,7 +42,9 @@ pub(super) enum Start {
 }
 
 #[derive(Default)]
-pub(super) struct Attempts(HashMap<Key, Attempt>);
+/// Ordered, so lists sent to the coordinator come in the same order each time
+/// (the deterministic simulation replays a seed by it).
+pub(super) struct Attempts(BTreeMap<Key, Attempt>);
 
 impl Attempts {
     /// Records `key` as running, unless the attempt is already known (a

@@ -2,6 +2,7 @@
 //! while settling, refusing input that is not JSON.
 
 use super::*;
+use baton_proto::worker::v1::settlement;
 
 fn worker() -> Arc<Worker> {
     worker_with(Vec::new())

@@ -1,0 +1,84 @@
+//! A worker's session with a coordinator, as the network carries it. Down
+//! (to the worker), messages wait first in the coordinator's outbox, where
+//! they provably have not left, then on the wire, where a break loses them
+//! unseen. Up (to the coordinator), whatever the worker sent is on the wire.
+//! A stream keeps its order; the faults a run adds on top of that are
+//! duplicated and reordered worker messages, and breaks.
+
+use baton_coordinator::engine::Session;
+use baton_coordinator::grpc::worker::Outgoing;
+use baton_proto::worker::v1::{WorkerMessage, coordinator_message::Msg};
+use futures_util::{FutureExt, StreamExt};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+pub struct Link {
+    pub coordinator: usize,
+    pub session: Arc<Session>,
+    outgoing: Option<Outgoing>,
+    pub down: VecDeque<Msg>,
+    pub up_tx: mpsc::Sender<WorkerMessage>,
+    up_rx: mpsc::Receiver<WorkerMessage>,
+    pub up: VecDeque<WorkerMessage>,
+    /// The coordinator ended the session (another registration replaced it).
+    pub ended_by_coordinator: bool,
+}
+
+impl Link {
+    pub fn new(coordinator: usize, session: Arc<Session>, outgoing: Outgoing) -> Self {
+        let (up_tx, up_rx) = mpsc::channel(1024);
+        Link {
+            coordinator,
+            session,
+            outgoing: Some(outgoing),
+            down: VecDeque::new(),
+            up_tx,
+            up_rx,
+            up: VecDeque::new(),
+            ended_by_coordinator: false,
+        }
+    }
+
+    /// Moves one message from the coordinator's outbox onto the wire; false
+    /// when there was none.
+    pub fn pull_down(&mut self) -> bool {
+        let Some(outgoing) = self.outgoing.as_mut() else { return false };
+        match outgoing.next().now_or_never() {
+            Some(Some(Ok(m))) => {
+                if let Some(m) = m.msg {
+                    self.down.push_back(m);
+                }
+                true
+            }
+            Some(Some(Err(_)) | None) => {
+                self.ended_by_coordinator = true;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Whatever the worker sent goes on the wire.
+    pub fn pull_up(&mut self) {
+        while let Ok(m) = self.up_rx.try_recv() {
+            self.up.push_back(m);
+        }
+    }
+
+    /// The stream broke with the coordinator alive: it learns of it and
+    /// reports what never left its outbox.
+    pub async fn broken(mut self) -> Arc<Session> {
+        if let Some(outgoing) = self.outgoing.take() {
+            outgoing.close().await;
+        }
+        self.session
+    }
+
+    /// The coordinator died: nothing of its side is reported.
+    pub fn crashed(mut self) {
+        if let Some(outgoing) = self.outgoing.take() {
+            outgoing.crashed();
+        }
+    }
+}
