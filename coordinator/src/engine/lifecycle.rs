@@ -4,12 +4,14 @@
 use super::creates::Claim;
 use super::sessions::{Reserved, Session};
 use super::{Engine, Error, Result, Scope, token_hash};
-use crate::admission::Ticket;
+use crate::admission::{Rejection, Ticket};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
-use crate::domain::{Event, ExecutionId, FailureReason, Ignored, Lifetime, Status, Surface};
-use crate::store::{Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, ToolRecord};
+use crate::domain::{Deadlines, Event, ExecutionId, FailureReason, Ignored, Lifetime, Millis, Status, Surface};
+use crate::store::{
+    Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, RetentionSettings, ToolRecord,
+};
 use base64::Engine as _;
 use baton_proto::clock::now_ms;
 use std::sync::atomic::Ordering;
@@ -76,6 +78,41 @@ fn decode_cursor(c: &str) -> Result<(i64, String)> {
     Ok((at.parse().map_err(|_| bad())?, id.to_owned()))
 }
 
+/// Who starts an execution: the authenticated caller, on whose behalf and
+/// through which gateway, and the retention of the caller's project.
+struct Starter {
+    principal: Principal,
+    user_id: String,
+    gateway_id: String,
+    retention: RetentionSettings,
+}
+
+/// Every REST start runs in the background: a tool that forbids that is
+/// refused before anything is admitted or created (MCP checks the same policy
+/// per call in the gateway, where foreground calls exist).
+fn refuse_background_forbidden_over_rest(surface: Surface, tool: &ToolRecord) -> Result<()> {
+    if surface == Surface::Rest && tool.background == "forbidden" {
+        return Err(Error::PolicyRefused(format!(
+            "tool {:?} forbids background execution; call it over MCP without a task",
+            tool.name
+        )));
+    }
+    Ok(())
+}
+
+/// What admission counts of an execution about to be created.
+fn admission_ticket(new: &NewExecution) -> Ticket {
+    Ticket {
+        execution_id: new.id.clone(),
+        org_id: new.org_id.clone(),
+        project_id: new.project_id.clone(),
+        user_id: new.user_id.clone(),
+        payload_bytes: u64::try_from(new.payload_bytes).unwrap_or(0),
+        expires_at_ms: new.execution_deadline,
+        retained_until_ms: new.retention_expires_at,
+    }
+}
+
 impl Engine {
     async fn resolve_owner(&self, p: &Principal, req: &StartRequest) -> Result<(String, String)> {
         match p {
@@ -139,32 +176,59 @@ impl Engine {
     ) -> Result<Created> {
         let hash = token_hash(authorization)?;
         self.refuse_malformed_fields(authorization, &req).await?;
+        let (starter, tool) = self.authorize_start(hash, &req).await?;
+        let tool = self.startable_tool(tool, &req)?;
+        let now = now_ms();
+        let deadlines = self.deadlines_of_start(&req, &tool, &starter.retention, now)?;
+        let mut new = self.sealed_execution(id, req, tool, &starter, deadlines, now)?;
+        let ticket = admission_ticket(&new);
+        let p = &starter.principal;
+        match self.admission.admit(&ticket, now).await? {
+            Ok(admitted) => new.admission_fence = admitted.fence,
+            Err(rejection) => return self.replay_or_refuse(p, &new, rejection, now).await,
+        }
+        self.create_admitted(p, new, &ticket, now).await
+    }
+
+    /// The caller, authenticated together with the tool lookup and the
+    /// project's retention (one store read), allowed to act in the request's
+    /// scope, and whom the execution will belong to; with the tool, if the
+    /// project registers it.
+    async fn authorize_start(&self, hash: Vec<u8>, req: &StartRequest) -> Result<(Starter, Option<ToolRecord>)> {
         let (credential, tool, retention) = self
             .start_reads
             .credential_with_tool(hash, &req.project_id, &req.tool_name)
             .await?
             .ok_or(authz::Error::Unauthenticated)?;
-        let p = &Principal::from_credential(credential)?;
-        p.in_scope(&req.org_id, &req.project_id)?;
-        p.may_act()?;
-        let (user_id, gateway_id) = self.resolve_owner(p, &req).await?;
+        let principal = Principal::from_credential(credential)?;
+        principal.in_scope(&req.org_id, &req.project_id)?;
+        principal.may_act()?;
+        let (user_id, gateway_id) = self.resolve_owner(&principal, req).await?;
+        Ok((Starter { principal, user_id, gateway_id, retention }, tool))
+    }
+
+    /// The tool, when the request's input may start it: within the size
+    /// limit, JSON its schema accepts, and a tool that may run this way.
+    fn startable_tool(&self, tool: Option<ToolRecord>, req: &StartRequest) -> Result<ToolRecord> {
         if req.input_json.len() > self.options.max_input_bytes {
             return Err(Error::PayloadTooLarge { limit: self.options.max_input_bytes });
         }
         let input: serde_json::Value =
             serde_json::from_str(&req.input_json).map_err(|_| Error::Invalid("`input` is not valid JSON".into()))?;
         let tool = Self::eligible_tool(tool, &req.tool_name, &input)?;
-        // Every REST start runs in the background: a tool that forbids that is
-        // refused before anything is admitted or created (MCP checks the same
-        // policy per call in the gateway, where foreground calls exist).
-        if req.surface == Surface::Rest && tool.background == "forbidden" {
-            return Err(Error::PolicyRefused(format!(
-                "tool {:?} forbids background execution; call it over MCP without a task",
-                tool.name
-            )));
-        }
-        let now = now_ms();
-        let id = id.to_string();
+        refuse_background_forbidden_over_rest(req.surface, &tool)?;
+        Ok(tool)
+    }
+
+    /// When the execution must be over and when its record goes: the
+    /// project's retention, the requested ttl and the tool's cap.
+    fn deadlines_of_start(
+        &self,
+        req: &StartRequest,
+        tool: &ToolRecord,
+        retention: &RetentionSettings,
+        now: Millis,
+    ) -> Result<Deadlines> {
         let lifetime = Lifetime {
             retention_ms: retention.effective_ms(self.options.lifetime.retention_ms),
             ..self.options.lifetime
@@ -174,17 +238,31 @@ impl Engine {
             // It could never run: refuse it now rather than let it fail later.
             return Err(Error::Invalid("`run_at` must fall before the execution deadline (see `ttl_ms`)".into()));
         }
+        Ok(deadlines)
+    }
+
+    /// The execution to create, its input sealed under its id.
+    fn sealed_execution(
+        &self,
+        id: ExecutionId,
+        req: StartRequest,
+        tool: ToolRecord,
+        starter: &Starter,
+        deadlines: Deadlines,
+        now: Millis,
+    ) -> Result<NewExecution> {
+        let id = id.to_string();
         let input_ct = self.ring.seal(&id, Field::Input, req.input_json.as_bytes())?;
-        let mut new = NewExecution {
+        Ok(NewExecution {
             id,
             org_id: req.org_id,
             project_id: req.project_id,
-            gateway_id,
+            gateway_id: starter.gateway_id.clone(),
             tool_name: tool.name,
             toolkit_name: tool.toolkit_name,
             toolkit_version: tool.toolkit_version,
-            user_id,
-            started_by: p.credential_id().to_owned(),
+            user_id: starter.user_id.clone(),
+            started_by: starter.principal.credential_id().to_owned(),
             surface: req.surface.as_str().to_owned(),
             created_at: now,
             run_at: req.run_at_ms,
@@ -198,28 +276,23 @@ impl Engine {
             input_ct,
             traceparent: Some(baton_proto::trace::current_traceparent()).filter(|t| !t.is_empty()),
             admission_fence: None,
-        };
-        let ticket = Ticket {
-            execution_id: new.id.clone(),
-            org_id: new.org_id.clone(),
-            project_id: new.project_id.clone(),
-            user_id: new.user_id.clone(),
-            payload_bytes: u64::try_from(new.payload_bytes).unwrap_or(0),
-            expires_at_ms: new.execution_deadline,
-            retained_until_ms: new.retention_expires_at,
-        };
-        match self.admission.admit(&ticket, now).await? {
-            Ok(admitted) => new.admission_fence = admitted.fence,
-            Err(rejection) => {
-                // A retry of admitted work is answered with it, even when saturated.
-                if let Some(answer) = self.store.replay(&new, now).await? {
-                    return Self::replay_for(p, answer?);
-                }
-                self.metrics.rejected(rejection.scope.as_str());
-                return Err(Error::Capacity(rejection));
-            }
+        })
+    }
+
+    /// A start admission refused: a retry of admitted work is answered with
+    /// it, even when saturated; anything else is refused for capacity.
+    async fn replay_or_refuse(
+        &self,
+        p: &Principal,
+        new: &NewExecution,
+        rejection: Rejection,
+        now: Millis,
+    ) -> Result<Created> {
+        if let Some(answer) = self.store.replay(new, now).await? {
+            return Self::replay_for(p, answer?);
         }
-        self.create_admitted(p, new, &ticket, now).await
+        self.metrics.rejected(rejection.scope.as_str());
+        Err(Error::Capacity(rejection))
     }
 
     /// A start whose fields are too long or carry control characters is
@@ -243,13 +316,7 @@ impl Engine {
     /// Creates an admitted execution: leased at once to a free session here
     /// when there is one, else pending for dispatch. Its admission is given
     /// back when it is not created (an error, or a replay of earlier work).
-    async fn create_admitted(
-        &self,
-        p: &Principal,
-        new: NewExecution,
-        ticket: &Ticket,
-        now: crate::domain::Millis,
-    ) -> Result<Created> {
+    async fn create_admitted(&self, p: &Principal, new: NewExecution, ticket: &Ticket, now: Millis) -> Result<Created> {
         let run_at = new.run_at;
         let due_now = run_at.is_none_or(|at| at <= now);
         // A start that finds a free slot of a session here is created leased
@@ -310,7 +377,7 @@ impl Engine {
 
     /// Sends an execution created leased to `session` on its way: out of the
     /// backlog, and to the worker (or back to pending, provably undelivered).
-    async fn assign_created(&self, session: &Session, record: &ExecutionRecord, now: crate::domain::Millis) {
+    async fn assign_created(&self, session: &Session, record: &ExecutionRecord, now: Millis) {
         if let Err(e) = self.admission.started(&super::ticket(record), now).await {
             tracing::warn!(error = %e, "admission backlog release failed");
         }

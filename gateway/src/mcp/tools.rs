@@ -8,27 +8,31 @@
 //! At 2026-07-28 input asked while a call without a task waits travels as an
 //! MRTR round, and a task-required tool that may ask for input is held for a
 //! short first-input window: input asked there is an MRTR round too, and the
-//! retry carrying the answers gets the task (the same execution). Does not shape tasks (see `task_view`) nor serve the compatibility tools
-//! (see `compat`).
+//! retry carrying the answers gets the task (the same execution). Which of
+//! these a call does is decided first, by one pure function (`plan`), and then
+//! carried out here. Does not shape tasks (see `task_view`) nor serve the
+//! compatibility tools (see `compat`).
 
+mod plan;
 #[cfg(test)]
-mod course_tests;
+mod plan_tests;
 mod progress;
 
 use super::compat;
 use super::context::{Ctx, Outgoing, Reply};
-use super::error::{METHOD_NOT_FOUND, RpcError};
+use super::error::RpcError;
 use super::jsonrpc::str_param;
-use super::protocol::{Era, TASKS_LEGACY_VERSION};
+use super::protocol::Era;
 use super::request_state::{self, RequestState};
 use super::task_view::{self, Snapshot};
 use crate::coordinator::NewExecution;
 use crate::execution::is_terminal;
 use crate::waits::WaitPermit;
 use baton_proto::coordinator::v1::{self as pb, ExecutionStatus, ExecutionView, InputRequestState};
-use baton_proto::error::ErrorCode;
+use baton_proto::error::{ErrorCode, WireError};
 use baton_proto::worker::v1::BackgroundPolicy as Policy;
 use futures_util::StreamExt;
+use plan::{CallPlan, Foreground, Handoff, Inputs, Origin, plan};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -100,55 +104,6 @@ fn metadata(tool: &mut Value, def: &pb::ToolDefinition) {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Handoff {
-    Task,
-    Handle,
-    Wait,
-}
-
-struct Plan {
-    handoff: Handoff,
-    /// Hand over as soon as the execution exists, without a foreground wait.
-    immediate: bool,
-}
-
-fn plan(ctx: &Ctx, name: &str, policy: Policy, task_param: Option<&Value>) -> Result<Plan, RpcError> {
-    let compat = ctx.compat_enabled();
-    let plan = |handoff, immediate| Ok(Plan { handoff, immediate });
-    match ctx.era {
-        Era::Legacy => {
-            // The `task` member only counts once the session negotiated the utility.
-            let asked = ctx.legacy_tasks() && task_param.is_some_and(Value::is_object);
-            match (policy, asked) {
-                (Policy::Forbidden | Policy::Unspecified, true) => Err(RpcError::new(
-                    METHOD_NOT_FOUND,
-                    format!("tool {name} does not support task-augmented execution"),
-                )),
-                (_, true) => plan(Handoff::Task, true),
-                (Policy::Forbidden | Policy::Unspecified, false) => plan(Handoff::Wait, false),
-                (_, false) if compat => plan(Handoff::Handle, false),
-                (Policy::Required, false) => Err(RpcError::new(
-                    METHOD_NOT_FOUND,
-                    format!("tool {name} requires task-augmented execution (protocol {TASKS_LEGACY_VERSION})"),
-                )),
-                (Policy::Optional, false) => plan(Handoff::Wait, false),
-            }
-        }
-        Era::Modern => {
-            let tasks = ctx.native_enabled() && ctx.declares_tasks_extension();
-            match policy {
-                Policy::Forbidden | Policy::Unspecified => plan(Handoff::Wait, false),
-                Policy::Required if tasks => plan(Handoff::Task, true),
-                Policy::Optional if tasks => plan(Handoff::Task, false),
-                _ if compat => plan(Handoff::Handle, false),
-                Policy::Required => Err(RpcError::missing_tasks_capability()),
-                Policy::Optional => plan(Handoff::Wait, false),
-            }
-        }
-    }
-}
-
 /// The tool `name` among `defs` and how a call of it goes; refused when the
 /// tool is unknown or the client lacks what the tool requires.
 fn plan_call(
@@ -156,7 +111,7 @@ fn plan_call(
     name: &str,
     params: &Map<String, Value>,
     defs: &[pb::ToolDefinition],
-) -> Result<(pb::ToolDefinition, Plan), RpcError> {
+) -> Result<CallPlan, RpcError> {
     let def = defs
         .iter()
         .find(|d| d.name == name)
@@ -173,56 +128,40 @@ fn plan_call(
             return Err(RpcError::missing_capabilities(Value::Object(missing)));
         }
     }
-    let plan = plan(ctx, name, policy(def), params.get("task"))?;
-    Ok((def.clone(), plan))
+    let takes_task = match ctx.era {
+        // The `task` member only counts once the session negotiated the utility.
+        Era::Legacy => ctx.legacy_tasks() && params.get("task").is_some_and(Value::is_object),
+        Era::Modern => ctx.native_enabled() && ctx.declares_tasks_extension(),
+    };
+    plan(&Inputs {
+        name,
+        era: ctx.era,
+        policy: policy(def),
+        takes_task,
+        compat: ctx.compat_enabled(),
+        task_time_input: def.task_time_input,
+        elicitation: ctx.declares("elicitation"),
+        retry: params.get("requestState").is_some(),
+        budget: !ctx.caller.state.options.foreground_budget.is_zero(),
+    })
 }
 
-/// What decides how a planned call proceeds, besides the plan.
-#[derive(Clone, Copy, Debug)]
-struct Facts {
-    era: Era,
-    /// The tool may ask for input while it runs.
-    task_time_input: bool,
-    /// 2026-07-28: the request declared the elicitation capability.
-    elicitation: bool,
-    /// The request carries a `requestState` (it answers an MRTR round).
-    retry: bool,
-    /// A foreground budget is configured.
-    budget: bool,
-}
-
-/// How a planned call proceeds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Course {
-    /// 2026-07-28, a task-required tool that may ask for input, and a client
-    /// that can answer: the first round may be MRTR, the last is the task.
-    compose: bool,
-    /// The call holds a wait place (refused over a bound before anything starts).
-    waits: bool,
-    /// Input the tool asks for while the caller waits travels as an MRTR
-    /// round (InputRequiredResult, then a retry carrying the answers). A caller
-    /// that would get the compatibility handle takes the round only when it
-    /// declared elicitation; the handle serves the others.
-    mrtr: bool,
-    /// The call waits for its result anyway: start and wait in one coordinator call.
-    call_at_once: bool,
-}
-
-fn course(plan: &Plan, f: Facts) -> Course {
-    let modern = f.era == Era::Modern;
-    let compose = modern && plan.handoff == Handoff::Task && plan.immediate && f.task_time_input && f.elicitation;
-    let waits = (compose && !f.retry) || (!plan.immediate && (f.budget || plan.handoff == Handoff::Wait));
-    let mrtr = modern
-        && match plan.handoff {
-            Handoff::Wait => true,
-            Handoff::Handle => f.elicitation,
-            Handoff::Task => compose,
-        };
-    Course { compose, waits, mrtr, call_at_once: !compose && !plan.immediate && f.budget }
+/// The plan for calling `name`. A plan the cached definitions would refuse is
+/// made again from fresh ones, fetched with the caller's credential (401
+/// comes first).
+async fn planned(ctx: &Ctx, name: &str, params: &Map<String, Value>) -> Result<CallPlan, RpcError> {
+    let caller = &ctx.caller;
+    let scope = &caller.scope;
+    let cached = caller.state.tool_defs.fresh(&scope.org_id, &scope.project_id);
+    if let Some(Ok(plan)) = cached.as_deref().map(|defs| plan_call(ctx, name, params, defs)) {
+        return Ok(plan);
+    }
+    let defs = caller.coordinator().tools(&caller.bearer, scope).await?;
+    let defs = caller.state.tool_defs.keep(&scope.org_id, &scope.project_id, defs);
+    plan_call(ctx, name, params, &defs)
 }
 
 pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
-    let caller = &ctx.caller;
     let name = str_param(params, "name").ok_or_else(|| RpcError::invalid_params("`name` must be a string"))?;
     let args = match params.get("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
@@ -234,86 +173,123 @@ pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcEr
     {
         return compat::call(ctx, tool, &args).await.map(Reply::Json);
     }
-    let scope = &caller.scope;
-    let cached = caller.state.tool_defs.fresh(&scope.org_id, &scope.project_id);
-    // A plan the cached definitions would refuse is made again from fresh
-    // ones, fetched with the caller's credential (401 comes first).
-    let (def, plan) = match cached.as_deref().map(|defs| plan_call(ctx, name, params, defs)) {
-        Some(Ok(planned)) => planned,
-        _ => {
-            let defs = caller.coordinator().tools(&caller.bearer, scope).await?;
-            let defs = caller.state.tool_defs.keep(&scope.org_id, &scope.project_id, defs);
-            plan_call(ctx, name, params, &defs)?
-        }
-    };
-    let budget = ctx.caller.state.options.foreground_budget;
-    let facts = Facts {
-        era: ctx.era,
-        task_time_input: def.task_time_input,
-        elicitation: ctx.declares("elicitation"),
-        retry: params.get("requestState").is_some(),
-        budget: !budget.is_zero(),
-    };
-    let Course { compose, waits, mrtr, call_at_once } = course(&plan, facts);
-    let retry = facts.retry;
+    let plan = planned(ctx, name, params).await?;
     // Refused over a bound before anything starts, so a refusal changes nothing.
-    let place = if waits { Some(ctx.caller.admit_wait()?) } else { None };
-    // A legacy caller's `progressToken`: a call that waits on SSE relays the tool's progress.
-    let token = params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number());
-    let token = token.filter(|_| ctx.era == Era::Legacy).cloned();
-    let view = match params.get("requestState") {
-        Some(state) if mrtr => resume(ctx, name, state, params.get("inputResponses")).await?,
-        _ => {
-            let surface = if plan.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
-            let new = NewExecution::new(name, &args, surface);
-            if call_at_once {
-                let deadline = Instant::now() + budget;
-                let called = caller
-                    .coordinator()
-                    .call_execution(&caller.bearer, &caller.scope, &new, budget.min(WAIT_SLICE), mrtr)
-                    .await;
-                match called {
-                    Ok(Some(calling)) => {
-                        let snap = settle_call(ctx, calling, deadline, mrtr).await?;
-                        if let Some(outcome) = task_view::outcome(&snap) {
-                            return outcome.map(Reply::Json);
-                        }
-                        return hand_over(ctx, plan.handoff, snap.view, mrtr, place, token).await;
-                    }
-                    Ok(None) => {}
-                    Err(e) if e.code == ErrorCode::InvalidInput => return Ok(tool_error(&e.message)),
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            match caller.coordinator().start(&caller.bearer, &caller.scope, &new).await {
-                Ok(view) => view,
-                Err(e) if e.code == ErrorCode::InvalidInput => return Ok(tool_error(&e.message)),
-                Err(e) => return Err(e.into()),
-            }
-        }
-    };
-    if compose {
-        // The retry answered the round: the task now, whatever the tool does
-        // next (later questions arrive through `tasks/get`).
-        if retry {
-            return hand_over(ctx, Handoff::Task, view, false, place, None).await;
-        }
-        let held = hold_for_first_input(ctx, view).await?;
-        return hand_over(ctx, Handoff::Task, held, true, place, None).await;
-    }
-    if plan.immediate {
-        return hand_over(ctx, plan.handoff, view, mrtr, place, token).await;
-    }
-    let snap = wait_until(ctx, view, Instant::now() + budget, mrtr).await?;
-    if let Some(outcome) = task_view::outcome(&snap) {
-        return outcome.map(Reply::Json);
-    }
-    hand_over(ctx, plan.handoff, snap.view, mrtr, place, token).await
+    let place = if plan.holds_place() { Some(ctx.caller.admit_wait()?) } else { None };
+    act(ctx, &Call { name, args: &args, params }, plan, place).await.or_else(Stop::into_reply)
 }
 
-/// Bad arguments are a tool error the model can correct, not a protocol error.
-fn tool_error(message: &str) -> Reply {
-    Reply::Json(json!({"content": [{"type": "text", "text": message}], "isError": true}))
+/// One `tools/call` of a Baton tool.
+struct Call<'a> {
+    name: &'a str,
+    args: &'a Value,
+    params: &'a Map<String, Value>,
+}
+
+impl Call<'_> {
+    /// A new execution of the tool.
+    async fn start(&self, ctx: &Ctx, surface: pb::Surface) -> Result<ExecutionView, Stop> {
+        let caller = &ctx.caller;
+        let new = NewExecution::new(self.name, self.args, surface);
+        caller.coordinator().start(&caller.bearer, &caller.scope, &new).await.map_err(Stop::refused)
+    }
+
+    /// The execution of the MRTR round this call answers.
+    async fn resume(&self, ctx: &Ctx) -> Result<ExecutionView, RpcError> {
+        resume(ctx, self.name, self.params.get("requestState"), self.params.get("inputResponses")).await
+    }
+
+    /// A legacy caller's `progressToken`: a call that waits on SSE relays the tool's progress.
+    fn progress_token(&self, era: Era) -> Option<Value> {
+        let token = self.params.get("_meta").and_then(|m| m.get("progressToken"));
+        token.filter(|t| (t.is_string() || t.is_number()) && era == Era::Legacy).cloned()
+    }
+}
+
+/// Why a call ends before its plan is through.
+enum Stop {
+    /// The coordinator refused the arguments.
+    BadArguments(String),
+    Error(RpcError),
+}
+
+impl From<RpcError> for Stop {
+    fn from(e: RpcError) -> Self {
+        Stop::Error(e)
+    }
+}
+
+impl Stop {
+    fn refused(e: WireError) -> Self {
+        if e.code == ErrorCode::InvalidInput { Stop::BadArguments(e.message) } else { Stop::Error(e.into()) }
+    }
+
+    /// Bad arguments are a tool error the model can correct, not a protocol error.
+    fn into_reply(self) -> Result<Reply, RpcError> {
+        match self {
+            Stop::BadArguments(message) => {
+                Ok(Reply::Json(json!({"content": [{"type": "text", "text": message}], "isError": true})))
+            }
+            Stop::Error(e) => Err(e),
+        }
+    }
+}
+
+/// Carries out `plan`.
+async fn act(ctx: &Ctx, call: &Call<'_>, plan: CallPlan, place: Option<WaitPermit>) -> Result<Reply, Stop> {
+    let reply = match plan {
+        CallPlan::Task => {
+            let view = call.start(ctx, pb::Surface::McpNative).await?;
+            hand_over(ctx, Handoff::Task, view, false, place, None).await?
+        }
+        CallPlan::FirstInputThenTask => {
+            let view = call.start(ctx, pb::Surface::McpNative).await?;
+            let held = hold_for_first_input(ctx, view).await?;
+            hand_over(ctx, Handoff::Task, held, true, place, None).await?
+        }
+        CallPlan::TaskAfterAnswers => {
+            let view = call.resume(ctx).await?;
+            hand_over(ctx, Handoff::Task, view, false, place, None).await?
+        }
+        CallPlan::Foreground(f) => foreground(ctx, call, f, place).await?,
+    };
+    Ok(reply)
+}
+
+/// Waits for up to the foreground budget: the tool's outcome when it ends in
+/// time, else the execution handed over.
+async fn foreground(ctx: &Ctx, call: &Call<'_>, f: Foreground, place: Option<WaitPermit>) -> Result<Reply, Stop> {
+    let caller = &ctx.caller;
+    let budget = caller.state.options.foreground_budget;
+    let surface = if f.handoff == Handoff::Handle { pb::Surface::McpCompat } else { pb::Surface::McpNative };
+    let snap = match f.origin {
+        Origin::Resume => {
+            let view = call.resume(ctx).await?;
+            wait_until(ctx, view, Instant::now() + budget, f.mrtr).await?
+        }
+        Origin::Start => {
+            let view = call.start(ctx, surface).await?;
+            wait_until(ctx, view, Instant::now() + budget, f.mrtr).await?
+        }
+        Origin::StartAndWait => {
+            let deadline = Instant::now() + budget;
+            let new = NewExecution::new(call.name, call.args, surface);
+            let wait = budget.min(WAIT_SLICE);
+            let called = caller.coordinator().call_execution(&caller.bearer, &caller.scope, &new, wait, f.mrtr).await;
+            match called.map_err(Stop::refused)? {
+                Some(calling) => settle_call(ctx, calling, deadline, f.mrtr).await?,
+                // A coordinator that predates the call: start, then wait.
+                None => {
+                    let view = call.start(ctx, surface).await?;
+                    wait_until(ctx, view, Instant::now() + budget, f.mrtr).await?
+                }
+            }
+        }
+    };
+    if let Some(outcome) = task_view::outcome(&snap) {
+        return Ok(outcome.map(Reply::Json)?);
+    }
+    Ok(hand_over(ctx, f.handoff, snap.view, f.mrtr, place, call.progress_token(ctx.era)).await?)
 }
 
 /// The rest of a call started with `CallExecution`: its settlement, or, when
@@ -361,10 +337,15 @@ async fn hold_for_first_input(ctx: &Ctx, mut view: ExecutionView) -> Result<Exec
 /// this principal for this tool (see `request_state`); its execution is read
 /// with the caller's credential (owner-checked like any read), the answers are
 /// relayed and the call goes on with it.
-async fn resume(ctx: &Ctx, name: &str, state: &Value, responses: Option<&Value>) -> Result<ExecutionView, RpcError> {
+async fn resume(
+    ctx: &Ctx,
+    name: &str,
+    state: Option<&Value>,
+    responses: Option<&Value>,
+) -> Result<ExecutionView, RpcError> {
     let caller = &ctx.caller;
     let stale = || RpcError::invalid_params("`requestState` does not name an open request of this tool");
-    let token = state.as_str().ok_or_else(stale)?;
+    let token = state.and_then(Value::as_str).ok_or_else(stale)?;
     let key = &caller.state.options.session_key;
     let opened = request_state::open_for(key, token, &caller.principal, name).ok_or_else(stale)?;
     let id = opened.execution_id.as_str();

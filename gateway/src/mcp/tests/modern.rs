@@ -237,6 +237,26 @@ async fn unsupported_version_is_400_32022() {
     assert_eq!(a.body()["error"]["data"]["requested"], "v999.0.0");
 }
 
+/// Arguments that are not an object are refused as invalid params, in either
+/// era, before anything starts: never passed on as some stand-in input.
+#[tokio::test]
+async fn arguments_that_are_not_an_object_start_nothing() {
+    let h = harness().await;
+    let (_, session) = h.initialize("alice", "2025-11-25", json!({})).await;
+    for arguments in [json!("text=hi"), json!(["hi"]), json!(5), json!(true), json!("")] {
+        let params = json!({"name": "echo", "arguments": arguments});
+        let modern = h.modern("alice", "tools/call", params.clone(), true).await;
+        assert_eq!(modern.error_code(), -32602, "{arguments}: {:?}", modern.body());
+        assert_eq!(modern.body()["error"]["message"], "`arguments` must be an object");
+        let legacy = h.legacy("alice", &session, "tools/call", params).await;
+        assert_eq!(legacy.error_code(), -32602, "{arguments}: {:?}", legacy.body());
+    }
+    assert_eq!(h.fake.count(), 0, "a refused call starts nothing");
+    let absent = h.modern("alice", "tools/call", json!({"name": "echo", "arguments": null}), true).await;
+    assert_eq!(absent.result()["resultType"], "complete", "null arguments are no arguments: {:?}", absent.body());
+    assert_eq!(h.fake.count(), 1);
+}
+
 #[tokio::test]
 async fn incomplete_meta_is_400_32602() {
     let h = harness().await;
