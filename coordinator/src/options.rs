@@ -56,6 +56,41 @@ pub struct Options {
     pub webhooks: crate::webhooks::Options,
 }
 
+impl Options {
+    /// A coordinator alone in its process, reached by nobody over the network:
+    /// no Redis, no read replica, no TLS, an hour of lifetime and retention.
+    /// For engines built in process (the engine's tests, the simulation).
+    pub fn in_process(id: &str, key_ring: Arc<KeyRing>, bounds: Bounds) -> Options {
+        Options {
+            id: id.to_owned(),
+            advertise_url: format!("in-process://{id}"),
+            database_url: String::new(),
+            database_max_connections: 1,
+            redis: None,
+            read_replica_url: None,
+            read_replica_max_lag_ms: 5_000,
+            redis_prefix: String::new(),
+            key_ring,
+            lifetime: Lifetime { max_ttl_ms: 3_600_000, retention_ms: 3_600_000 },
+            bounds,
+            lease_ms: 30_000,
+            owner_loss_grace_ms: 30_000,
+            poll_interval_ms: 1_000,
+            sweep_interval_ms: 1_000,
+            max_input_bytes: 1 << 16,
+            admission_rebuild_ms: 30_000,
+            migrate: false,
+            cluster_secret: None,
+            max_worker_capacity: 8,
+            tool_limits: ToolLimits::default(),
+            dashboard: DashboardSessions::default(),
+            server_tls: None,
+            client_tls: None,
+            webhooks: crate::webhooks::Options::default(),
+        }
+    }
+}
+
 /// The largest tool description and input schema a worker may register.
 /// Every caller's `tools/list` carries them, so an unbounded one costs every
 /// caller (a 3 MB description made every list 3 MB).

@@ -106,6 +106,22 @@ async fn memory_backlog_counts_unstarted_executions() {
     assert_eq!(a.admit(&ticket("y", "p", "u2", 1), 6).await.expect("admit").map(|_| ()), Ok(()));
 }
 
+/// A place kept for a create whose commit answer was lost, where the
+/// execution never came to exist, is let go at the deadline it would have had.
+#[tokio::test]
+async fn memory_lets_go_of_a_place_past_its_deadline() {
+    let a = MemoryAdmission::new(bounds());
+    let due = |id: &str, deadline: i64| Ticket { expires_at_ms: deadline, ..ticket(id, "p1", "u1", 1) };
+    assert_eq!(a.admit(&due("e1", 100), 0).await.expect("admit").map(|_| ()), Ok(()));
+    assert_eq!(a.admit(&due("e2", 1_000), 0).await.expect("admit").map(|_| ()), Ok(()));
+    let full = a.admit(&due("e3", 5_000), 99).await.expect("admit").expect_err("principal full");
+    assert_eq!(full.scope, Scope::Principal);
+    assert_eq!(a.admit(&due("e3", 5_000), 100).await.expect("admit").map(|_| ()), Ok(()), "e1's deadline passed");
+    a.release(&due("e1", 100), 200).await.expect("a late release of a let-go place changes nothing");
+    let full = a.admit(&due("e4", 5_000), 200).await.expect("admit").expect_err("e2 and e3 hold the bound");
+    assert_eq!(full.scope, Scope::Principal);
+}
+
 async fn redis(bounds: Bounds) -> super::redis::RedisAdmission {
     let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
     let prefix = crate::domain::id::random_id("baton_t_", 64);

@@ -5,7 +5,7 @@ use super::{
     Admission, Admitted, Bounds, Error, Rejection, RetainedBytes, Scope, Ticket, retention_bucket,
     retry_after_from_hold,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 /// One project's retained payload bytes, per retention hour.
@@ -43,6 +43,50 @@ struct Held {
     bytes: HashMap<String, Retained>,
     /// Exponentially weighted average hold time per scope kind.
     avg_hold_ms: HashMap<Scope, f64>,
+    /// Live tickets by deadline: one whose execution's deadline passed is let
+    /// go, so a place kept for a create whose commit answer was lost (and
+    /// that never existed) is not kept for good.
+    by_deadline: BTreeSet<(i64, String)>,
+}
+
+impl Held {
+    fn hold(&mut self, t: &Ticket, now_ms: i64, started: bool) {
+        self.by_deadline.insert((t.expires_at_ms, t.execution_id.clone()));
+        self.live.insert(t.execution_id.clone(), (t.clone(), now_ms, started));
+    }
+
+    /// Lets go of every ticket whose deadline is past, as a release would.
+    fn expire(&mut self, now_ms: i64) {
+        while let Some((deadline, id)) = self.by_deadline.first().cloned() {
+            if deadline > now_ms {
+                break;
+            }
+            self.leave(&id, now_ms, None);
+        }
+    }
+
+    /// Leaves every concurrency scope; the bytes held since admission become
+    /// `keep` (None: the bytes it was admitted with).
+    fn leave(&mut self, execution_id: &str, now_ms: i64, keep: Option<i64>) {
+        let Some((ticket, at, started)) = self.live.remove(execution_id) else { return };
+        self.by_deadline.remove(&(ticket.expires_at_ms, ticket.execution_id.clone()));
+        if let Some(v) = self.principal.get_mut(&(ticket.project_id.clone(), ticket.user_id.clone())) {
+            *v = v.saturating_sub(1);
+        }
+        self.principal.retain(|_, v| *v > 0);
+        dec(&mut self.project, &ticket.project_id, 1);
+        dec(&mut self.org, &ticket.org_id, 1);
+        let payload = signed(ticket.payload_bytes);
+        self.bytes
+            .entry(ticket.project_id.clone())
+            .or_default()
+            .add(ticket.retained_until_ms, keep.unwrap_or(payload) - payload);
+        if !started {
+            dec(&mut self.backlog, &ticket.project_id, 1);
+        }
+        let held = (now_ms - at) as f64;
+        observe(self, &[Scope::Principal, Scope::Project, Scope::Organization, Scope::RetainedPayloadBytes], held);
+    }
 }
 
 pub struct MemoryAdmission {
@@ -83,6 +127,7 @@ impl Admission for MemoryAdmission {
         if h.live.contains_key(&t.execution_id) {
             return Ok(Ok(Admitted { fence: None }));
         }
+        h.expire(now_ms);
         let principal_key = (t.project_id.clone(), t.user_id.clone());
         let retained = h.bytes.entry(t.project_id.clone()).or_default();
         retained.expire(now_ms);
@@ -104,7 +149,7 @@ impl Admission for MemoryAdmission {
         *h.org.entry(t.org_id.clone()).or_default() += 1;
         *h.backlog.entry(t.project_id.clone()).or_default() += 1;
         h.bytes.entry(t.project_id.clone()).or_default().add(t.retained_until_ms, signed(t.payload_bytes));
-        h.live.insert(t.execution_id.clone(), (t.clone(), now_ms, false));
+        h.hold(t, now_ms, false);
         Ok(Ok(Admitted { fence: None }))
     }
 
@@ -122,11 +167,13 @@ impl Admission for MemoryAdmission {
     }
 
     async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
-        self.leave(t, now_ms, signed(t.payload_bytes))
+        self.lock()?.leave(&t.execution_id, now_ms, Some(signed(t.payload_bytes)));
+        Ok(())
     }
 
     async fn withdraw(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
-        self.leave(t, now_ms, 0)
+        self.lock()?.leave(&t.execution_id, now_ms, Some(0));
+        Ok(())
     }
 
     async fn restore(&self, open: &[(Ticket, bool)], retained: &[RetainedBytes], now_ms: i64) -> Result<(), Error> {
@@ -146,7 +193,7 @@ impl Admission for MemoryAdmission {
                 *h.backlog.entry(t.project_id.clone()).or_default() += 1;
             }
             // Its bytes are already in `retained`, which counts every retained record.
-            h.live.insert(t.execution_id.clone(), (t.clone(), now_ms, *started));
+            h.hold(t, now_ms, *started);
         }
         Ok(())
     }
@@ -154,28 +201,4 @@ impl Admission for MemoryAdmission {
 
 fn signed(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
-}
-
-impl MemoryAdmission {
-    /// Leaves every concurrency scope; the bytes held since admission become `keep`.
-    fn leave(&self, t: &Ticket, now_ms: i64, keep: i64) -> Result<(), Error> {
-        let mut h = self.lock()?;
-        let Some((ticket, at, started)) = h.live.remove(&t.execution_id) else { return Ok(()) };
-        if let Some(v) = h.principal.get_mut(&(ticket.project_id.clone(), ticket.user_id.clone())) {
-            *v = v.saturating_sub(1);
-        }
-        h.principal.retain(|_, v| *v > 0);
-        dec(&mut h.project, &ticket.project_id, 1);
-        dec(&mut h.org, &ticket.org_id, 1);
-        h.bytes
-            .entry(ticket.project_id.clone())
-            .or_default()
-            .add(ticket.retained_until_ms, keep - signed(ticket.payload_bytes));
-        if !started {
-            dec(&mut h.backlog, &ticket.project_id, 1);
-        }
-        let held = (now_ms - at) as f64;
-        observe(&mut h, &[Scope::Principal, Scope::Project, Scope::Organization, Scope::RetainedPayloadBytes], held);
-        Ok(())
-    }
 }

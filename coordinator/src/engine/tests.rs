@@ -7,7 +7,7 @@ use super::{Bus, Engine, FromWorker, Parts, PeerLink, Scope, Session, outbox};
 use crate::admission::Bounds;
 use crate::admission::memory::MemoryAdmission;
 use crate::crypto::KeyRing;
-use crate::domain::{Lifetime, Status, StopReason};
+use crate::domain::{Status, StopReason};
 use crate::options::Options;
 use crate::store::{Store, ToolRecord};
 use futures_util::future::BoxFuture;
@@ -58,33 +58,7 @@ impl World {
             backlog: 100,
             retained_payload_bytes: 1 << 20,
         };
-        let options = Options {
-            id: "co_test".into(),
-            advertise_url: "http://127.0.0.1:1".into(),
-            database_url: String::new(),
-            database_max_connections: 1,
-            redis: None,
-            read_replica_url: None,
-            read_replica_max_lag_ms: 5_000,
-            redis_prefix: String::new(),
-            key_ring: Arc::new(ring),
-            lifetime: Lifetime { max_ttl_ms: 3_600_000, retention_ms: 3_600_000 },
-            bounds,
-            lease_ms: 30_000,
-            owner_loss_grace_ms: 30_000,
-            poll_interval_ms: 1_000,
-            sweep_interval_ms: 1_000,
-            max_input_bytes: 1 << 16,
-            admission_rebuild_ms: 30_000,
-            migrate: false,
-            cluster_secret: None,
-            max_worker_capacity: 8,
-            tool_limits: Default::default(),
-            dashboard: Default::default(),
-            server_tls: None,
-            client_tls: None,
-            webhooks: Default::default(),
-        };
+        let options = Options::in_process("co_test", Arc::new(ring), bounds);
         let engine = Engine::new(Parts {
             store,
             admission: Arc::new(MemoryAdmission::new(bounds)),
@@ -105,8 +79,8 @@ impl World {
         Scope { org_id: &self.org_id, project_id: &self.project_id }
     }
 
-    async fn start(&self, tool: &str) -> String {
-        let req = StartRequest {
+    fn start_request(&self, tool: &str) -> StartRequest {
+        StartRequest {
             org_id: self.org_id.clone(),
             project_id: self.project_id.clone(),
             gateway_id: self.gateway_id.clone(),
@@ -115,7 +89,11 @@ impl World {
             request_fingerprint: "f".into(),
             surface: crate::domain::Surface::Rest,
             ..Default::default()
-        };
+        }
+    }
+
+    async fn start(&self, tool: &str) -> String {
+        let req = self.start_request(tool);
         let created = self.engine.start(self.bearer().as_deref(), req).await.expect("start");
         assert!(!created.replayed);
         created.record.id
@@ -303,13 +281,7 @@ async fn a_restarted_coordinator_counts_the_open_executions_against_its_bounds()
     for _ in 0..2 {
         w.start("Test.Echo").await;
     }
-    let bounds = Bounds {
-        principal_concurrency: 3,
-        project_concurrency: 100,
-        organization_concurrency: 100,
-        backlog: 100,
-        retained_payload_bytes: 1 << 20,
-    };
+    let bounds = Bounds { principal_concurrency: 3, ..w.engine.options().bounds };
     let options = Options { bounds, ..w.engine.options().clone() };
     let restarted = Engine::new(Parts {
         store: w.engine.store.clone(),
@@ -321,16 +293,7 @@ async fn a_restarted_coordinator_counts_the_open_executions_against_its_bounds()
         shutdown: CancellationToken::new(),
     });
     restarted.prepare().await.expect("admission restored");
-    let req = || StartRequest {
-        org_id: w.org_id.clone(),
-        project_id: w.project_id.clone(),
-        gateway_id: w.gateway_id.clone(),
-        tool_name: "Test.Echo".into(),
-        input_json: "{}".into(),
-        request_fingerprint: "f".into(),
-        surface: crate::domain::Surface::Rest,
-        ..Default::default()
-    };
+    let req = || w.start_request("Test.Echo");
     restarted.start(w.bearer().as_deref(), req()).await.expect("the third fits the bound of three");
     let fourth = restarted.start(w.bearer().as_deref(), req()).await;
     assert!(matches!(fourth, Err(super::Error::Capacity(_))), "two open before the restart count: {fourth:?}");

@@ -6,7 +6,7 @@
 use baton_coordinator::admission::memory::MemoryAdmission;
 use baton_coordinator::admission::{Admission, Bounds};
 use baton_coordinator::crypto::KeyRing;
-use baton_coordinator::domain::{Lifetime, StopReason};
+use baton_coordinator::domain::StopReason;
 use baton_coordinator::engine::messages::{AttemptRef, InputAnswer};
 use baton_coordinator::engine::{Bus, Engine, Parts, PeerLink};
 use baton_coordinator::options::Options;
@@ -100,31 +100,10 @@ pub const TTL_MS: i64 = 120_000;
 
 fn options(t: &Template, id: &str) -> Options {
     Options {
-        id: id.to_owned(),
         advertise_url: format!("sim://{id}"),
-        database_url: String::new(),
-        database_max_connections: 1,
-        redis: None,
-        read_replica_url: None,
-        read_replica_max_lag_ms: 5_000,
-        redis_prefix: String::new(),
-        key_ring: t.ring.clone(),
-        lifetime: Lifetime { max_ttl_ms: 3_600_000, retention_ms: 3_600_000 },
-        bounds: bounds(),
         lease_ms: LEASE_MS,
         owner_loss_grace_ms: OWNER_LOSS_GRACE_MS,
-        poll_interval_ms: 1_000,
-        sweep_interval_ms: 1_000,
-        max_input_bytes: 1 << 16,
-        admission_rebuild_ms: 30_000,
-        migrate: false,
-        cluster_secret: None,
-        max_worker_capacity: 8,
-        tool_limits: Default::default(),
-        dashboard: Default::default(),
-        server_tls: None,
-        client_tls: None,
-        webhooks: Default::default(),
+        ..Options::in_process(id, t.ring.clone(), bounds())
     }
 }
 
