@@ -15,6 +15,7 @@ mod foreground;
 mod history;
 mod mcp;
 mod mcp_task;
+mod migrate;
 mod probe;
 mod report;
 mod rest;
@@ -70,6 +71,10 @@ pub enum Part {
     /// sweeper, once by partition drop and once row by row, while starts
     /// keep arriving: time, WAL, dead tuples and the starts' latency.
     Retention(retention::Args),
+    /// Migrates a fresh database to an early schema, seeds it (1,000,000 runs by
+    /// default), then applies every later migration while a load runs: each
+    /// migration's time, the locks it held, and the load's waits and failures.
+    Migrate(migrate::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -180,6 +185,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.part {
         Some(Part::History(h)) => return history::run(h).await,
         Some(Part::Retention(r)) => return retention::run(r).await,
+        Some(Part::Migrate(m)) => return migrate::run(m).await,
         None => {}
     }
     let (Some(http_url), Some(org), Some(project), Some(gateway), Some(token)) =

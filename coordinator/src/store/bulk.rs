@@ -157,9 +157,36 @@ fn execution_json(r: &ExecutionRecord) -> Value {
     })
 }
 
-/// Inserts `rows` (JSON objects named like `table`'s columns) in one statement.
-async fn insert_json(store: &Store, table: &str, columns: &str, rows: Vec<Value>) -> Result<u64> {
-    if rows.is_empty() {
+/// The columns each table has in the database as it stands; a table that
+/// does not exist has none.
+struct Schema(Vec<(String, String)>);
+
+impl Schema {
+    async fn read(store: &Store) -> Result<Schema> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT CAST(table_name AS TEXT), CAST(column_name AS TEXT) FROM information_schema.columns \
+             WHERE table_schema = current_schema() \
+             AND table_name IN ('executions', 'execution_events', 'attempts', 'execution_keys')",
+        )
+        .fetch_all(&store.pool)
+        .await?;
+        Ok(Schema(rows))
+    }
+
+    /// The ones of `columns` that `table` has, in their order.
+    fn present(&self, table: &str, columns: &str) -> String {
+        let has = |c: &str| self.0.iter().any(|(t, col)| t == table && col == c);
+        columns.split(',').map(str::trim).filter(|c| has(c)).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// Inserts `rows` (JSON objects named like `table`'s columns) in one
+/// statement, writing those of `columns` the table has (a database at an
+/// older schema version lacks the newer ones), and nothing into a table it
+/// does not have.
+async fn insert_json(store: &Store, schema: &Schema, table: &str, columns: &str, rows: Vec<Value>) -> Result<u64> {
+    let columns = schema.present(table, columns);
+    if rows.is_empty() || columns.is_empty() {
         return Ok(0);
     }
     let sql = format!(
@@ -213,6 +240,12 @@ impl Store {
     /// events one transaction at a time: the same executions row, event log
     /// and attempts. Not atomic across tables (a seeding is thrown away whole
     /// if it fails). Postgres only.
+    ///
+    /// The rows take the form of the schema the database has, so a database
+    /// migrated only part way (`baton bench migrate`) gets the rows that
+    /// schema held: the columns a later migration added are left out, and
+    /// before 0018 the Idempotency-Key lives only on the run's row (there is
+    /// no `execution_keys`).
     pub async fn seed_runs(&self, runs: &[SeedRun]) -> Result<Seeded> {
         if self.dialect != Dialect::Postgres {
             return Err(Error::Database(sqlx::Error::Configuration("seeding runs needs Postgres".into())));
@@ -232,12 +265,13 @@ impl Store {
                 }))
             })
             .collect();
-        insert_json(self, "execution_keys", KEY_COLUMNS, keys).await?;
+        let schema = Schema::read(self).await?;
+        insert_json(self, &schema, "execution_keys", KEY_COLUMNS, keys).await?;
         let RowsJson { executions, events, attempts } = rows;
         Ok(Seeded {
-            executions: insert_json(self, "executions", EXECUTION_INSERT, executions).await?,
-            events: insert_json(self, "execution_events", EVENT_COLUMNS, events).await?,
-            attempts: insert_json(self, "attempts", ATTEMPT_COLUMNS, attempts).await?,
+            executions: insert_json(self, &schema, "executions", EXECUTION_INSERT, executions).await?,
+            events: insert_json(self, &schema, "execution_events", EVENT_COLUMNS, events).await?,
+            attempts: insert_json(self, &schema, "attempts", ATTEMPT_COLUMNS, attempts).await?,
         })
     }
 
