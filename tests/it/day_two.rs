@@ -3,6 +3,7 @@
 //! as the operator does it.
 
 mod backup;
+mod golden;
 mod key_retirement;
 mod migrations;
 mod mixed_versions;
