@@ -13,7 +13,8 @@ cd "$(dirname "$0")/../.."
 . tests/mcp/lib.sh
 
 buf_version=1.75.0
-# 0.1.0 has no tag yet: main's HEAD when its protos were declared the baseline.
+# For a clone without tags: the commit 0.1.0's protos were declared at (the
+# tag v0.1.0, on 789e70d, carries the same protos).
 first_release=c18d5721df9f088b5fe22f03bedd47ea530c4876
 
 dir="$BATON_TOOLS_DIR/buf"
