@@ -24,6 +24,7 @@
 mod admission;
 mod check;
 mod faults;
+mod heal;
 mod net;
 mod rng;
 mod steps;

@@ -82,3 +82,38 @@ impl Link {
         }
     }
 }
+
+/// A message to a worker, for the trace.
+pub fn describe_down(m: &baton_proto::worker::v1::coordinator_message::Msg) -> String {
+    use baton_proto::worker::v1::coordinator_message::Msg;
+    match m {
+        Msg::Registered(r) => format!("registered (stop {})", r.stop.len()),
+        Msg::Assignment(a) => format!("assign {}#{}", a.execution_id, a.attempt),
+        Msg::Stop(s) => format!("stop {}#{} {:?}", s.execution_id, s.attempt, s.reason()),
+        Msg::SettlementAck(a) => format!("settlement ack {}#{}", a.execution_id, a.attempt),
+        Msg::Ack(a) => format!("ack {}#{}", a.execution_id, a.attempt),
+        Msg::InputResponse(r) => format!("input {}#{}", r.execution_id, r.attempt),
+        Msg::Refused(r) => format!("refused {}#{} {:?}", r.execution_id, r.attempt, r.kind()),
+    }
+}
+
+/// A message from a worker, for the trace.
+pub fn describe_up(m: &WorkerMessage) -> String {
+    use baton_proto::worker::v1::{settlement::Outcome, worker_message::Msg};
+    match &m.msg {
+        Some(Msg::Heartbeat(h)) => format!("heartbeat (running {}, settling {})", h.running.len(), h.settling.len()),
+        Some(Msg::Settlement(s)) => {
+            let what = match &s.outcome {
+                Some(Outcome::ResultJson(_)) => "result",
+                Some(Outcome::Error(e)) if e.retryable => "retryable error",
+                Some(Outcome::Error(_)) => "error",
+                Some(Outcome::Cancelled(_)) => "cancelled",
+                _ => "other",
+            };
+            format!("settlement {}#{} {what}", s.execution_id, s.attempt)
+        }
+        Some(Msg::Declined(d)) => format!("declined {}#{}", d.execution_id, d.attempt),
+        Some(other) => format!("{:?}", std::mem::discriminant(other)),
+        None => "empty".into(),
+    }
+}

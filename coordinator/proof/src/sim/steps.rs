@@ -1,7 +1,7 @@
 //! The steps a run is made of, each awaited to its end: what the owner,
 //! the coordinators, the workers, the network and time do.
 
-use super::net::Link;
+use super::net::{Link, describe_down, describe_up};
 use super::tools::{self, Ending, SimTool};
 use super::world;
 use super::{Owned, Sim};
@@ -9,7 +9,6 @@ use baton_coordinator::domain::Surface;
 use baton_coordinator::engine::lifecycle::StartRequest;
 use baton_coordinator::engine::{Error as EngineError, Scope};
 use baton_coordinator::grpc::worker::{accept, from_worker};
-use baton_proto::worker::v1::WorkerMessage;
 use baton_worker::{Options as WorkerOptions, Tool, Worker};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +62,7 @@ impl Sim {
             (Action::Finish, 8 * waiting.min(1)),
             (Action::CrashWorker, 1),
             (Action::RestartWorker, 4 * dead),
-            (Action::CrashCoordinator, up.saturating_sub(0).min(1)),
+            (Action::CrashCoordinator, up.min(1)),
             (Action::RestartCoordinator, 4 * down),
             (Action::LoseAdmission, u32::from(!self.admission_lost)),
             (Action::RebuildAdmission, 4 * u32::from(self.admission_lost) * up.min(1)),
@@ -186,7 +185,7 @@ impl Sim {
         }
     }
 
-    async fn connect_some(&mut self) {
+    pub(super) async fn connect_some(&mut self) {
         let candidates: Vec<usize> = (0..self.workers.len())
             .filter(|w| self.workers[*w].worker.is_some() && self.workers[*w].link.is_none())
             .collect();
@@ -331,14 +330,14 @@ impl Sim {
         self.note(format!("time +{by}ms"));
     }
 
-    async fn dispatch(&mut self) {
+    pub(super) async fn dispatch(&mut self) {
         let Some(c) = self.live_coordinator() else { return };
         let Some(engine) = self.coordinators[c].clone() else { return };
         let round = engine.dispatch_round().await;
         self.note(format!("co{c} dispatch: {round:?}"));
     }
 
-    async fn sweep(&mut self) {
+    pub(super) async fn sweep(&mut self) {
         let Some(c) = self.live_coordinator() else { return };
         let Some(engine) = self.coordinators[c].clone() else { return };
         let report = engine.sweep_once(self.now).await;
@@ -347,11 +346,11 @@ impl Sim {
 
     /// An owner's start that is neither refused by admission nor known to
     /// have gone in: retried with its idempotency key.
-    fn retry_pending(&self) -> Option<usize> {
+    pub(super) fn retry_pending(&self) -> Option<usize> {
         self.owned.iter().position(|o| o.id.is_none() && !o.rejected)
     }
 
-    async fn start(&mut self) {
+    pub(super) async fn start(&mut self) {
         let i = match self.retry_pending() {
             Some(i) => i,
             None => {
@@ -425,92 +424,6 @@ impl Sim {
         }
         line
     }
-
-    /// Everything heals: faults stop, every party comes back, messages flow
-    /// and tools finish, until every execution ended (the deadline bounds it).
-    pub(super) async fn heal(&mut self) -> Result<(), super::Violation> {
-        self.faults.on.store(false, std::sync::atomic::Ordering::Relaxed);
-        self.note("healing".into());
-        if self.admission_lost {
-            self.rebuild_admission().await;
-        }
-        for round in 0..400 {
-            for c in 0..self.coordinators.len() {
-                if self.coordinators[c].is_none() {
-                    self.coordinator_up(c);
-                }
-            }
-            for w in 0..self.workers.len() {
-                if self.workers[w].worker.is_none() {
-                    self.worker_up(w);
-                }
-                if self.workers[w].link.is_none() {
-                    self.connect_some().await;
-                }
-            }
-            self.step += 1;
-            if self.retry_pending().is_some() {
-                self.start().await;
-            }
-            for w in 0..self.workers.len() {
-                for _ in 0..64 {
-                    let Some(link) = self.workers[w].link.as_mut() else { break };
-                    link.pull_up();
-                    if link.down.is_empty() && !link.pull_down() && link.up.is_empty() {
-                        break;
-                    }
-                    self.deliver_all(w).await;
-                    self.settle().await;
-                }
-            }
-            for i in self.calls.waiting() {
-                self.calls.finish(i, Ending::Result(1_000_000 + i as u64));
-            }
-            self.settle().await;
-            for w in 0..self.workers.len() {
-                if let (Some(worker), Some(link)) = (self.workers[w].worker.clone(), self.workers[w].link.as_ref()) {
-                    for m in worker
-                        .beat(if round % 5 == 4 { Duration::ZERO } else { Duration::MAX }, tokio::time::Instant::now())
-                    {
-                        let _ = link.up_tx.send(m).await;
-                    }
-                }
-            }
-            self.settle().await;
-            self.dispatch().await;
-            self.sweep().await;
-            self.settle().await;
-            self.check().await?;
-            if self.all_ended().await {
-                return self.check_end().await;
-            }
-            if round % 4 == 3 {
-                self.advance(2_000);
-            }
-        }
-        Err(self.violation("some execution never ended after the run healed".into()))
-    }
-
-    /// Both directions of worker `w`'s link, in order, until the wire is empty.
-    async fn deliver_all(&mut self, w: usize) {
-        let Some(worker) = self.workers[w].worker.clone() else { return };
-        let Some(link) = self.workers[w].link.as_mut() else { return };
-        let c = link.coordinator;
-        let session = link.session.clone();
-        let tx = link.up_tx.clone();
-        let down: Vec<_> = link.down.drain(..).collect();
-        let up: Vec<WorkerMessage> = link.up.drain(..).collect();
-        for m in down {
-            worker.receive(m, &tx).await;
-        }
-        if let Some(engine) = self.coordinators[c].clone() {
-            for m in up {
-                if let Some(message) = from_worker(m) {
-                    engine.handle(&session, vec![message]).await;
-                }
-            }
-        }
-    }
 }
 
 fn worker_name(slot: &super::WorkerSlot) -> String {
@@ -522,38 +435,5 @@ fn error_kind(e: &EngineError) -> String {
         EngineError::Store(s) if s.is_unavailable() => "unavailable".into(),
         EngineError::Admission(_) => "admission unavailable".into(),
         other => format!("{other}"),
-    }
-}
-
-fn describe_down(m: &baton_proto::worker::v1::coordinator_message::Msg) -> String {
-    use baton_proto::worker::v1::coordinator_message::Msg;
-    match m {
-        Msg::Registered(r) => format!("registered (stop {})", r.stop.len()),
-        Msg::Assignment(a) => format!("assign {}#{}", a.execution_id, a.attempt),
-        Msg::Stop(s) => format!("stop {}#{} {:?}", s.execution_id, s.attempt, s.reason()),
-        Msg::SettlementAck(a) => format!("settlement ack {}#{}", a.execution_id, a.attempt),
-        Msg::Ack(a) => format!("ack {}#{}", a.execution_id, a.attempt),
-        Msg::InputResponse(r) => format!("input {}#{}", r.execution_id, r.attempt),
-        Msg::Refused(r) => format!("refused {}#{} {:?}", r.execution_id, r.attempt, r.kind()),
-    }
-}
-
-fn describe_up(m: &WorkerMessage) -> String {
-    use baton_proto::worker::v1::{settlement::Outcome, worker_message::Msg};
-    match &m.msg {
-        Some(Msg::Heartbeat(h)) => format!("heartbeat (running {}, settling {})", h.running.len(), h.settling.len()),
-        Some(Msg::Settlement(s)) => {
-            let what = match &s.outcome {
-                Some(Outcome::ResultJson(_)) => "result",
-                Some(Outcome::Error(e)) if e.retryable => "retryable error",
-                Some(Outcome::Error(_)) => "error",
-                Some(Outcome::Cancelled(_)) => "cancelled",
-                _ => "other",
-            };
-            format!("settlement {}#{} {what}", s.execution_id, s.attempt)
-        }
-        Some(Msg::Declined(d)) => format!("declined {}#{}", d.execution_id, d.attempt),
-        Some(other) => format!("{:?}", std::mem::discriminant(other)),
-        None => "empty".into(),
     }
 }
