@@ -105,7 +105,7 @@ pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc
 pub async fn run(options: Options, listener: TcpListener, shutdown: CancellationToken) -> Result<(), Error> {
     let server = server(&options)?;
     let engine = engine(options, shutdown.clone()).await?;
-    engine.prepare().await.map_err(Error::Admission)?;
+    engine.prepare().await.map_err(|e| Error::Admission(e.to_string()))?;
     engine.start_background();
 
     let (health, health_service) = tonic_health::server::health_reporter();

@@ -183,7 +183,7 @@ impl Engine {
     /// Brings admission up to date before this replica serves: an empty
     /// Redis admits nothing until it is rebuilt from the database, and
     /// admission in memory starts from the executions still open.
-    pub async fn prepare(&self) -> Result<(), String> {
+    pub async fn prepare(&self) -> Result<()> {
         match &self.cluster_admission {
             Some(redis) => {
                 sweeper::rebuild_admission(self, redis).await;

@@ -81,12 +81,11 @@ fn open_tickets(open: Vec<OpenExecution>) -> Vec<(Ticket, bool)> {
 
 /// Admission kept in this process's memory starts from the open executions
 /// (a restarted coordinator would otherwise admit a full bound on top of them).
-pub async fn restore_admission(engine: &Engine) -> Result<usize, String> {
+pub async fn restore_admission(engine: &Engine) -> super::Result<usize> {
     let now = now_ms();
-    let open = engine.store.open_executions().await.map_err(|e| e.to_string())?;
-    let retained = engine.store.retained_bytes(now).await.map_err(|e| e.to_string())?;
-    let open = open_tickets(open);
-    engine.admission.restore(&open, &retained, now).await.map_err(|e| e.to_string())?;
+    let open = open_tickets(engine.store.open_executions().await?);
+    let retained = engine.store.retained_bytes(now).await?;
+    engine.admission.restore(&open, &retained, now).await?;
     Ok(open.len())
 }
 
