@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// How stale a plan's definitions may be: a tool registered, changed or
 /// disabled is planned with its new definition within this.
-pub const FRESH_FOR: Duration = Duration::from_secs(1);
+pub(crate) const FRESH_FOR: Duration = Duration::from_secs(1);
 
 /// Projects seen at once before the oldest entries are dropped.
 const MAX_PROJECTS: usize = 4_096;

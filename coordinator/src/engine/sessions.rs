@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub type Outbox = mpsc::Sender<Command>;
+pub(super) type Outbox = mpsc::Sender<Command>;
 
 /// Messages beyond one per assignment slot that an outbox holds (stops, acks,
 /// input relays), so a full outbox means the worker stopped reading.

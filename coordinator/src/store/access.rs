@@ -129,7 +129,7 @@ fn with_tool_from_row(row: &sqlx::any::AnyRow) -> Result<WithTool> {
 
 /// What one coalesced read found: the credential asked for (when one was)
 /// and the execution, each if it exists.
-pub type CredentialAndExecution = (Option<Credential>, Option<ExecutionRecord>);
+pub(super) type CredentialAndExecution = (Option<Credential>, Option<ExecutionRecord>);
 
 impl Store {
     /// Many owner reads at once, answered in order: each ask is a token hash

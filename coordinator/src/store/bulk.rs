@@ -206,7 +206,7 @@ pub(super) struct RowsJson {
 }
 
 impl RowsJson {
-    pub fn push(&mut self, played: &Played) {
+    pub(super) fn push(&mut self, played: &Played) {
         // Every row of a run carries its organization and its retention end
         // (the history's partition key).
         let (id, org_id, expires) = (&played.record.id, &played.record.org_id, played.record.retention_expires_at);

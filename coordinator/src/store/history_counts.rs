@@ -43,7 +43,7 @@ use sqlx::{Arguments, AssertSqlSafe, Row, Transaction};
 use std::collections::BTreeMap;
 
 /// Runs created within this long of a seal are left to be counted row by row.
-pub const SEAL_MARGIN_MS: i64 = 5 * 60 * 1000;
+pub(super) const SEAL_MARGIN_MS: i64 = 5 * 60 * 1000;
 
 /// The sums' time grain: a range's partial hours at either end are counted
 /// row by row, so a finer grain reads fewer runs and more sums.

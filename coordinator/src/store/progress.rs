@@ -6,7 +6,7 @@ use super::{Result, Store};
 use crate::domain::Millis;
 
 /// Longest progress message kept.
-pub const MAX_PROGRESS_MESSAGE: usize = 1_024;
+pub(super) const MAX_PROGRESS_MESSAGE: usize = 1_024;
 
 impl Store {
     /// Records progress for attempt `attempt` of `execution_id`, only while

@@ -103,7 +103,7 @@ impl ExecutionRecord {
     }
 }
 
-pub const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
+pub(super) const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
     user_id, started_by, surface, execution_type, status, failure_reason, error_message, summary, not_before, \
     worker_id, lease_attempt, lease_expires_at, attempts, max_attempts, cancel_requested, owner_loss_detection_at, \
     created_at, scheduled_at, started_at, finished_at, updated_at, execution_deadline, retention_expires_at, \
@@ -119,7 +119,7 @@ fn to_u32(v: i64, what: &str, id: &str) -> Result<u32> {
 }
 
 /// The columns that encode `Phase` (status, reason, pending and lease data).
-pub struct PhaseColumns {
+pub(super) struct PhaseColumns {
     pub status: &'static str,
     pub failure_reason: Option<&'static str>,
     pub not_before: Option<Millis>,
@@ -128,7 +128,7 @@ pub struct PhaseColumns {
     pub lease_expires_at: Option<Millis>,
 }
 
-pub fn phase_columns(phase: &Phase) -> PhaseColumns {
+pub(super) fn phase_columns(phase: &Phase) -> PhaseColumns {
     let mut cols = PhaseColumns {
         status: phase.status().as_str(),
         failure_reason: None,
@@ -150,7 +150,7 @@ pub fn phase_columns(phase: &Phase) -> PhaseColumns {
     cols
 }
 
-pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
+pub(super) fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
     let id: String = row.try_get("id")?;
     let status: String = row.try_get("status")?;
     let status = Status::parse(&status).ok_or_else(|| corrupt("status", &id))?;
@@ -253,7 +253,7 @@ pub struct AttemptRecord {
     pub error_detail_ct: Option<Vec<u8>>,
 }
 
-pub fn attempt_from_row(row: &AnyRow, execution_id: &str) -> Result<AttemptRecord> {
+pub(super) fn attempt_from_row(row: &AnyRow, execution_id: &str) -> Result<AttemptRecord> {
     let success: Option<i64> = row.try_get("success")?;
     Ok(AttemptRecord {
         attempt: to_u32(row.try_get("attempt")?, "attempt number", execution_id)?,

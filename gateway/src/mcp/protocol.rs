@@ -22,6 +22,6 @@ pub enum Era {
     Modern,
 }
 
-pub fn server_info() -> Value {
+pub(super) fn server_info() -> Value {
     json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")})
 }
