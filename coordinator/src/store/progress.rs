@@ -12,7 +12,7 @@ impl Store {
     /// Records progress for attempt `attempt` of `execution_id`, only while
     /// `worker_id` holds that attempt's lease and the execution is working:
     /// the row itself is the holder check. Returns whether it was recorded.
-    pub async fn record_progress(
+    pub(crate) async fn record_progress(
         &self,
         execution_id: &str,
         attempt: u32,

@@ -30,19 +30,19 @@ pub struct EventData {
 /// An input request a remote server made, published under a key Baton minted.
 #[derive(Clone, Debug)]
 pub struct PublishedRequest {
-    pub request_key: String,
+    pub(crate) request_key: String,
     /// The remote server's own identifier for it.
-    pub remote_key: String,
+    pub(crate) remote_key: String,
     /// The sealed `{"message", "requested_schema"}`.
-    pub spec_ct: Vec<u8>,
+    pub(crate) spec_ct: Vec<u8>,
 }
 
 /// One transition to write.
 pub(super) struct Pending<'a> {
-    pub before: &'a ExecutionRecord,
-    pub event: &'a Event,
-    pub transition: &'a Transition,
-    pub data: &'a EventData,
+    pub(crate) before: &'a ExecutionRecord,
+    pub(crate) event: &'a Event,
+    pub(crate) transition: &'a Transition,
+    pub(crate) data: &'a EventData,
 }
 
 pub(super) fn default_message(reason: FailureReason) -> &'static str {

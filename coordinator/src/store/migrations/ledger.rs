@@ -11,15 +11,15 @@ use sqlx::{AnyConnection, Row as _};
 pub(super) const TABLE: &str = "_sqlx_migrations";
 
 pub(super) struct Recorded {
-    pub version: i64,
-    pub description: String,
-    pub checksum: Vec<u8>,
-    pub success: bool,
+    pub(crate) version: i64,
+    pub(crate) description: String,
+    pub(crate) checksum: Vec<u8>,
+    pub(crate) success: bool,
 }
 
 #[derive(Default)]
 pub(super) struct Ledger {
-    pub recorded: Vec<Recorded>,
+    pub(crate) recorded: Vec<Recorded>,
 }
 
 impl Ledger {
