@@ -112,7 +112,7 @@ where
 
 pin_project_lite::pin_project! {
     #[project = RefusalsProj]
-    pub enum RefusalsFuture<F> {
+    pub(crate) enum RefusalsFuture<F> {
         Running { #[pin] inner: F, check: Option<Box<Check>> },
         Refusing { refusal: Pin<Box<dyn Future<Output = Response> + Send>> },
     }

@@ -67,10 +67,10 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
-    pub header_read_timeout: Duration,
+    pub(crate) header_read_timeout: Duration,
     /// How long a kept-alive connection may wait for its next request.
-    pub idle_timeout: Duration,
-    pub drain_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) drain_timeout: Duration,
 }
 
 /// Small responses must not wait for the client's delayed ACK (Nagle adds

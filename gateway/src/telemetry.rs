@@ -106,7 +106,7 @@ where
 }
 
 pin_project_lite::pin_project! {
-    pub struct MeasuredFuture<F> {
+    pub(crate) struct MeasuredFuture<F> {
         #[pin]
         inner: F,
         labels: Vec<KeyValue>,

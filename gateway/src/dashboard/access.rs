@@ -20,16 +20,16 @@ use http::{HeaderMap, StatusCode, header};
 /// A signed-in person, as checked on this request.
 #[derive(Debug)]
 pub(super) struct Viewer {
-    pub bearer: Bearer,
-    pub scope: Scope,
+    pub(crate) bearer: Bearer,
+    pub(crate) scope: Scope,
     /// `/dashboard/orgs/{org}/projects/{project}`
-    pub base: String,
-    pub admin: bool,
+    pub(crate) base: String,
+    pub(crate) admin: bool,
     /// The key holds the operator `cancel` permission (and may act).
-    pub can_cancel: bool,
+    pub(crate) can_cancel: bool,
     /// The key holds the operator `status` permission: deadlines are shown.
-    pub can_status: bool,
-    pub csrf: String,
+    pub(crate) can_status: bool,
+    pub(crate) csrf: String,
 }
 
 impl Viewer {
@@ -97,8 +97,8 @@ impl Refusal {
 
 /// What the coordinator says about a key, for this project.
 pub(super) struct Access {
-    pub admin: bool,
-    pub permissions: Vec<String>,
+    pub(crate) admin: bool,
+    pub(crate) permissions: Vec<String>,
 }
 
 /// Checks `key` for the project of `path`: who it is, and whether it may look.

@@ -20,14 +20,14 @@ const MAX_OFFSET: u32 = i32::MAX as u32;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Filters {
-    pub tool_name: Option<String>,
-    pub toolkit_name: Option<String>,
-    pub user_id: Option<String>,
-    pub outcome: Option<ExecutionOutcome>,
-    pub failure_reason: Option<FailureReason>,
-    pub start_ms: Option<i64>,
-    pub end_ms: Option<i64>,
-    pub offset: u32,
+    pub(crate) tool_name: Option<String>,
+    pub(crate) toolkit_name: Option<String>,
+    pub(crate) user_id: Option<String>,
+    pub(crate) outcome: Option<ExecutionOutcome>,
+    pub(crate) failure_reason: Option<FailureReason>,
+    pub(crate) start_ms: Option<i64>,
+    pub(crate) end_ms: Option<i64>,
+    pub(crate) offset: u32,
 }
 
 /// A filter value the dashboard cannot use, named for the person who typed it.

@@ -39,11 +39,11 @@ pub(super) fn url_part(s: &str) -> String {
 /// What the header shows about the project and who is signed in.
 pub(super) struct Header<'a> {
     /// Empty on pages outside any project.
-    pub project_base: &'a str,
-    pub project_id: &'a str,
+    pub(crate) project_base: &'a str,
+    pub(crate) project_id: &'a str,
     /// `admin` or `member`; `None` on pages shown before sign-in.
-    pub role: Option<&'a str>,
-    pub csrf: Option<&'a str>,
+    pub(crate) role: Option<&'a str>,
+    pub(crate) csrf: Option<&'a str>,
 }
 
 /// A whole page: `title` in the tab, `body` inside `<main>`.

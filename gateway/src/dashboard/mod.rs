@@ -67,8 +67,8 @@ pub(crate) fn router() -> Router<AppState> {
 /// The project of a dashboard URL.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct ProjectPath {
-    pub org_id: String,
-    pub project_id: String,
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
 }
 
 impl ProjectPath {
@@ -81,9 +81,9 @@ impl ProjectPath {
 /// The run of a details URL.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct ExecutionPath {
-    pub org_id: String,
-    pub project_id: String,
-    pub execution_id: String,
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) execution_id: String,
 }
 
 impl ExecutionPath {

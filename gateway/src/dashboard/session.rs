@@ -46,17 +46,17 @@ pub(super) enum Error {
 pub(super) struct Claims {
     /// The coordinator's session token (`bds_…`), checked on every request.
     #[serde(rename = "s")]
-    pub session: String,
+    pub(crate) session: String,
     #[serde(rename = "o")]
-    pub org_id: String,
+    pub(crate) org_id: String,
     #[serde(rename = "p")]
-    pub project_id: String,
+    pub(crate) project_id: String,
     /// Sent back with every state-changing request.
     #[serde(rename = "c")]
-    pub csrf: String,
+    pub(crate) csrf: String,
     /// Unix milliseconds after which the session is over.
     #[serde(rename = "x")]
-    pub expires_ms: i64,
+    pub(crate) expires_ms: i64,
 }
 
 impl std::fmt::Debug for Claims {

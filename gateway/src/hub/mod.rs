@@ -36,13 +36,13 @@ const DIAL_WAIT: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(crate) struct Seen {
     /// The row's version: a higher one is a later state.
-    pub version: i64,
-    pub view: pb::ExecutionView,
+    pub(crate) version: i64,
+    pub(crate) view: pb::ExecutionView,
     /// SHA-256 of the `authorization` a push was read with (empty for an answer).
-    pub reader: Vec<u8>,
+    pub(crate) reader: Vec<u8>,
     /// When it arrived here: a credential check begun after this sees every
     /// revocation before the change it reports.
-    pub at: Instant,
+    pub(crate) at: Instant,
 }
 
 /// The latest news of one execution.
@@ -120,7 +120,7 @@ pub(crate) struct Member {
     id: String,
     serial: u64,
     link: mpsc::UnboundedSender<pb::WatchRequest>,
-    pub latest: watch::Receiver<Latest>,
+    pub(crate) latest: watch::Receiver<Latest>,
 }
 
 impl Hub {
@@ -188,7 +188,8 @@ impl Hub {
         Member { inner: Arc::clone(&self.inner), id: execution_id.to_owned(), serial, link, latest }
     }
 
-    /// Executions with an entry, and waiters on them (for tests and reports).
+    /// Executions with an entry, and waiters on them (for tests).
+    #[cfg(test)]
     pub(crate) fn counts(&self) -> (usize, usize) {
         let state = self.inner.lock();
         (state.entries.len(), state.entries.values().map(|e| e.waiters).sum())

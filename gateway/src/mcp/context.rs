@@ -18,12 +18,12 @@ use sha2::{Digest, Sha256};
 /// An authenticated caller of one gateway; cheap to clone into streams.
 #[derive(Clone)]
 pub(super) struct Caller {
-    pub state: AppState,
-    pub bearer: Bearer,
+    pub(crate) state: AppState,
+    pub(crate) bearer: Bearer,
     /// The credential's org and project, and the gateway of the URL.
-    pub scope: Scope,
+    pub(crate) scope: Scope,
     /// Hash naming the principal, stored in legacy sessions.
-    pub principal: String,
+    pub(crate) principal: String,
 }
 
 /// The bearer of an MCP request: `Authorization: Bearer …`, or the anonymous
@@ -105,15 +105,15 @@ impl Caller {
 /// Everything a method handler needs about the request it serves.
 #[derive(Clone)]
 pub(super) struct Ctx {
-    pub caller: Caller,
-    pub era: Era,
+    pub(crate) caller: Caller,
+    pub(crate) era: Era,
     /// The JSON-RPC id of the request served.
-    pub request_id: Value,
+    pub(crate) request_id: Value,
     /// 2026-07-28: the request's declared client capabilities.
-    pub client_capabilities: Map<String, Value>,
+    pub(crate) client_capabilities: Map<String, Value>,
     /// Legacy: the negotiated version and what the session remembers.
-    pub legacy_version: String,
-    pub elicitation: bool,
+    pub(crate) legacy_version: String,
+    pub(crate) elicitation: bool,
 }
 
 impl Ctx {

@@ -34,13 +34,13 @@ pub(super) const OVER_CAPACITY: i64 = -32025;
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("json-rpc error {code}: {message}")]
 pub(super) struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
+    pub(crate) code: i64,
+    pub(crate) message: String,
+    pub(crate) data: Option<Value>,
     /// Set when the transport fixes the HTTP status (credentials, sessions,
     /// envelope validation); otherwise the era's table decides.
-    pub status: Option<StatusCode>,
-    pub retry_after_ms: Option<u64>,
+    pub(crate) status: Option<StatusCode>,
+    pub(crate) retry_after_ms: Option<u64>,
 }
 
 impl RpcError {

@@ -87,8 +87,8 @@ fn hostname(authority: &str) -> &str {
 
 /// What the client's `Accept` header admits.
 pub(crate) struct Accepts {
-    pub json: bool,
-    pub sse: bool,
+    pub(crate) json: bool,
+    pub(crate) sse: bool,
 }
 
 pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {

@@ -16,12 +16,12 @@ const AAD: &[u8] = b"baton/mcp-request-state/v1";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct RequestState {
     #[serde(rename = "e")]
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     #[serde(rename = "t")]
-    pub tool: String,
+    pub(crate) tool: String,
     /// Hash of the principal the round was answered to (`Caller::principal`).
     #[serde(rename = "p")]
-    pub principal: String,
+    pub(crate) principal: String,
 }
 
 pub(super) fn seal(key: &[u8; 32], state: &RequestState) -> Result<String, Error> {

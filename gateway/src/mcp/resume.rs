@@ -25,16 +25,16 @@ const MAX_SENT: usize = 32;
 pub(super) struct ResumePoint {
     /// The task (execution id).
     #[serde(rename = "t")]
-    pub task_id: String,
+    pub(crate) task_id: String,
     /// The JSON-RPC id of the `tasks/result` request the stream answers.
     #[serde(rename = "i")]
-    pub request_id: Value,
+    pub(crate) request_id: Value,
     /// Request keys of the input requests already sent on the stream.
     #[serde(rename = "s", default)]
-    pub sent: Vec<String>,
+    pub(crate) sent: Vec<String>,
     /// The stream sent its last message: nothing more will come on it.
     #[serde(rename = "d", default, skip_serializing_if = "std::ops::Not::not")]
-    pub done: bool,
+    pub(crate) done: bool,
 }
 
 impl ResumePoint {

@@ -37,21 +37,21 @@ pub(super) enum Error {
 pub(super) struct Claims {
     /// Random session id, the key of the terminated set.
     #[serde(rename = "s")]
-    pub sid: String,
+    pub(crate) sid: String,
     /// Hash of the principal that opened the session.
     #[serde(rename = "p")]
-    pub principal: String,
+    pub(crate) principal: String,
     #[serde(rename = "g")]
-    pub gateway_id: String,
+    pub(crate) gateway_id: String,
     /// Negotiated protocol version.
     #[serde(rename = "v")]
-    pub version: String,
+    pub(crate) version: String,
     /// The client can answer `elicitation/create`.
     #[serde(rename = "e", default)]
-    pub elicitation: bool,
+    pub(crate) elicitation: bool,
     /// The client declared the `tasks` capability.
     #[serde(rename = "t", default)]
-    pub tasks: bool,
+    pub(crate) tasks: bool,
 }
 
 pub(super) fn random_sid() -> Result<String, Error> {

@@ -22,9 +22,9 @@ use serde_json::{Map, Value, json};
 /// An execution plus its tool result once it completed, or the detail the
 /// tool attached to its own failure.
 pub(super) struct Snapshot {
-    pub view: ExecutionView,
-    pub result: Option<Value>,
-    pub error_detail: Option<Value>,
+    pub(crate) view: ExecutionView,
+    pub(crate) result: Option<Value>,
+    pub(crate) error_detail: Option<Value>,
 }
 
 impl Snapshot {

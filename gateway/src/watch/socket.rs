@@ -29,21 +29,21 @@ const INPUT_WAIT_CHUNK: Duration = Duration::from_secs(10);
 
 /// An admitted watch: whose, of what, until when, and the first view.
 pub(crate) struct Watch {
-    pub state: AppState,
-    pub bearer: Bearer,
-    pub scope: Scope,
-    pub execution_id: String,
-    pub until: Instant,
+    pub(crate) state: AppState,
+    pub(crate) bearer: Bearer,
+    pub(crate) scope: Scope,
+    pub(crate) execution_id: String,
+    pub(crate) until: Instant,
     /// The view read and not yet sent: the first, then each change. Once
     /// sent only its status is kept (below), not the whole view, and the
     /// view is boxed so that a parked watch does not keep room for one.
-    pub view: Option<Box<ExecutionView>>,
+    pub(crate) view: Option<Box<ExecutionView>>,
     /// The status of the last view sent.
-    pub status: ExecutionStatus,
+    pub(crate) status: ExecutionStatus,
     /// Resuming: the missed changes, sent before the first view.
-    pub replay: Vec<Value>,
+    pub(crate) replay: Vec<Value>,
     /// The wait place this socket holds while it is open (kept for its drop).
-    pub _place: WaitPermit,
+    pub(crate) _place: WaitPermit,
 }
 
 /// Why a watch ended.

@@ -36,24 +36,24 @@ pub(crate) enum Error {
 pub(crate) struct Ticket {
     /// Random; the coordinator records its single use.
     #[serde(rename = "i")]
-    pub id: String,
+    pub(crate) id: String,
     /// The caller's bearer token, re-checked before every send.
     #[serde(rename = "b")]
-    pub bearer: String,
+    pub(crate) bearer: String,
     #[serde(rename = "o")]
-    pub org_id: String,
+    pub(crate) org_id: String,
     #[serde(rename = "p")]
-    pub project_id: String,
+    pub(crate) project_id: String,
     #[serde(rename = "x")]
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     #[serde(rename = "d")]
-    pub connect_deadline_ms: i64,
+    pub(crate) connect_deadline_ms: i64,
     #[serde(rename = "u")]
-    pub until_ms: i64,
+    pub(crate) until_ms: i64,
     /// Resuming: the cursor the watcher last saw; the socket first replays
     /// every change after it.
     #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<i64>,
+    pub(crate) after: Option<i64>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -66,16 +66,16 @@ impl std::fmt::Debug for Ticket {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct WaitClaims {
     #[serde(rename = "o")]
-    pub org_id: String,
+    pub(crate) org_id: String,
     #[serde(rename = "p")]
-    pub project_id: String,
+    pub(crate) project_id: String,
     #[serde(rename = "x")]
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     /// [`principal`] of the credential that asked for the watch.
     #[serde(rename = "h")]
-    pub principal: String,
+    pub(crate) principal: String,
     #[serde(rename = "u")]
-    pub until_ms: i64,
+    pub(crate) until_ms: i64,
 }
 
 /// The two kinds, each with its own prefix and derived key.

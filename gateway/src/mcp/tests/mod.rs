@@ -25,10 +25,10 @@ pub(crate) const URL: &str = "/mcp/gw1";
 pub(crate) const EXT: &str = "io.modelcontextprotocol/tasks";
 
 pub(crate) struct Harness {
-    pub fake: Fake,
-    pub app: Router,
+    pub(crate) fake: Fake,
+    pub(crate) app: Router,
     /// This gateway's graceful shutdown signal.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     options: Options,
     /// The fake's gRPC server, owned by the harness that started it.
     server: Option<tokio::task::JoinHandle<()>>,
@@ -77,9 +77,9 @@ pub(crate) async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harnes
 /// A response as a client sees it: status, headers and the JSON-RPC
 /// messages of the body (one for JSON, every `data:` line for SSE).
 pub(crate) struct Answer {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub messages: Vec<Value>,
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) messages: Vec<Value>,
 }
 
 impl Answer {
