@@ -31,7 +31,7 @@ impl From<RoleArg> for Role {
 
 /// An operator permission on a project API key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PermissionArg {
+pub(crate) enum PermissionArg {
     /// Status of any execution of the project (never a payload).
     Status,
     /// Input and result of any execution.
@@ -51,7 +51,7 @@ impl PermissionArg {
 }
 
 #[derive(Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Creates an organization; prints its id (org_…).
     CreateOrg {
         #[arg(long)]
@@ -206,7 +206,7 @@ fn days_ms(days: f64) -> anyhow::Result<i64> {
     Ok((days * 86_400_000.0).round() as i64)
 }
 
-pub async fn run(database_url: &str, default_retention_ms: i64, action: Action) -> anyhow::Result<()> {
+pub(crate) async fn run(database_url: &str, default_retention_ms: i64, action: Action) -> anyhow::Result<()> {
     let store = Store::connect(database_url, 2).await?;
     let out = match action {
         Action::CreateOrg { name } => json!({ "id": admin::create_org(&store, &name).await? }),

@@ -11,7 +11,7 @@ use serde_json::json;
 use std::process::ExitCode;
 
 #[derive(Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Counts the retained payload values per key id; changes nothing.
     Status,
     /// Re-seals every retained value not sealed by the ring's first key under
@@ -39,7 +39,7 @@ fn remaining(p: &Progress<'_>) -> String {
     )
 }
 
-pub async fn run(config: &Config, database_url: &str, action: Action) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(config: &Config, database_url: &str, action: Action) -> anyhow::Result<ExitCode> {
     let ring = match config.key_ring() {
         Ok(ring) => ring,
         Err(e) => {

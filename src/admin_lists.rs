@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-pub struct Listing {
+pub(crate) struct Listing {
     pub table: String,
     pub json: Value,
 }
@@ -29,7 +29,7 @@ fn days(ms: Option<i64>) -> String {
     }
 }
 
-pub async fn orgs(store: &Store) -> anyhow::Result<Listing> {
+pub(crate) async fn orgs(store: &Store) -> anyhow::Result<Listing> {
     let orgs = store.list_orgs().await?;
     let rows: Vec<Vec<String>> = orgs
         .iter()
@@ -48,7 +48,7 @@ pub async fn orgs(store: &Store) -> anyhow::Result<Listing> {
     Ok(Listing { table: render(&["ID", "NAME", "CREATED", "RETENTION", "EXECUTION LOGGING"], &rows), json })
 }
 
-pub async fn projects(store: &Store, org: Option<&str>) -> anyhow::Result<Listing> {
+pub(crate) async fn projects(store: &Store, org: Option<&str>) -> anyhow::Result<Listing> {
     let projects = store.list_projects(org).await?;
     let rows: Vec<Vec<String>> = projects
         .iter()
@@ -64,7 +64,7 @@ pub async fn projects(store: &Store, org: Option<&str>) -> anyhow::Result<Listin
     Ok(Listing { table: render(&["ID", "ORG", "NAME", "CREATED", "RETENTION"], &rows), json })
 }
 
-pub async fn gateways(store: &Store, project: Option<&str>) -> anyhow::Result<Listing> {
+pub(crate) async fn gateways(store: &Store, project: Option<&str>) -> anyhow::Result<Listing> {
     let gateways = store.list_gateways(project).await?;
     let rows: Vec<Vec<String>> =
         gateways.iter().map(|g| vec![g.id.clone(), g.project_id.clone(), g.name.clone(), time(g.created_at)]).collect();
@@ -75,7 +75,7 @@ pub async fn gateways(store: &Store, project: Option<&str>) -> anyhow::Result<Li
     Ok(Listing { table: render(&["ID", "PROJECT", "NAME", "CREATED"], &rows), json })
 }
 
-pub async fn credentials(store: &Store, project: Option<&str>) -> anyhow::Result<Listing> {
+pub(crate) async fn credentials(store: &Store, project: Option<&str>) -> anyhow::Result<Listing> {
     let credentials = store.list_credentials(project).await?;
     let rows: Vec<Vec<String>> = credentials
         .iter()

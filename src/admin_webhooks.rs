@@ -11,7 +11,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 
 #[derive(Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// A new endpoint; prints its whsec_ secret (shown only now).
     Create {
         #[arg(long)]
@@ -76,7 +76,7 @@ fn with_secret(w: &manage::WithSecret) -> Value {
     v
 }
 
-pub async fn run(config: &Config, database_url: &str, action: Action) -> anyhow::Result<()> {
+pub(crate) async fn run(config: &Config, database_url: &str, action: Action) -> anyhow::Result<()> {
     let store = Store::connect(database_url, 2).await?;
     let options = config.webhooks.options();
     let cli = &baton_coordinator::audit::Actor::cli();

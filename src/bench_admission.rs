@@ -8,7 +8,7 @@ use baton_coordinator::admission::{Admission, Bounds, Ticket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub struct Args {
+pub(crate) struct Args {
     pub target: baton_coordinator::redis_link::Target,
     pub decisions: usize,
     pub concurrency: usize,
@@ -22,7 +22,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let prefix = format!("bench_adm_{}", std::process::id());
     let bounds = Bounds {
         principal_concurrency: 1_000_000,

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 mod database;
 mod redis;
 mod webhooks;
-pub use database::{Database, Migrations};
-pub use redis::Redis;
-pub use webhooks::WebhooksSection;
+pub(crate) use database::{Database, Migrations};
+pub(crate) use redis::Redis;
+pub(crate) use webhooks::WebhooksSection;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("cannot read {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("invalid configuration: {0}")]
@@ -58,7 +58,7 @@ fn field(field: &'static str, problem: impl Into<String>) -> Error {
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Features {
+pub(crate) struct Features {
     pub native_mcp_tasks: bool,
     pub mcp_tasks_compatibility: bool,
     pub mcp_tasks_principal_concurrency: Option<i64>,
@@ -72,7 +72,7 @@ pub struct Features {
 
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PayloadKey {
+pub(crate) struct PayloadKey {
     pub id: String,
     pub key: String,
 }
@@ -85,7 +85,7 @@ impl std::fmt::Debug for PayloadKey {
 
 #[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Security {
+pub(crate) struct Security {
     pub execution_payload_keys: Vec<PayloadKey>,
     /// Base64 32-byte key sealing legacy MCP session ids; the same on every gateway.
     pub mcp_session_key: Option<String>,
@@ -107,7 +107,7 @@ impl std::fmt::Debug for Security {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct CoordinatorSection {
+pub(crate) struct CoordinatorSection {
     pub listen: SocketAddr,
     /// How other replicas reach this one; defaults to `http://{listen}`.
     pub advertise_url: Option<String>,
@@ -140,7 +140,7 @@ impl Default for CoordinatorSection {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct GatewaySection {
+pub(crate) struct GatewaySection {
     pub listen: SocketAddr,
     pub coordinator_url: String,
     pub max_body_bytes: usize,
@@ -194,11 +194,11 @@ impl Default for GatewaySection {
 
 /// The `worker` section is the worker crate's: a tool author's own binary
 /// (`baton_worker::serve`) reads it from the same file.
-pub use baton_worker::serve::WorkerSection;
+pub(crate) use baton_worker::serve::WorkerSection;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Executions {
+pub(crate) struct Executions {
     pub max_ttl_ms: i64,
     pub retention_ms: i64,
     pub lease_ms: i64,
@@ -231,7 +231,7 @@ impl Default for Executions {
 /// uses TLS (`https://`); see `crate::tls` for how each role uses the fields.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Tls {
+pub(crate) struct Tls {
     /// The CA bundle that verifies coordinators' certificates (gateways,
     /// workers, and coordinators calling peers). Unset: the system trust store.
     pub ca_file: Option<PathBuf>,
@@ -254,7 +254,7 @@ pub struct Tls {
 /// `https://` endpoint.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     /// Serve Prometheus `/metrics` here (its own listener, apart from the API).
     pub metrics_addr: Option<SocketAddr>,
     /// The CA bundle that verifies the collector. Unset: the system trust store.
@@ -266,7 +266,7 @@ pub struct Telemetry {
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Config {
+pub(crate) struct Config {
     pub features: Features,
     pub security: Security,
     pub database: Database,
@@ -283,12 +283,15 @@ pub struct Config {
 impl Config {
     /// Reads the file (if any), applies the process environment, validates
     /// (the TLS files are read and checked by `crate::tls::validate`).
-    pub fn load(path: Option<&Path>) -> Result<Config, Error> {
+    pub(crate) fn load(path: Option<&Path>) -> Result<Config, Error> {
         let vars = std::env::vars().filter(|(k, _)| k.starts_with("BATON_") && k.contains("__"));
         Self::load_with(path, vars)
     }
 
-    pub fn load_with(path: Option<&Path>, vars: impl Iterator<Item = (String, String)>) -> Result<Config, Error> {
+    pub(crate) fn load_with(
+        path: Option<&Path>,
+        vars: impl Iterator<Item = (String, String)>,
+    ) -> Result<Config, Error> {
         let mut tree = match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
@@ -311,7 +314,7 @@ impl Config {
         Ok(config)
     }
 
-    pub fn validate(&self) -> Result<(), Error> {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
         self.redis.validate()?;
         self.database.validate()?;
         let f = &self.features;
@@ -404,7 +407,7 @@ impl Config {
         Ok(())
     }
 
-    pub fn key_ring(&self) -> Result<baton_coordinator::crypto::KeyRing, Error> {
+    pub(crate) fn key_ring(&self) -> Result<baton_coordinator::crypto::KeyRing, Error> {
         let keys = &self.security.execution_payload_keys;
         if keys.is_empty() {
             return Err(field("security.execution_payload_keys", "must list at least one key"));
@@ -413,11 +416,11 @@ impl Config {
             .map_err(|e| field("security.execution_payload_keys", e.to_string()))
     }
 
-    pub fn database_url(&self) -> Result<String, Error> {
+    pub(crate) fn database_url(&self) -> Result<String, Error> {
         self.database.url.clone().ok_or_else(|| field("database.url", "is required"))
     }
 
-    pub fn bounds(&self) -> baton_coordinator::admission::Bounds {
+    pub(crate) fn bounds(&self) -> baton_coordinator::admission::Bounds {
         let f = &self.features;
         let pick = |v: Option<i64>, default: u64| v.map_or(default, |v| v.max(1) as u64);
         baton_coordinator::admission::Bounds {
@@ -429,7 +432,7 @@ impl Config {
         }
     }
 
-    pub fn compat_prefix(&self) -> String {
+    pub(crate) fn compat_prefix(&self) -> String {
         self.features.mcp_tasks_compatibility_prefix.clone().unwrap_or_else(|| "Baton".into())
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub struct Args {
+pub(crate) struct Args {
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
     pub conformance_fixtures: bool,
@@ -104,7 +104,7 @@ async fn seed(store: &Store) -> anyhow::Result<(Seed, String)> {
     Ok((seed, worker_token))
 }
 
-pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)?;
     let data_dir = args.data_dir.canonicalize()?;
     let secrets_path = data_dir.join("secrets.json");

@@ -26,7 +26,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(5);
 const SLACK_GROWTH: u64 = 8 << 20;
 
 /// Starts the trimming thread (once per process).
-pub fn give_back_after_bursts() {
+pub(crate) fn give_back_after_bursts() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         let spawned = std::thread::Builder::new().name("baton-malloc-trim".into()).spawn(glibc::run);
@@ -44,7 +44,7 @@ fn resident_bytes() -> Option<u64> {
 }
 
 /// A `… kB` field of a `/proc/<pid>/status` text (`VmRSS`, `VmHWM`).
-pub fn status_kib(status: &str, field: &str) -> Option<u64> {
+pub(crate) fn status_kib(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))?;
     line[field.len() + 1..].trim().trim_end_matches("kB").trim().parse().ok()
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 const EX_TEMPFAIL: u8 = 75;
 
-pub async fn run(settings: &Migrations, url: &str, plan: bool) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(settings: &Migrations, url: &str, plan: bool) -> anyhow::Result<ExitCode> {
     let store = Store::connect(url, 2).await?;
     let code = if plan { show_plan(&store, settings).await? } else { apply(&store, settings).await };
     store.close().await;

@@ -6,7 +6,7 @@
 //! (the API's own answer) for scripts.
 
 mod client;
-pub mod table;
+pub(crate) mod table;
 mod views;
 
 use baton_proto::coordinator::v1::{ExecutionOutcome, FailureReason};
@@ -19,7 +19,7 @@ use std::process::ExitCode;
 /// environment variable; prefer `BATON_API_KEY` to `--api-key`, since flags
 /// show in process listings.
 #[derive(Args, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// The gateway's base URL, e.g. http://127.0.0.1:8080.
     #[arg(long, env = "BATON_URL")]
     url: String,
@@ -39,7 +39,7 @@ pub struct Target {
 
 /// The history's filters, named as in the API (`tool` is `tool_name`, …).
 #[derive(Args, Debug, Default)]
-pub struct Filters {
+pub(crate) struct Filters {
     /// Only runs of this tool.
     #[arg(long)]
     tool: Option<String>,
@@ -85,7 +85,7 @@ impl Filters {
 /// is not accepted or not allowed (401, 403); 4 for not found (404); 69 when
 /// the gateway cannot be reached; 2 for a usage error.
 #[derive(Subcommand, Debug)]
-pub enum Action {
+pub(crate) enum Action {
     /// Lists the project's executions, newest first (needs an admin or member key).
     List {
         #[command(flatten)]
@@ -131,7 +131,7 @@ pub enum Action {
     },
 }
 
-pub async fn run(action: Action) -> ExitCode {
+pub(crate) async fn run(action: Action) -> ExitCode {
     match execute(action).await {
         Ok(text) => {
             println!("{text}");

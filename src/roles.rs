@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub fn coordinator_options(
+pub(crate) fn coordinator_options(
     c: &Config,
     listen_addr: std::net::SocketAddr,
 ) -> Result<baton_coordinator::Options, config::Error> {
@@ -48,7 +48,7 @@ pub fn coordinator_options(
     })
 }
 
-pub fn session_key(c: &Config) -> Result<[u8; 32], config::Error> {
+pub(crate) fn session_key(c: &Config) -> Result<[u8; 32], config::Error> {
     let Some(b64) = &c.security.mcp_session_key else {
         // Without a configured key each gateway seals with its own random key:
         // fine for one replica, and sessions then do not survive a restart.
@@ -63,7 +63,10 @@ pub fn session_key(c: &Config) -> Result<[u8; 32], config::Error> {
         .ok_or(config::Error::Field { field: "security.mcp_session_key", problem: "must be base64 of 32 bytes".into() })
 }
 
-pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton_gateway::Options, config::Error> {
+pub(crate) fn gateway_options(
+    c: &Config,
+    listen: std::net::SocketAddr,
+) -> Result<baton_gateway::Options, config::Error> {
     Ok(baton_gateway::Options {
         listen,
         coordinator_url: c.gateway.coordinator_url.clone(),
@@ -90,7 +93,7 @@ pub fn gateway_options(c: &Config, listen: std::net::SocketAddr) -> Result<baton
     })
 }
 
-pub fn worker_options(c: &Config) -> Result<baton_worker::Options, config::Error> {
+pub(crate) fn worker_options(c: &Config) -> Result<baton_worker::Options, config::Error> {
     Ok(baton_worker::Options {
         coordinator_url: c.worker.coordinator_url.clone(),
         coordinator_urls: c.worker.coordinator_urls.clone(),
@@ -117,7 +120,7 @@ fn remote_servers(c: &Config) -> Result<Vec<baton_worker::remote::RemoteServer>,
 /// `baton worker`: the example tools (with `examples`) and the configured
 /// remote servers, served as a tool author's binary serves its own
 /// (`baton_worker::serve::run`).
-pub async fn run_worker(
+pub(crate) async fn run_worker(
     options: baton_worker::Options,
     examples: bool,
     metrics_listen: Option<std::net::SocketAddr>,

@@ -15,17 +15,17 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer as _};
 
 /// Flushes exported spans and metrics at shutdown.
-pub struct Guard {
+pub(crate) struct Guard {
     spans: Option<SdkTracerProvider>,
     metrics: baton_telemetry::Metrics,
 }
 
 impl Guard {
-    pub fn metrics(&self) -> baton_telemetry::Metrics {
+    pub(crate) fn metrics(&self) -> baton_telemetry::Metrics {
         self.metrics.clone()
     }
 
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         if let Some(provider) = self.spans.take() {
             let done = tokio::task::spawn_blocking(move || provider.shutdown()).await;
             if let Ok(Err(e)) = done {
@@ -38,7 +38,7 @@ impl Guard {
 }
 
 /// Serves `/metrics` (Prometheus text) on `addr` until `shutdown` fires.
-pub async fn serve_metrics(
+pub(crate) async fn serve_metrics(
     addr: std::net::SocketAddr,
     metrics: baton_telemetry::Metrics,
     shutdown: tokio_util::sync::CancellationToken,
@@ -97,7 +97,7 @@ fn metrics_push(
 
 /// `tls` is how an `https://` endpoint is verified (`crate::tls::otlp`); the
 /// system trust store when `None`.
-pub fn init(service: &'static str, tls: Option<tonic::transport::ClientTlsConfig>) -> Guard {
+pub(crate) fn init(service: &'static str, tls: Option<tonic::transport::ClientTlsConfig>) -> Guard {
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,h2=warn,tower=warn,hyper=warn"));

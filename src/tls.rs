@@ -75,7 +75,7 @@ fn identity(
 }
 
 /// The coordinator's server side; `None` serves plaintext.
-pub fn server(c: &Config) -> Result<Option<ServerTlsConfig>, Error> {
+pub(crate) fn server(c: &Config) -> Result<Option<ServerTlsConfig>, Error> {
     let t = &c.tls;
     if t.require_client_cert.is_some() && t.client_ca_file.is_none() {
         return Err(field("tls.require_client_cert", "needs tls.client_ca_file"));
@@ -101,7 +101,7 @@ pub fn server(c: &Config) -> Result<Option<ServerTlsConfig>, Error> {
 
 /// How gateways, workers and coordinators (to peers) dial an `https://`
 /// coordinator; `None` when nothing is configured (the system trust store).
-pub fn client(c: &Config) -> Result<Option<ClientTlsConfig>, Error> {
+pub(crate) fn client(c: &Config) -> Result<Option<ClientTlsConfig>, Error> {
     let t = &c.tls;
     let identity = identity(("tls.cert_file", t.cert_file.as_deref()), ("tls.key_file", t.key_file.as_deref()))?;
     if t.ca_file.is_none() && identity.is_none() && t.server_name.is_none() {
@@ -125,7 +125,7 @@ pub fn client(c: &Config) -> Result<Option<ClientTlsConfig>, Error> {
 
 /// For an `https://` OTLP endpoint: the configured CA and client certificate,
 /// else the system trust store.
-pub fn otlp(c: &Config) -> Result<ClientTlsConfig, Error> {
+pub(crate) fn otlp(c: &Config) -> Result<ClientTlsConfig, Error> {
     let t = &c.telemetry;
     let mut config = match &t.otlp_ca_file {
         Some(path) => ClientTlsConfig::new().ca_certificate(ca("telemetry.otlp_ca_file", path)?),
@@ -142,7 +142,7 @@ pub fn otlp(c: &Config) -> Result<ClientTlsConfig, Error> {
 }
 
 /// Checks every configured file (run at load, for every role).
-pub fn validate(c: &Config) -> Result<(), Error> {
+pub(crate) fn validate(c: &Config) -> Result<(), Error> {
     server(c)?;
     client(c)?;
     otlp(c)?;
@@ -151,7 +151,7 @@ pub fn validate(c: &Config) -> Result<(), Error> {
 
 /// Makes rustls' ring provider the process default (once, at start), so every
 /// TLS client in the process agrees on it.
-pub fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     baton_worker::dial::install_crypto_provider();
 }
 

@@ -22,7 +22,7 @@ pub enum Error {
 /// A credential just issued: its id (for revocation) and the secret token.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Issued {
-    pub id: String,
+    pub(crate) id: String,
     pub token: String,
 }
 

@@ -12,18 +12,18 @@ use baton_proto::clock::now_ms;
 
 /// How long audit rows are kept: longer than any execution's history, so an
 /// audit period outlives the runs it covers.
-pub const RETENTION_MS: i64 = 400 * 86_400_000;
+pub(crate) const RETENTION_MS: i64 = 400 * 86_400_000;
 
 /// Who acted: a credential, or `baton admin` at a terminal (which holds the
 /// database itself, so it has no credential).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Actor {
-    pub id: String,
-    pub kind: &'static str,
+    pub(crate) id: String,
+    pub(crate) kind: &'static str,
 }
 
 impl Actor {
-    pub fn of(p: &Principal) -> Actor {
+    pub(crate) fn of(p: &Principal) -> Actor {
         let kind = match p {
             Principal::ApiKey { .. } => "api_key",
             Principal::EndUser { .. } => "end_user",
@@ -38,60 +38,60 @@ impl Actor {
 }
 
 /// The actions the log records; README lists them.
-pub mod action {
-    pub const OPERATOR_LIST: &str = "operator.list";
-    pub const OPERATOR_STATUS: &str = "operator.status";
-    pub const OPERATOR_PAYLOAD: &str = "operator.payload";
-    pub const OPERATOR_CANCEL: &str = "operator.cancel";
-    pub const HISTORY_REVEAL: &str = "history.reveal";
-    pub const RETENTION_SET: &str = "retention.set";
-    pub const EXECUTION_LOGGING_SET: &str = "execution_logging.set";
-    pub const CREDENTIAL_CREATE: &str = "credential.create";
-    pub const CREDENTIAL_REVOKE: &str = "credential.revoke";
-    pub const TOOL_DISABLE: &str = "tool.disable";
-    pub const TOOL_ENABLE: &str = "tool.enable";
+pub(crate) mod action {
+    pub(crate) const OPERATOR_LIST: &str = "operator.list";
+    pub(crate) const OPERATOR_STATUS: &str = "operator.status";
+    pub(crate) const OPERATOR_PAYLOAD: &str = "operator.payload";
+    pub(crate) const OPERATOR_CANCEL: &str = "operator.cancel";
+    pub(crate) const HISTORY_REVEAL: &str = "history.reveal";
+    pub(crate) const RETENTION_SET: &str = "retention.set";
+    pub(crate) const EXECUTION_LOGGING_SET: &str = "execution_logging.set";
+    pub(crate) const CREDENTIAL_CREATE: &str = "credential.create";
+    pub(crate) const CREDENTIAL_REVOKE: &str = "credential.revoke";
+    pub(crate) const TOOL_DISABLE: &str = "tool.disable";
+    pub(crate) const TOOL_ENABLE: &str = "tool.enable";
     /// A worker registering a tool it did not have (new, or claimed from an
     /// owner with no live token), or refused one another identity owns.
-    pub const TOOL_REGISTER: &str = "tool.register";
+    pub(crate) const TOOL_REGISTER: &str = "tool.register";
     /// The owner registering a changed definition of its tool.
-    pub const TOOL_UPDATE: &str = "tool.update";
+    pub(crate) const TOOL_UPDATE: &str = "tool.update";
     /// An administrator giving a tool to another worker identity.
-    pub const TOOL_TRANSFER: &str = "tool.transfer";
+    pub(crate) const TOOL_TRANSFER: &str = "tool.transfer";
     /// Recorded when refused: reading the audit log or the retention window.
-    pub const AUDIT_READ: &str = "audit.read";
-    pub const RETENTION_READ: &str = "retention.read";
+    pub(crate) const AUDIT_READ: &str = "audit.read";
+    pub(crate) const RETENTION_READ: &str = "retention.read";
     /// An owner's cancel of its own execution, with the cancel's outcome.
-    pub const EXECUTION_CANCEL: &str = "execution.cancel";
+    pub(crate) const EXECUTION_CANCEL: &str = "execution.cancel";
     /// `baton admin payload-keys rewrap` re-sealing an organization's values.
-    pub const PAYLOAD_KEYS_REWRAP: &str = "payload_keys.rewrap";
+    pub(crate) const PAYLOAD_KEYS_REWRAP: &str = "payload_keys.rewrap";
 }
 
 /// The outcomes besides an operation's own (a cancel's outcome, for instance).
-pub mod outcome {
-    pub const ALLOWED: &str = "allowed";
-    pub const REFUSED: &str = "refused";
-    pub const NOT_FOUND: &str = "not_found";
+pub(crate) mod outcome {
+    pub(crate) const ALLOWED: &str = "allowed";
+    pub(crate) const REFUSED: &str = "refused";
+    pub(crate) const NOT_FOUND: &str = "not_found";
 }
 
 /// One thing to record.
 #[derive(Clone, Debug)]
-pub struct Record<'a> {
-    pub org_id: &'a str,
+pub(crate) struct Record<'a> {
+    pub(crate) org_id: &'a str,
     /// `None` for an organization-wide change.
-    pub project_id: Option<&'a str>,
-    pub action: &'static str,
-    pub target: Option<&'a str>,
-    pub outcome: &'a str,
+    pub(crate) project_id: Option<&'a str>,
+    pub(crate) action: &'static str,
+    pub(crate) target: Option<&'a str>,
+    pub(crate) outcome: &'a str,
     /// Why, for a refusal; the new value, for a change. Never a payload or a secret.
-    pub detail: Option<String>,
+    pub(crate) detail: Option<String>,
 }
 
 /// Refusals of one credential for one action within this long share a row.
-pub const REFUSAL_WINDOW_MS: i64 = 60_000;
+pub(crate) const REFUSAL_WINDOW_MS: i64 = 60_000;
 /// Repeated metadata reads (`operator.status` of one execution, `operator.list`)
 /// by one credential within this long share a row: a dashboard panel that
 /// polls the status every few seconds is one row per opening, not one per poll.
-pub const READ_WINDOW_MS: i64 = 15 * 60_000;
+pub(crate) const READ_WINDOW_MS: i64 = 15 * 60_000;
 // A folded row never spans two of the audit log's partitions, so its key holds.
 const _: () = assert!(store::AUDIT_PERIOD_MS % REFUSAL_WINDOW_MS == 0 && store::AUDIT_PERIOD_MS % READ_WINDOW_MS == 0);
 /// The longest detail kept; a longer one is cut (details are the system's
@@ -104,7 +104,7 @@ const MAX_DETAIL_CHARS: usize = 500;
 /// refusal folds into the row of the same credential, action, outcome and
 /// project in the current minute, which counts it: a caller refused in a
 /// loop grows the log by a row a minute per action, not a row a call.
-pub async fn append(store: &Store, actor: &Actor, r: Record<'_>) -> Result<(), store::Error> {
+pub(crate) async fn append(store: &Store, actor: &Actor, r: Record<'_>) -> Result<(), store::Error> {
     let at = now_ms();
     let id = match fold_window(&r) {
         Some(window) => folded_id(actor, &r, at.div_euclid(window)),

@@ -6,9 +6,9 @@ use crate::store::{Credential, CredentialKind, ExecutionRecord};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-pub mod admin;
-pub mod history;
-pub mod operator;
+pub(crate) mod admin;
+pub(crate) mod history;
+pub(crate) mod operator;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
@@ -23,7 +23,7 @@ pub enum Error {
 
 /// The authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Principal {
+pub(crate) enum Principal {
     EndUser { credential_id: String, org_id: String, project_id: String, gateway_id: String, user_id: String },
     ApiKey { credential_id: String, org_id: String, project_id: String, role: Role, permissions: Vec<String> },
     Worker { credential_id: String, org_id: String, project_id: String },
@@ -37,7 +37,7 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "admin" => Some(Role::Admin),
             "member" => Some(Role::Member),
@@ -46,7 +46,7 @@ impl Role {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::Admin => "admin",
             Role::Member => "member",
@@ -56,24 +56,24 @@ impl Role {
 }
 
 /// A fresh token: 256 random bits, URL-safe base64, with a kind prefix.
-pub fn generate_token(prefix: &str) -> String {
+pub(crate) fn generate_token(prefix: &str) -> String {
     let mut bytes = [0u8; 32];
     crate::domain::id::fill_random(&mut bytes);
     format!("{prefix}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
-pub fn hash_token(token: &str) -> Vec<u8> {
+pub(crate) fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
 /// Extracts the token from an `authorization: Bearer …` value.
-pub fn bearer_token(header: Option<&str>) -> Option<&str> {
+pub(crate) fn bearer_token(header: Option<&str>) -> Option<&str> {
     let (scheme, token) = header?.split_once(' ')?;
     (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
 }
 
 impl Principal {
-    pub fn from_credential(c: Credential) -> Result<Self, Error> {
+    pub(crate) fn from_credential(c: Credential) -> Result<Self, Error> {
         if c.revoked {
             return Err(Error::Unauthenticated);
         }
@@ -98,7 +98,7 @@ impl Principal {
         })
     }
 
-    pub fn credential_id(&self) -> &str {
+    pub(crate) fn credential_id(&self) -> &str {
         match self {
             Principal::EndUser { credential_id, .. }
             | Principal::ApiKey { credential_id, .. }
@@ -106,7 +106,7 @@ impl Principal {
         }
     }
 
-    pub fn org_id(&self) -> &str {
+    pub(crate) fn org_id(&self) -> &str {
         match self {
             Principal::EndUser { org_id, .. } | Principal::ApiKey { org_id, .. } | Principal::Worker { org_id, .. } => {
                 org_id
@@ -114,7 +114,7 @@ impl Principal {
         }
     }
 
-    pub fn project_id(&self) -> &str {
+    pub(crate) fn project_id(&self) -> &str {
         match self {
             Principal::EndUser { project_id, .. }
             | Principal::ApiKey { project_id, .. }
@@ -124,13 +124,13 @@ impl Principal {
 
     /// The caller must belong to the org and project named in the path. A
     /// mismatch is a not-found so ids never leak across projects.
-    pub fn in_scope(&self, org_id: &str, project_id: &str) -> Result<(), Error> {
+    pub(crate) fn in_scope(&self, org_id: &str, project_id: &str) -> Result<(), Error> {
         if self.org_id() == org_id && self.project_id() == project_id { Ok(()) } else { Err(Error::NotFound) }
     }
 
     /// Owner lifecycle access: the end user it runs for (any of their tokens, any
     /// surface), or the API key that started it on that user's behalf.
-    pub fn may_own(&self, e: &ExecutionRecord) -> bool {
+    pub(crate) fn may_own(&self, e: &ExecutionRecord) -> bool {
         match self {
             Principal::EndUser { project_id, user_id, .. } => e.project_id == *project_id && e.user_id == *user_id,
             Principal::ApiKey { credential_id, project_id, .. } => {
@@ -141,7 +141,7 @@ impl Principal {
     }
 
     /// Starting, answering and cancelling need more than read-only.
-    pub fn may_act(&self) -> Result<(), Error> {
+    pub(crate) fn may_act(&self) -> Result<(), Error> {
         match self {
             Principal::EndUser { .. } | Principal::ApiKey { role: Role::Admin | Role::Member, .. } => Ok(()),
             Principal::ApiKey { role: Role::ReadOnly, .. } => Err(Error::Forbidden("a read-only key cannot do this")),

@@ -34,7 +34,7 @@ pub enum Error {
 
 /// The payload fields that are stored encrypted; part of the associated data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Field {
+pub(crate) enum Field {
     Input,
     Output,
     ErrorDetail,
@@ -111,7 +111,7 @@ impl KeyRing {
         format!("baton/v1/{execution_id}/{}", field.as_str()).into_bytes()
     }
 
-    pub fn seal(&self, execution_id: &str, field: Field, plaintext: &[u8]) -> Result<Vec<u8>, Error> {
+    pub(crate) fn seal(&self, execution_id: &str, field: Field, plaintext: &[u8]) -> Result<Vec<u8>, Error> {
         let key = self.keys.first().ok_or(Error::EmptyRing)?;
         let mut nonce = [0u8; NONCE_LEN];
         crate::domain::id::fill_random(&mut nonce);
@@ -127,7 +127,7 @@ impl KeyRing {
         Ok(out)
     }
 
-    pub fn open(&self, execution_id: &str, field: Field, sealed: &[u8]) -> Result<Vec<u8>, Error> {
+    pub(crate) fn open(&self, execution_id: &str, field: Field, sealed: &[u8]) -> Result<Vec<u8>, Error> {
         let [version, id_len, rest @ ..] = sealed else {
             return Err(Error::Malformed);
         };
@@ -149,19 +149,19 @@ impl KeyRing {
     }
 
     /// Whether the ring holds a key of this id (so values sealed by it open).
-    pub fn holds(&self, id: &str) -> bool {
+    pub(crate) fn holds(&self, id: &str) -> bool {
         self.keys.iter().any(|k| k.id == id)
     }
 
     /// Opens `sealed` and seals its plaintext again under the sealing key, for
     /// the same execution and field; the plaintext never leaves this call.
-    pub fn reseal(&self, execution_id: &str, field: Field, sealed: &[u8]) -> Result<Vec<u8>, Error> {
+    pub(crate) fn reseal(&self, execution_id: &str, field: Field, sealed: &[u8]) -> Result<Vec<u8>, Error> {
         let plaintext = self.open(execution_id, field, sealed)?;
         self.seal(execution_id, field, &plaintext)
     }
 
     /// The key id of a sealed payload, for diagnostics and rotation reports.
-    pub fn key_id_of(sealed: &[u8]) -> Option<&str> {
+    pub(crate) fn key_id_of(sealed: &[u8]) -> Option<&str> {
         let [VERSION, id_len, rest @ ..] = sealed else { return None };
         rest.get(..usize::from(*id_len)).and_then(|id| std::str::from_utf8(id).ok())
     }

@@ -13,7 +13,7 @@ mod notify;
 pub mod options;
 pub mod payload_keys;
 pub mod redis_link;
-pub mod schema;
+pub(crate) mod schema;
 pub mod store;
 pub mod webhooks;
 
@@ -69,7 +69,7 @@ fn quoted(ids: &[String]) -> String {
 }
 
 /// Builds the engine: connects the store (migrating if asked), admission and the bus.
-pub async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc<Engine>, Error> {
+pub(crate) async fn engine(options: Options, shutdown: CancellationToken) -> Result<Arc<Engine>, Error> {
     let mut store = store::Store::connect(&options.database_url, options.database_max_connections).await?;
     if options.migrate {
         store.migrate().await?;

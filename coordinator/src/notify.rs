@@ -22,7 +22,7 @@ struct Registry {
 /// execution and wakes the stream's task, which takes every marked id at once.
 /// Marks collapse, so a burst of changes to one execution costs one re-read.
 #[derive(Default)]
-pub struct Listener {
+pub(crate) struct Listener {
     changed: Mutex<HashSet<String>>,
     wake: Notify,
 }
@@ -35,27 +35,27 @@ impl Listener {
     }
 
     /// Resolves once something was marked since the last [`Listener::take`].
-    pub async fn marked(&self) {
+    pub(crate) async fn marked(&self) {
         self.wake.notified().await;
     }
 
     /// The executions marked since the last call.
-    pub fn take(&self) -> Vec<String> {
+    pub(crate) fn take(&self) -> Vec<String> {
         self.changed.lock().unwrap_or_else(PoisonError::into_inner).drain().collect()
     }
 }
 
 /// Waiters for changes of individual executions on this replica.
 #[derive(Clone, Default)]
-pub struct Changes {
+pub(crate) struct Changes {
     registry: Arc<Registry>,
 }
 
 /// Held while waiting; unregisters on drop.
-pub struct Watch {
+pub(crate) struct Watch {
     registry: Arc<Registry>,
     id: String,
-    pub notify: Arc<Notify>,
+    pub(crate) notify: Arc<Notify>,
 }
 
 impl Drop for Watch {
@@ -72,7 +72,7 @@ impl Drop for Watch {
 }
 
 impl Changes {
-    pub fn watch(&self, id: &str) -> Watch {
+    pub(crate) fn watch(&self, id: &str) -> Watch {
         let notify = match self.registry.waiters.lock() {
             Ok(mut map) => {
                 let entry = map.entry(id.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
@@ -86,7 +86,7 @@ impl Changes {
     }
 
     /// Wakes this replica's waiters and listeners on `id`.
-    pub fn changed_locally(&self, id: &str) {
+    pub(crate) fn changed_locally(&self, id: &str) {
         if let Ok(map) = self.registry.waiters.lock()
             && let Some((notify, _)) = map.get(id)
         {
@@ -99,12 +99,12 @@ impl Changes {
     }
 
     /// Marks `listener` whenever `id` changes, until [`Changes::unlisten`].
-    pub fn listen(&self, id: &str, listener: &Arc<Listener>) {
+    pub(crate) fn listen(&self, id: &str, listener: &Arc<Listener>) {
         let mut map = self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner);
         map.entry(id.to_owned()).or_default().push(Arc::clone(listener));
     }
 
-    pub fn unlisten(&self, id: &str, listener: &Arc<Listener>) {
+    pub(crate) fn unlisten(&self, id: &str, listener: &Arc<Listener>) {
         let mut map = self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(all) = map.get_mut(id) {
             all.retain(|l| !Arc::ptr_eq(l, listener));
@@ -115,11 +115,13 @@ impl Changes {
     }
 
     /// Stream registrations held now (one per execution and stream).
-    pub fn listener_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn listener_count(&self) -> usize {
         self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner).values().map(Vec::len).sum()
     }
 
-    pub fn waiter_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn waiter_count(&self) -> usize {
         self.registry.waiters.lock().map(|m| m.values().map(|(_, c)| c).sum()).unwrap_or(0)
     }
 }

@@ -12,7 +12,7 @@ use baton_proto::clock::now_ms;
 use std::collections::BTreeMap;
 
 /// The command an operator runs to retire keys, named in refusals.
-pub const REWRAP_COMMAND: &str = "baton admin payload-keys rewrap";
+pub(crate) const REWRAP_COMMAND: &str = "baton admin payload-keys rewrap";
 
 /// At most this many passes over the tables: another pass runs only when a
 /// concurrent write replaced a value the previous one read.
@@ -22,7 +22,7 @@ const MAX_PASSES: usize = 5;
 /// were recorded (once per database), and answers the key ids that may seal
 /// a retained value but are not in `ring`: a coordinator must not start
 /// without them, or those values could no longer be read.
-pub async fn check_ring(store: &Store, ring: &KeyRing, now: Millis) -> Result<Vec<String>, store::Error> {
+pub(crate) async fn check_ring(store: &Store, ring: &KeyRing, now: Millis) -> Result<Vec<String>, store::Error> {
     store.note_payload_key(ring.sealing_key_id(), now).await?;
     let in_use = surveyed(store, now).await?;
     Ok(in_use.into_keys().filter(|id| !ring.holds(id)).collect())

@@ -37,13 +37,13 @@ pub enum Target {
 
 /// A connection to either; cheap to clone (both share one multiplexed link).
 #[derive(Clone)]
-pub enum Link {
+pub(crate) enum Link {
     Node(ConnectionManager),
     Cluster(Arc<Healing>),
 }
 
 impl Link {
-    pub async fn connect(target: &Target) -> RedisResult<Link> {
+    pub(crate) async fn connect(target: &Target) -> RedisResult<Link> {
         match target {
             Target::Node(url) => {
                 let client = redis::Client::open(url.as_str())?;
@@ -79,7 +79,7 @@ async fn cluster_connection(nodes: &[String]) -> RedisResult<ClusterConnection> 
 }
 
 /// A cluster client that is replaced when it stays stuck (see the module doc).
-pub struct Healing {
+pub(crate) struct Healing {
     seeds: Vec<String>,
     conn: Mutex<ClusterConnection>,
     /// When the current run of failures began; `None` after a success.
@@ -137,7 +137,7 @@ impl Healing {
 /// all), so one subscription to any reachable node hears every replica's
 /// signals; when that node goes, the caller subscribes again and the next
 /// seed that answers takes over.
-pub async fn subscribe(target: &Target, channels: &[&str]) -> RedisResult<PubSub> {
+pub(crate) async fn subscribe(target: &Target, channels: &[&str]) -> RedisResult<PubSub> {
     let urls: Vec<&str> = match target {
         Target::Node(url) => vec![url.as_str()],
         Target::Cluster(nodes) => nodes.iter().map(String::as_str).collect(),

@@ -21,9 +21,9 @@ const MAX_PROBLEM_CHARS: usize = 300;
 /// (`/tags/0`), empty for the input itself.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("input at `{}` is invalid: {problem}", display_path(path))]
-pub struct Invalid {
-    pub path: String,
-    pub problem: String,
+pub(crate) struct Invalid {
+    pub(crate) path: String,
+    pub(crate) problem: String,
 }
 
 fn display_path(path: &str) -> &str {
@@ -33,7 +33,7 @@ fn display_path(path: &str) -> &str {
 /// A schema that does not compile: a worker bug, refused at registration.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("the input schema is not a valid JSON Schema: {0}")]
-pub struct BadSchema(pub String);
+pub(crate) struct BadSchema(pub String);
 
 static CACHE: LazyLock<Mutex<HashMap<String, Arc<Validator>>>> = LazyLock::new(Mutex::default);
 
@@ -42,7 +42,7 @@ fn compile(schema: &Value) -> Result<Validator, BadSchema> {
 }
 
 /// The compiled validator of `schema_text`, compiled at most once while cached.
-pub fn validator(schema_text: &str) -> Result<Arc<Validator>, BadSchema> {
+pub(crate) fn validator(schema_text: &str) -> Result<Arc<Validator>, BadSchema> {
     let cached = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get(schema_text).cloned();
     if let Some(v) = cached {
         return Ok(v);
@@ -62,12 +62,12 @@ pub fn validator(schema_text: &str) -> Result<Arc<Validator>, BadSchema> {
 }
 
 /// Checks that `schema_text` compiles (at registration).
-pub fn check(schema_text: &str) -> Result<(), BadSchema> {
+pub(crate) fn check(schema_text: &str) -> Result<(), BadSchema> {
     validator(schema_text).map(|_| ())
 }
 
 /// Validates `input`; the first error names where it is.
-pub fn validate(validator: &Validator, input: &Value) -> Result<(), Invalid> {
+pub(crate) fn validate(validator: &Validator, input: &Value) -> Result<(), Invalid> {
     match validator.iter_errors(input).next() {
         None => Ok(()),
         Some(e) => Err(Invalid { path: e.instance_path().as_str().to_owned(), problem: cut(&e.to_string()) }),

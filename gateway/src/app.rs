@@ -55,7 +55,7 @@ pub struct Options {
 pub struct AppState(Arc<Shared>);
 
 impl AppState {
-    pub fn new(shared: Shared) -> Self {
+    pub(crate) fn new(shared: Shared) -> Self {
         AppState(Arc::new(shared))
     }
 }
@@ -69,25 +69,25 @@ impl std::ops::Deref for AppState {
 }
 
 pub struct Shared {
-    pub options: Arc<Options>,
-    pub coordinator: Coordinator,
-    pub waits: Arc<Waits>,
+    pub(crate) options: Arc<Options>,
+    pub(crate) coordinator: Coordinator,
+    pub(crate) waits: Arc<Waits>,
     /// Cancelled when the gateway begins a graceful shutdown: every parked
     /// wait answers at once.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     /// Tool definitions `tools/call` plans with (see `mcp::tool_defs`).
-    pub tool_defs: Arc<crate::tool_defs::ToolDefs>,
+    pub(crate) tool_defs: Arc<crate::tool_defs::ToolDefs>,
 }
 
 impl AppState {
     /// A place for one wait of `bearer`, unless a bound is reached.
-    pub fn admit_wait(&self, bearer: &Bearer) -> Result<WaitPermit, TooManyWaits> {
+    pub(crate) fn admit_wait(&self, bearer: &Bearer) -> Result<WaitPermit, TooManyWaits> {
         self.waits.acquire(bearer)
     }
 
     /// Runs `wait` unless the gateway is shutting down: `None` when shutdown
     /// came first (or had already begun).
-    pub fn unless_shutdown<F: Future>(&self, wait: F) -> UnlessShutdown<'_, F> {
+    pub(crate) fn unless_shutdown<F: Future>(&self, wait: F) -> UnlessShutdown<'_, F> {
         UnlessShutdown { shutdown: self.shutdown.cancelled(), wait }
     }
 }
@@ -96,7 +96,7 @@ pin_project_lite::pin_project! {
     /// `wait`, unless shutdown comes first. A plain struct rather than an
     /// `async fn`: an async fn would hold `wait` twice (its argument and the
     /// copy it polls), and every parked wait's future carries this one.
-    pub struct UnlessShutdown<'a, F> {
+    pub(crate) struct UnlessShutdown<'a, F> {
         #[pin]
         shutdown: tokio_util::sync::WaitForCancellationFuture<'a>,
         #[pin]

@@ -18,18 +18,18 @@ use std::time::Duration;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
-pub mod admin;
+pub(crate) mod admin;
 mod call;
-pub use call::{CallSettled, Calling};
-pub mod history;
+pub(crate) use call::Calling;
+pub(crate) mod history;
 mod operator;
 mod waiting;
-pub use waiting::{StatusSet, Until};
+pub(crate) use waiting::{StatusSet, Until};
 mod webhooks;
 
 /// The caller's credential, forwarded verbatim; never logged.
 #[derive(Clone)]
-pub struct Bearer(pub String);
+pub(crate) struct Bearer(pub String);
 
 impl std::fmt::Debug for Bearer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -40,12 +40,12 @@ impl std::fmt::Debug for Bearer {
 /// A request without a usable `Authorization: Bearer …` header.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("missing or malformed bearer token")]
-pub struct MissingBearer;
+pub(crate) struct MissingBearer;
 
 impl Bearer {
     /// The token of `Authorization: Bearer …` (scheme case-insensitive,
     /// surrounding spaces trimmed).
-    pub fn from_headers(headers: &HeaderMap) -> Result<Bearer, MissingBearer> {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Result<Bearer, MissingBearer> {
         let value = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or_default();
         match value.split_once(' ') {
             Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
@@ -58,12 +58,12 @@ impl Bearer {
 
 /// Where a call acts; the coordinator decides whether the bearer may.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Scope {
-    pub org_id: String,
-    pub project_id: String,
+pub(crate) struct Scope {
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
     /// The gateway a start goes through and the only one a listing shows;
     /// `None` lists every gateway's executions. Reads by id ignore it.
-    pub gateway_id: Option<String>,
+    pub(crate) gateway_id: Option<String>,
 }
 
 impl Scope {
@@ -74,21 +74,21 @@ impl Scope {
 
 /// What a start asks for, besides its scope.
 #[derive(Clone, Copy, Debug)]
-pub struct NewExecution<'a> {
-    pub tool_name: &'a str,
-    pub input: &'a Value,
+pub(crate) struct NewExecution<'a> {
+    pub(crate) tool_name: &'a str,
+    pub(crate) input: &'a Value,
     /// On whose behalf a project API key starts it.
-    pub user_id: Option<&'a str>,
-    pub run_at_ms: Option<i64>,
-    pub ttl_ms: Option<i64>,
-    pub idempotency_key: Option<&'a str>,
-    pub surface: pb::Surface,
+    pub(crate) user_id: Option<&'a str>,
+    pub(crate) run_at_ms: Option<i64>,
+    pub(crate) ttl_ms: Option<i64>,
+    pub(crate) idempotency_key: Option<&'a str>,
+    pub(crate) surface: pb::Surface,
 }
 
 impl<'a> NewExecution<'a> {
     /// Runs `tool_name` on `input` as soon as possible, with no `user_id`
     /// (an end-user token acts for its own user) and no idempotency key.
-    pub fn new(tool_name: &'a str, input: &'a Value, surface: pb::Surface) -> Self {
+    pub(crate) fn new(tool_name: &'a str, input: &'a Value, surface: pb::Surface) -> Self {
         NewExecution { tool_name, input, user_id: None, run_at_ms: None, ttl_ms: None, idempotency_key: None, surface }
     }
 }
@@ -97,7 +97,7 @@ impl<'a> NewExecution<'a> {
 /// JSON of the semantic request (gateway, tool, input, user, run-at, ttl; not
 /// the key nor the surface). One form for every surface; executions already
 /// stored carry it, so it must not change.
-pub fn fingerprint(gateway_id: &str, new: &NewExecution<'_>) -> String {
+pub(crate) fn fingerprint(gateway_id: &str, new: &NewExecution<'_>) -> String {
     canonical(&serde_json::json!({
         "gateway_id": gateway_id,
         "tool_name": new.tool_name,
@@ -111,10 +111,10 @@ pub fn fingerprint(gateway_id: &str, new: &NewExecution<'_>) -> String {
 
 /// An owner's answer to one input request.
 #[derive(Clone, Copy, Debug)]
-pub struct InputAnswer<'a> {
-    pub request_key: &'a str,
-    pub action: InputAction,
-    pub content: &'a Value,
+pub(crate) struct InputAnswer<'a> {
+    pub(crate) request_key: &'a str,
+    pub(crate) action: InputAction,
+    pub(crate) content: &'a Value,
 }
 
 /// The gateway could not set up its coordinator connection.
@@ -127,7 +127,7 @@ pub enum ConnectError {
 }
 
 #[derive(Clone, Debug)]
-pub struct Coordinator {
+pub(crate) struct Coordinator {
     client: CoordinatorClient<Channel>,
     channel: Channel,
     /// Every parked wait of this process, on one stream (`crate::hub`).
@@ -150,7 +150,7 @@ impl Coordinator {
     /// Connects lazily: the gateway starts (and reports not-ready) while the
     /// coordinator is still coming up. An `https://` url is dialled with TLS:
     /// `tls` (CA, client identity, name to verify) or else the system roots.
-    pub fn connect_lazy(url: &str, tls: Option<ClientTlsConfig>) -> Result<Self, ConnectError> {
+    pub(crate) fn connect_lazy(url: &str, tls: Option<ClientTlsConfig>) -> Result<Self, ConnectError> {
         let endpoint = Endpoint::from_shared(url.to_owned())?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true)
@@ -173,7 +173,7 @@ impl Coordinator {
     }
 
     /// Ready when the coordinator answers its gRPC health check.
-    pub async fn ready(&self) -> bool {
+    pub(crate) async fn ready(&self) -> bool {
         let mut health = tonic_health::pb::health_client::HealthClient::new(self.channel.clone());
         let mut req = Request::new(tonic_health::pb::HealthCheckRequest { service: String::new() });
         req.set_timeout(Duration::from_secs(2));
@@ -185,7 +185,7 @@ impl Coordinator {
 
     /// Resolves the bearer; with a legacy MCP session id, also says whether
     /// that session was ended.
-    pub async fn who_am_i(
+    pub(crate) async fn who_am_i(
         &self,
         bearer: &Bearer,
         mcp_session_id: Option<&str>,
@@ -197,7 +197,7 @@ impl Coordinator {
     /// As [`Coordinator::who_am_i`], shared with the requests of the same
     /// bearer and session that arrive while a call is in flight: they share
     /// the next call, one that began after they arrived (`shared_calls`).
-    pub async fn who_am_i_shared(
+    pub(crate) async fn who_am_i_shared(
         &self,
         bearer: &Bearer,
         mcp_session_id: Option<&str>,
@@ -209,7 +209,7 @@ impl Coordinator {
     /// The coordinator's refusal of `bearer` (401), if it refuses it; `None`
     /// when it knows the credential or could not be asked. Only error paths
     /// ask: every other call authenticates as it goes.
-    pub async fn credential_refused(&self, bearer: &Bearer) -> Option<WireError> {
+    pub(crate) async fn credential_refused(&self, bearer: &Bearer) -> Option<WireError> {
         match self.who_am_i(bearer, None).await {
             Err(e) if e.code == ErrorCode::Unauthenticated => Some(e),
             Err(e) => {
@@ -221,27 +221,30 @@ impl Coordinator {
     }
 
     /// Ends a legacy MCP session for every replica.
-    pub async fn end_mcp_session(&self, bearer: &Bearer, mcp_session_id: &str) -> Result<(), WireError> {
+    pub(crate) async fn end_mcp_session(&self, bearer: &Bearer, mcp_session_id: &str) -> Result<(), WireError> {
         let request = pb::EndMcpSessionRequest { mcp_session_id: mcp_session_id.to_owned() };
         self.call(bearer, request, None, |mut c, r| async move { c.end_mcp_session(r).await }).await?;
         Ok(())
     }
 
     /// Trades a project API key for a dashboard session token.
-    pub async fn open_dashboard_session(&self, key: &Bearer) -> Result<pb::OpenDashboardSessionResponse, WireError> {
+    pub(crate) async fn open_dashboard_session(
+        &self,
+        key: &Bearer,
+    ) -> Result<pb::OpenDashboardSessionResponse, WireError> {
         let request = pb::OpenDashboardSessionRequest {};
         self.call(key, request, None, |mut c, r| async move { c.open_dashboard_session(r).await }).await
     }
 
     /// Ends the dashboard session `session` (its token) for every replica.
-    pub async fn end_dashboard_session(&self, session: &Bearer) -> Result<(), WireError> {
+    pub(crate) async fn end_dashboard_session(&self, session: &Bearer) -> Result<(), WireError> {
         let request = pb::EndDashboardSessionRequest {};
         self.call(session, request, None, |mut c, r| async move { c.end_dashboard_session(r).await }).await?;
         Ok(())
     }
 
     /// The changes of the caller's execution after cursor `after`, oldest first.
-    pub async fn changes_after(
+    pub(crate) async fn changes_after(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -259,7 +262,7 @@ impl Coordinator {
 
     /// Uses a single-use watch token for every replica: `true` on its first
     /// use by `bearer`, `false` when it was used before.
-    pub async fn use_watch_token(
+    pub(crate) async fn use_watch_token(
         &self,
         bearer: &Bearer,
         token_id: &str,
@@ -271,7 +274,7 @@ impl Coordinator {
     }
 
     /// The tools of the scope's project.
-    pub async fn tools(&self, bearer: &Bearer, scope: &Scope) -> Result<Vec<pb::ToolDefinition>, WireError> {
+    pub(crate) async fn tools(&self, bearer: &Bearer, scope: &Scope) -> Result<Vec<pb::ToolDefinition>, WireError> {
         let request = pb::ListToolsRequest { org_id: scope.org_id.clone(), project_id: scope.project_id.clone() };
         let answer = self.call(bearer, request, None, |mut c, r| async move { c.list_tools(r).await }).await?;
         Ok(answer.tools)
@@ -279,7 +282,7 @@ impl Coordinator {
 
     /// Starts an execution through the scope's gateway, fingerprinted by
     /// [`fingerprint`].
-    pub async fn start(
+    pub(crate) async fn start(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -290,13 +293,18 @@ impl Coordinator {
         started.execution.ok_or_else(|| WireError::new(ErrorCode::Internal, "internal error"))
     }
 
-    pub async fn execution(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::ExecutionView, WireError> {
+    pub(crate) async fn execution(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+    ) -> Result<pb::ExecutionView, WireError> {
         self.execution_within(bearer, scope, id, DEFAULT_TIMEOUT).await
     }
 
     /// As [`Coordinator::execution`], given up after `timeout` (a gateway
     /// that is shutting down answers promptly or not at all).
-    pub async fn execution_within(
+    pub(crate) async fn execution_within(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -312,7 +320,12 @@ impl Coordinator {
     }
 
     /// The execution and, once it completed, its tool result.
-    pub async fn result(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::GetResultResponse, WireError> {
+    pub(crate) async fn result(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        id: &str,
+    ) -> Result<pb::GetResultResponse, WireError> {
         let request = pb::GetResultRequest {
             org_id: scope.org_id.clone(),
             project_id: scope.project_id.clone(),
@@ -322,7 +335,7 @@ impl Coordinator {
     }
 
     /// One page of the scope's executions (of its gateway only, when it names one).
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -333,7 +346,7 @@ impl Coordinator {
         self.call(bearer, request, None, |mut c, r| async move { c.list_executions(r).await }).await
     }
 
-    pub async fn cancel(
+    pub(crate) async fn cancel(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -348,7 +361,7 @@ impl Coordinator {
     }
 
     /// Relays an answer to an input request; true when the coordinator acknowledged it.
-    pub async fn provide_input(
+    pub(crate) async fn provide_input(
         &self,
         bearer: &Bearer,
         scope: &Scope,

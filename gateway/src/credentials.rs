@@ -41,12 +41,12 @@ impl Surface {
 /// every parked long poll carries this future while it waits, and the
 /// `from_fn` one held the request twice and the refusal's call inline.
 #[derive(Clone)]
-pub struct AuthenticateRefusals {
+pub(crate) struct AuthenticateRefusals {
     state: AppState,
 }
 
 impl AuthenticateRefusals {
-    pub fn new(state: AppState) -> Self {
+    pub(crate) fn new(state: AppState) -> Self {
         AuthenticateRefusals { state }
     }
 }
@@ -60,7 +60,7 @@ impl<S> tower::Layer<S> for AuthenticateRefusals {
 }
 
 #[derive(Clone)]
-pub struct Refusals<S> {
+pub(crate) struct Refusals<S> {
     inner: S,
     state: AppState,
 }
@@ -112,7 +112,7 @@ where
 
 pin_project_lite::pin_project! {
     #[project = RefusalsProj]
-    pub enum RefusalsFuture<F> {
+    pub(crate) enum RefusalsFuture<F> {
         Running { #[pin] inner: F, check: Option<Box<Check>> },
         Refusing { refusal: Pin<Box<dyn Future<Output = Response> + Send>> },
     }

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use baton_proto::error::{ErrorCode, WireError};
 
 #[derive(Debug)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// Decided by the gateway (a malformed request), before any coordinator
     /// call: the caller's credential is still unchecked.
     Gateway(WireError),
@@ -24,21 +24,22 @@ pub enum ApiError {
 
 /// Marks a response refusing a request whose credential nobody checked yet.
 #[derive(Clone, Copy, Debug)]
-pub struct Unverified;
+pub(crate) struct Unverified;
 
 impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError::Gateway(WireError::new(code, message))
     }
 
     /// The one not-found answer for unknown, unauthorized and expired ids: the
     /// same bytes whichever it was.
-    pub fn execution_not_found() -> Self {
+    pub(crate) fn execution_not_found() -> Self {
         ApiError::Coordinator(WireError::new(ErrorCode::NotFound, "execution not found"))
     }
 
     /// The client-safe message.
-    pub fn message(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn message(&self) -> String {
         match self {
             ApiError::Gateway(e) | ApiError::Coordinator(e) => e.message.clone(),
             ApiError::TooManyWaits(e) => e.to_string(),
@@ -70,12 +71,12 @@ impl From<TooManyWaits> for ApiError {
 }
 
 /// Seconds for `Retry-After`, rounded up, at least 1.
-pub fn retry_after_secs(ms: u64) -> u64 {
+pub(crate) fn retry_after_secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
 
 /// Statuses of requests refused as malformed: checked for credentials first.
-pub fn is_validation_status(status: StatusCode) -> bool {
+pub(crate) fn is_validation_status(status: StatusCode) -> bool {
     matches!(status.as_u16(), 400 | 406 | 411 | 413 | 415 | 422)
 }
 
@@ -127,7 +128,7 @@ impl IntoResponse for ApiError {
 /// body limit's own answers come through here too. A plain function, applied
 /// with `tower::util::MapResponseLayer`: axum's `map_response` boxed every
 /// request's future once more, and a parked wait keeps that box.
-pub fn json_framework_errors<B>(response: http::Response<B>) -> Response
+pub(crate) fn json_framework_errors<B>(response: http::Response<B>) -> Response
 where
     B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,

@@ -5,12 +5,12 @@
 
 use baton_proto::coordinator::v1::{ExecutionProgress, ExecutionView};
 
-pub use baton_proto::names::is_execution_id;
+pub(crate) use baton_proto::names::is_execution_id;
 
 /// The running tool's latest progress as REST shows it (`progress`): `current`
 /// of `total` (null when unknown), its message and when it was reported; null
 /// before the first report.
-pub fn progress(progress: Option<&ExecutionProgress>) -> serde_json::Value {
+pub(crate) fn progress(progress: Option<&ExecutionProgress>) -> serde_json::Value {
     match progress {
         None => serde_json::Value::Null,
         Some(p) => serde_json::json!({
@@ -24,7 +24,7 @@ pub fn progress(progress: Option<&ExecutionProgress>) -> serde_json::Value {
 
 /// The progress as one line for MCP's `statusMessage`: the tool's message,
 /// else its numbers; `None` before the first report or once the execution ended.
-pub fn progress_line(view: &ExecutionView) -> Option<String> {
+pub(crate) fn progress_line(view: &ExecutionView) -> Option<String> {
     let p = view.progress.as_ref().filter(|_| !is_terminal(view))?;
     Some(match (p.message.is_empty(), p.total > 0.0) {
         (false, _) => p.message.clone(),
@@ -34,7 +34,7 @@ pub fn progress_line(view: &ExecutionView) -> Option<String> {
 }
 
 /// Completed, failed and cancelled never change again.
-pub fn is_terminal(view: &ExecutionView) -> bool {
+pub(crate) fn is_terminal(view: &ExecutionView) -> bool {
     view.status().is_terminal()
 }
 

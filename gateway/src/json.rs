@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 /// Sorts object keys recursively so equal values serialise identically.
-pub fn canonical(v: &Value) -> Value {
+pub(crate) fn canonical(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
             let mut entries: Vec<_> = m.iter().collect();
@@ -21,7 +21,7 @@ pub fn canonical(v: &Value) -> Value {
 
 /// Milliseconds since the epoch as RFC 3339 UTC with milliseconds, or null
 /// when out of range.
-pub fn rfc3339(ms: i64) -> Value {
+pub(crate) fn rfc3339(ms: i64) -> Value {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
@@ -30,13 +30,13 @@ pub fn rfc3339(ms: i64) -> Value {
 }
 
 /// A float that is an exact integer within the range floats count exactly.
-pub fn integral(f: f64) -> Option<i64> {
+pub(crate) fn integral(f: f64) -> Option<i64> {
     (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
 }
 
 /// An integer written as `5` or `5.0` (JSON Schema calls both integers);
 /// `None` for anything else.
-pub fn integer(v: &Value) -> Option<i64> {
+pub(crate) fn integer(v: &Value) -> Option<i64> {
     v.as_i64().or_else(|| v.as_f64().and_then(integral))
 }
 

@@ -6,17 +6,17 @@
 #![recursion_limit = "512"]
 
 mod app;
-pub mod coordinator;
+pub(crate) mod coordinator;
 mod credentials;
 mod dashboard;
-pub mod error;
+pub(crate) mod error;
 mod execution;
 mod health;
 // Waiting at scale (issue #21): every parked wait on one coordinator stream.
 mod hub;
 mod json;
-pub mod mcp;
-pub mod rest;
+pub(crate) mod mcp;
+pub(crate) mod rest;
 mod serve;
 mod shared_calls;
 mod telemetry;
@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
 pub use app::{AppState, Options};
-pub use coordinator::{Bearer, Coordinator, Scope};
+pub(crate) use coordinator::Coordinator;
 pub use serve::{bind, no_delay};
 
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +43,7 @@ pub enum Error {
     Serve(#[from] std::io::Error),
 }
 
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     // Each `Router::layer` boxes every request's future once more, and a
     // parked wait keeps them all: the layers are composed first and applied
     // once per router (outermost first).
@@ -70,7 +70,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// The handlers' state; `shutdown` ends every parked wait when it fires.
-pub fn state(options: Options, shutdown: CancellationToken) -> Result<AppState, Error> {
+pub(crate) fn state(options: Options, shutdown: CancellationToken) -> Result<AppState, Error> {
     let coordinator = Coordinator::connect_lazy(&options.coordinator_url, options.coordinator_tls.clone())?;
     let waits = Arc::new(waits::Waits::new(options.max_waits_per_principal, options.max_waits));
     Ok(AppState::new(app::Shared {

@@ -66,11 +66,11 @@ const H2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub header_read_timeout: Duration,
+pub(crate) struct Limits {
+    pub(crate) header_read_timeout: Duration,
     /// How long a kept-alive connection may wait for its next request.
-    pub idle_timeout: Duration,
-    pub drain_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) drain_timeout: Duration,
 }
 
 /// Small responses must not wait for the client's delayed ACK (Nagle adds
@@ -130,7 +130,7 @@ fn builders(limits: Limits) -> Builders {
 }
 
 /// Serves `app` on `listener` until `shutdown`, then drains (see the module).
-pub async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown: CancellationToken) {
     let builders = Arc::new(builders(limits));
     let mut connections = JoinSet::new();
     loop {

@@ -32,7 +32,7 @@ struct Key<V> {
     joinable: Option<Arc<Batch<V>>>,
 }
 
-pub struct SharedCalls<V> {
+pub(crate) struct SharedCalls<V> {
     /// Keyed by a hash of the parts, so no token outlives its requests here.
     keys: Mutex<HashMap<[u8; 32], Key<V>>>,
 }
@@ -55,7 +55,7 @@ impl<V: Clone> SharedCalls<V> {
     /// arrived and shared with the requests that joined it. `ask` may run more
     /// than once: whoever polls first drives a call, and if that request
     /// leaves, the next one drives it.
-    pub async fn call<F, Fut>(&self, parts: &[&str], ask: F) -> Outcome<V>
+    pub(crate) async fn call<F, Fut>(&self, parts: &[&str], ask: F) -> Outcome<V>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Outcome<V>>,

@@ -19,7 +19,7 @@ fn route(req: &Request) -> String {
 }
 
 /// The root span of a request.
-pub fn span(req: &Request) -> tracing::Span {
+pub(crate) fn span(req: &Request) -> tracing::Span {
     let route = route(req);
     let method = req.method().as_str();
     let span = tracing::info_span!(
@@ -38,7 +38,7 @@ pub fn span(req: &Request) -> tracing::Span {
 }
 
 /// Records the answer's status on the request's span.
-pub fn on_response(response: &Response, span: &tracing::Span) {
+pub(crate) fn on_response(response: &Response, span: &tracing::Span) {
     let status = response.status().as_u16();
     span.record("http.response.status_code", status);
     if status >= 500 {
@@ -48,12 +48,12 @@ pub fn on_response(response: &Response, span: &tracing::Span) {
 
 /// `http.server.request.duration`, made once per router.
 #[derive(Clone)]
-pub struct HttpMetrics {
+pub(crate) struct HttpMetrics {
     duration: Histogram<f64>,
 }
 
 impl HttpMetrics {
-    pub fn new() -> HttpMetrics {
+    pub(crate) fn new() -> HttpMetrics {
         let duration = baton_telemetry::meter()
             .f64_histogram("http.server.request.duration")
             .with_unit("s")
@@ -80,7 +80,7 @@ impl<S> tower::Layer<S> for HttpMetrics {
 }
 
 #[derive(Clone)]
-pub struct Measured<S> {
+pub(crate) struct Measured<S> {
     inner: S,
     duration: Histogram<f64>,
 }
@@ -106,7 +106,7 @@ where
 }
 
 pin_project_lite::pin_project! {
-    pub struct MeasuredFuture<F> {
+    pub(crate) struct MeasuredFuture<F> {
         #[pin]
         inner: F,
         labels: Vec<KeyValue>,
@@ -158,7 +158,7 @@ fn mcp_duration() -> &'static Histogram<f64> {
 /// Runs one MCP request in a server span named by its method (with the tool's
 /// name for `tools/call`) that continues a `traceparent` the client put in
 /// `params._meta`, and measures it. Arguments never become attributes.
-pub async fn mcp_operation<T>(
+pub(crate) async fn mcp_operation<T>(
     method: &str,
     params: &serde_json::Map<String, serde_json::Value>,
     operation: impl std::future::Future<Output = T>,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// How stale a plan's definitions may be: a tool registered, changed or
 /// disabled is planned with its new definition within this.
-pub const FRESH_FOR: Duration = Duration::from_secs(1);
+pub(crate) const FRESH_FOR: Duration = Duration::from_secs(1);
 
 /// Projects seen at once before the oldest entries are dropped.
 const MAX_PROJECTS: usize = 4_096;
@@ -22,20 +22,20 @@ const MAX_PROJECTS: usize = 4_096;
 type Defs = Arc<Vec<ToolDefinition>>;
 
 #[derive(Default)]
-pub struct ToolDefs {
+pub(crate) struct ToolDefs {
     by_project: Mutex<HashMap<(String, String), (Instant, Defs)>>,
 }
 
 impl ToolDefs {
     /// The definitions of project (`org_id`, `project_id`) if fetched within [`FRESH_FOR`].
-    pub fn fresh(&self, org_id: &str, project_id: &str) -> Option<Defs> {
+    pub(crate) fn fresh(&self, org_id: &str, project_id: &str) -> Option<Defs> {
         let map = self.by_project.lock().unwrap_or_else(PoisonError::into_inner);
         let (at, defs) = map.get(&(org_id.to_owned(), project_id.to_owned()))?;
         (at.elapsed() < FRESH_FOR).then(|| defs.clone())
     }
 
     /// Keeps `defs`, just fetched with a caller's credential.
-    pub fn keep(&self, org_id: &str, project_id: &str, defs: Vec<ToolDefinition>) -> Defs {
+    pub(crate) fn keep(&self, org_id: &str, project_id: &str, defs: Vec<ToolDefinition>) -> Defs {
         let defs = Arc::new(defs);
         let mut map = self.by_project.lock().unwrap_or_else(PoisonError::into_inner);
         if map.len() >= MAX_PROJECTS {

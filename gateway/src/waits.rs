@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// How long a refused waiter is asked to stay away: some wait of the same
 /// caller ends within it far more often than not.
-pub const RETRY_AFTER_MS: u64 = 1_000;
+pub(crate) const RETRY_AFTER_MS: u64 = 1_000;
 
 /// How long waits may be, from configuration (`gateway.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,21 +42,21 @@ impl Default for Limits {
 }
 
 /// The watch length when the caller names none (bounded by the limit).
-pub const DEFAULT_WATCH_SECONDS: u64 = 300;
+pub(crate) const DEFAULT_WATCH_SECONDS: u64 = 300;
 
 /// A requested wait longer than its configured limit; the message names both.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{field}` must be at most {max} (the configured limit `{setting}`); longer waits are refused, not shortened")]
-pub struct OverLimit {
-    pub field: &'static str,
-    pub setting: &'static str,
-    pub max: u64,
+pub(crate) struct OverLimit {
+    pub(crate) field: &'static str,
+    pub(crate) setting: &'static str,
+    pub(crate) max: u64,
 }
 
 impl Limits {
     /// `wait_ms` as asked, unless it passes `gateway.max_wait_ms` (a wait
     /// for any change) or `gateway.max_predicate_wait_ms` (a wait for a state).
-    pub fn wait_ms(&self, asked: u64, predicate: bool) -> Result<u64, OverLimit> {
+    pub(crate) fn wait_ms(&self, asked: u64, predicate: bool) -> Result<u64, OverLimit> {
         let (setting, max) = if predicate {
             ("gateway.max_predicate_wait_ms", self.max_predicate_wait_ms)
         } else {
@@ -70,7 +70,7 @@ impl Limits {
 
     /// `timeout_seconds` of a watch (the default when absent), unless it passes
     /// `gateway.max_watch_seconds`.
-    pub fn watch_seconds(&self, asked: Option<u64>) -> Result<u64, OverLimit> {
+    pub(crate) fn watch_seconds(&self, asked: Option<u64>) -> Result<u64, OverLimit> {
         match asked {
             None => Ok(DEFAULT_WATCH_SECONDS.min(self.max_watch_seconds)),
             Some(s) if s > self.max_watch_seconds => Err(OverLimit {
@@ -85,7 +85,7 @@ impl Limits {
 
 /// A wait refused because a bound is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TooManyWaits {
+pub(crate) enum TooManyWaits {
     #[error("too many concurrent waits for this credential on this gateway")]
     Principal,
     #[error("too many concurrent waits on this gateway")]
@@ -94,10 +94,10 @@ pub enum TooManyWaits {
 
 impl TooManyWaits {
     /// The stable error code of both surfaces.
-    pub const CODE: &'static str = "too_many_waits";
+    pub(crate) const CODE: &'static str = "too_many_waits";
 
     /// Which bound was reached.
-    pub fn scope(self) -> &'static str {
+    pub(crate) fn scope(self) -> &'static str {
         match self {
             TooManyWaits::Principal => "principal",
             TooManyWaits::Gateway => "gateway",
@@ -114,7 +114,7 @@ struct Counts {
 }
 
 /// The counters of one gateway process.
-pub struct Waits {
+pub(crate) struct Waits {
     per_principal: usize,
     total: usize,
     /// Known to this process only, so a key means nothing outside it.
@@ -129,13 +129,13 @@ impl std::fmt::Debug for Waits {
 }
 
 /// One admitted wait; dropping it gives the place back.
-pub struct WaitPermit {
+pub(crate) struct WaitPermit {
     waits: Arc<Waits>,
     key: Key,
 }
 
 impl Waits {
-    pub fn new(per_principal: usize, total: usize) -> Waits {
+    pub(crate) fn new(per_principal: usize, total: usize) -> Waits {
         let mut salt = [0u8; 32];
         if getrandom::fill(&mut salt).is_err() {
             // Still a hash, never the token: only the salt is missing.
@@ -157,7 +157,7 @@ impl Waits {
     }
 
     /// Takes a place for one wait of `bearer`, or says which bound is reached.
-    pub fn acquire(self: &Arc<Self>, bearer: &Bearer) -> Result<WaitPermit, TooManyWaits> {
+    pub(crate) fn acquire(self: &Arc<Self>, bearer: &Bearer) -> Result<WaitPermit, TooManyWaits> {
         let key = self.key(bearer);
         let mut counts = self.counts();
         let mine = counts.by_principal.get(&key).copied().unwrap_or(0);
@@ -173,7 +173,8 @@ impl Waits {
     }
 
     /// Waits held now: in total, and by `bearer`.
-    pub fn held(&self, bearer: &Bearer) -> (usize, usize) {
+    #[cfg(test)]
+    pub(crate) fn held(&self, bearer: &Bearer) -> (usize, usize) {
         let key = self.key(bearer);
         let counts = self.counts();
         (counts.total, counts.by_principal.get(&key).copied().unwrap_or(0))

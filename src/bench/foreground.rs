@@ -18,7 +18,7 @@ async fn one(t: &Target, i: usize) -> Result<(Instant, Instant), Failure> {
     Ok((sent, Instant::now()))
 }
 
-pub async fn run(target: Arc<Target>, s: Settings) -> Outcome {
+pub(super) async fn run(target: Arc<Target>, s: Settings) -> Outcome {
     let deadline = Instant::now() + s.max_time;
     let t = target.clone();
     let answers = drive(s.executions, s.concurrency, deadline, move |i| {

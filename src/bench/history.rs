@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// A Postgres URL. Its database is only used to create the bench's own
     /// (unless `--reuse`, which seeds and measures that database itself).
     #[arg(long)]
@@ -53,7 +53,7 @@ pub struct Args {
 const CHUNK: u64 = 4_000;
 const CREDENTIAL_HASH: [u8; 32] = *b"baton-bench-history-admin-key-32";
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let created = if args.reuse { None } else { Some(ScratchDatabase::create(&args.database_url, "history").await?) };
     let url = created.as_ref().map_or_else(|| args.database_url.clone(), |db| db.url.clone());
     let outcome = measure(&args, &url, created.as_ref().map(|db| db.name.as_str())).await;

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub const VERSION: &str = "2026-07-28";
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(super) const VERSION: &str = "2026-07-28";
+pub(super) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -26,7 +26,7 @@ fn envelope(tasks: bool) -> Value {
 
 /// Sends `method` with `params` (the `_meta` envelope is added) and returns
 /// the JSON-RPC result. `name` is what `Mcp-Name` must mirror.
-pub async fn request(
+pub(super) async fn request(
     t: &Target,
     method: &str,
     name: Option<&str>,
@@ -87,19 +87,19 @@ fn last_sse_message(bytes: &[u8]) -> Option<Value> {
 }
 
 /// `tools/call` of `Demo.Echo` with `text`.
-pub async fn call_echo(t: &Target, text: &str, tasks: bool) -> Result<Value, Failure> {
+pub(super) async fn call_echo(t: &Target, text: &str, tasks: bool) -> Result<Value, Failure> {
     let params = json!({"name": "Demo.Echo", "arguments": {"text": text}});
     request(t, "tools/call", Some("Demo.Echo"), params, tasks, Duration::from_secs(60)).await
 }
 
 /// `tasks/get` of `task_id`.
-pub async fn get_task(t: &Target, task_id: &str) -> Result<Value, Failure> {
+pub(super) async fn get_task(t: &Target, task_id: &str) -> Result<Value, Failure> {
     let params = json!({"taskId": task_id});
     request(t, "tasks/get", Some(task_id), params, true, Duration::from_secs(30)).await
 }
 
 /// Checks that a `CallToolResult` is Demo.Echo's answer to `text`.
-pub fn check_echo(result: &Value, text: &str) -> Result<(), Failure> {
+pub(super) fn check_echo(result: &Value, text: &str) -> Result<(), Failure> {
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
         return Err(Failure::Shape("tool result with isError"));
     }
@@ -112,7 +112,7 @@ pub fn check_echo(result: &Value, text: &str) -> Result<(), Failure> {
 
 /// The protocol version of the legacy (session) dialect, whose `tasks/result`
 /// is a blocking SSE stream.
-pub const LEGACY_VERSION: &str = "2025-11-25";
+pub(super) const LEGACY_VERSION: &str = "2025-11-25";
 
 fn legacy_post(t: &Target, session: Option<&str>, body: &Value) -> reqwest::RequestBuilder {
     let req = t
@@ -129,7 +129,7 @@ fn legacy_post(t: &Target, session: Option<&str>, body: &Value) -> reqwest::Requ
 }
 
 /// Opens a legacy session (initialize, then `notifications/initialized`); its id.
-pub async fn legacy_session(t: &Target) -> Result<String, Failure> {
+pub(super) async fn legacy_session(t: &Target) -> Result<String, Failure> {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LEGACY_VERSION, "capabilities": {},
         "clientInfo": {"name": "baton-bench", "version": env!("CARGO_PKG_VERSION")}}});
@@ -153,7 +153,7 @@ pub async fn legacy_session(t: &Target) -> Result<String, Failure> {
 }
 
 /// A `tasks/result` answer.
-pub struct Legacy {
+pub(super) struct Legacy {
     pub answer: Value,
     /// When it arrived (this machine's clock, ms).
     pub received_ms: i64,
@@ -164,7 +164,7 @@ pub struct Legacy {
 /// Opens a blocking `tasks/result` for `task_id` on `session`, calls `parked`
 /// if the answer is a stream (it parked), and reads it until the answer (a
 /// result or an error) arrives.
-pub async fn legacy_result(
+pub(super) async fn legacy_result(
     t: &Target,
     session: &str,
     task_id: &str,

@@ -54,7 +54,7 @@ async fn one(t: &Target, i: usize, poll: Duration, deadline: Instant) -> Result<
     Err(Failure::GaveUp)
 }
 
-pub async fn run(target: Arc<Target>, s: Settings) -> Outcome {
+pub(super) async fn run(target: Arc<Target>, s: Settings) -> Outcome {
     let started_ms = baton_proto::clock::now_ms();
     let deadline = Instant::now() + s.max_time;
     let (t, poll) = (target.clone(), s.poll);

@@ -44,7 +44,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// A Postgres URL; the bench creates (and drops) a database of its own beside it.
     #[arg(long)]
     database_url: String,
@@ -89,7 +89,7 @@ const CHUNK: u64 = 4_000;
 const LOAD_APP: &str = "baton-bench-load";
 const MIGRATE_APP: &str = "baton-bench-migrate";
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let db = ScratchDatabase::create(&args.database_url, "migrate").await?;
     println!("baton bench migrate: database {}", db.name);
     let outcome = measure(&args, &db.url).await;

@@ -37,7 +37,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scenario {
+pub(crate) enum Scenario {
     RestBackground,
     McpTask,
     Foreground,
@@ -49,7 +49,7 @@ pub enum Scenario {
 
 /// `name=PID` pairs, e.g. `gateway=12,coordinator=13,worker=14`.
 #[derive(Clone, Debug)]
-pub struct Pids(pub Vec<(String, u32)>);
+pub(crate) struct Pids(pub Vec<(String, u32)>);
 
 fn parse_pids(s: &str) -> Result<Pids, String> {
     let mut out = Vec::new();
@@ -63,7 +63,7 @@ fn parse_pids(s: &str) -> Result<Pids, String> {
 
 /// Benchmarks that measure Baton's own parts rather than a running deployment.
 #[derive(clap::Subcommand, Debug)]
-pub enum Part {
+pub(crate) enum Part {
     /// Seeds a fresh Postgres database with a large execution history (1,000,000
     /// runs by default) and times the history's list, count and detail reads.
     History(history::Args),
@@ -78,7 +78,7 @@ pub enum Part {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     part: Option<Part>,
     /// The gateway's base URL, e.g. http://127.0.0.1:8080.
@@ -147,7 +147,7 @@ pub struct Args {
 
 /// Where the deployment is and who the benchmark acts as.
 #[derive(Clone)]
-pub struct Target {
+pub(crate) struct Target {
     pub http: reqwest::Client,
     /// `{http_url}/v1/orgs/{org}/projects/{project}/tool-executions`
     pub executions_url: String,
@@ -161,7 +161,7 @@ pub struct Target {
 
 /// What every scenario is told.
 #[derive(Clone, Copy, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub executions: usize,
     pub concurrency: usize,
     pub waiters: usize,
@@ -176,12 +176,12 @@ pub struct Settings {
 
 /// A scenario's table and the number of executions it completed, which the
 /// probes divide by.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub table: report::Table,
     pub executions: usize,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.part {
         Some(Part::History(h)) => return history::run(h).await,
         Some(Part::Retention(r)) => return retention::run(r).await,
@@ -278,7 +278,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Runs `one(i)` for `i` in `0..n` on `c` concurrent tasks, starting no new
 /// item once `deadline` has passed; returns every item's answer.
-pub async fn drive<R, F, Fut>(n: usize, c: usize, deadline: Instant, one: F) -> Vec<R>
+pub(crate) async fn drive<R, F, Fut>(n: usize, c: usize, deadline: Instant, one: F) -> Vec<R>
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = R> + Send,

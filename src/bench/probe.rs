@@ -20,13 +20,13 @@ struct Db {
     wal_syncs: Option<i64>,
 }
 
-pub struct Before {
+pub(super) struct Before {
     db: Option<Db>,
     cpu: Vec<Option<u64>>,
     at: Instant,
 }
 
-pub struct Probe {
+pub(super) struct Probe {
     db: Option<sqlx::PgConnection>,
     pids: Vec<(String, u32)>,
     settle: Duration,
@@ -34,7 +34,11 @@ pub struct Probe {
 }
 
 impl Probe {
-    pub async fn new(database_url: Option<&str>, pids: Vec<(String, u32)>, settle: Duration) -> anyhow::Result<Probe> {
+    pub(super) async fn new(
+        database_url: Option<&str>,
+        pids: Vec<(String, u32)>,
+        settle: Duration,
+    ) -> anyhow::Result<Probe> {
         let db = match database_url {
             Some(url) => Some(sqlx::PgConnection::connect(url).await?),
             None => None,
@@ -42,11 +46,11 @@ impl Probe {
         Ok(Probe { db, pids, settle, settled: false })
     }
 
-    pub fn pid(&self, name: &str) -> Option<u32> {
+    pub(super) fn pid(&self, name: &str) -> Option<u32> {
         self.pids.iter().find(|(n, _)| n == name).map(|(_, p)| *p)
     }
 
-    pub async fn synchronous_commit(&mut self) -> Option<String> {
+    pub(super) async fn synchronous_commit(&mut self) -> Option<String> {
         let db = self.db.as_mut()?;
         sqlx::query_scalar::<_, String>("SHOW synchronous_commit").fetch_one(db).await.ok()
     }
@@ -78,7 +82,7 @@ impl Probe {
         }
     }
 
-    pub async fn before(&mut self) -> Before {
+    pub(super) async fn before(&mut self) -> Before {
         if !self.settled {
             self.settle().await;
             self.settled = true;
@@ -88,7 +92,7 @@ impl Probe {
     }
 
     /// Adds the per-execution figures since `before` to `table`.
-    pub async fn after(&mut self, before: Before, executions: usize, table: &mut Table) {
+    pub(super) async fn after(&mut self, before: Before, executions: usize, table: &mut Table) {
         let wall = before.at.elapsed().as_secs_f64();
         let cpu: Vec<Option<u64>> = self.pids.iter().map(|(_, p)| cpu_ticks(*p)).collect();
         let per_exec = |delta: i64| {
@@ -128,7 +132,7 @@ impl Probe {
 /// and its reaped children's (utime, stime, cutime, cstime), plus its live
 /// descendants'. So a Postgres postmaster's pid counts every backend, the
 /// ones that exited too.
-pub fn cpu_ticks(pid: u32) -> Option<u64> {
+pub(super) fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let own = parse_stat(&stat)?;
     let mut processes = Vec::new();
@@ -176,7 +180,7 @@ fn parse_stat(stat: &str) -> Option<Stat> {
 
 /// Resident memory of a process (`VmRSS`) and its high-water mark
 /// (`VmHWM`), in KiB, from one read of its status.
-pub fn rss_and_peak_kib(pid: u32) -> (Option<u64>, Option<u64>) {
+pub(super) fn rss_and_peak_kib(pid: u32) -> (Option<u64>, Option<u64>) {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return (None, None) };
     (crate::memory::status_kib(&status, "VmRSS"), crate::memory::status_kib(&status, "VmHWM"))
 }

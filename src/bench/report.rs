@@ -10,18 +10,18 @@ enum Row {
     Value { label: String, value: String },
 }
 
-pub struct Table {
+pub(crate) struct Table {
     title: String,
     rows: Vec<Row>,
 }
 
 impl Table {
-    pub fn new(title: impl Into<String>) -> Table {
+    pub(crate) fn new(title: impl Into<String>) -> Table {
         Table { title: title.into(), rows: Vec::new() }
     }
 
     /// A latency distribution in milliseconds; `n/a` when nothing was recorded.
-    pub fn dist(&mut self, label: impl Into<String>, samples: &Samples) {
+    pub(crate) fn dist(&mut self, label: impl Into<String>, samples: &Samples) {
         let cells = match samples.summary() {
             Some(s) => [ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max), s.count.to_string()],
             None => ["n/a".into(), "n/a".into(), "n/a".into(), "n/a".into(), "0".into()],
@@ -29,19 +29,19 @@ impl Table {
         self.rows.push(Row::Dist { label: label.into(), cells });
     }
 
-    pub fn value(&mut self, label: impl Into<String>, value: impl Into<String>) {
+    pub(crate) fn value(&mut self, label: impl Into<String>, value: impl Into<String>) {
         self.rows.push(Row::Value { label: label.into(), value: value.into() });
     }
 
     /// `errors` with the total, then one line per kind.
-    pub fn errors(&mut self, errors: &Errors) {
+    pub(crate) fn errors(&mut self, errors: &Errors) {
         self.value("errors", errors.total().to_string());
         for (kind, n) in errors.iter() {
             self.value(format!("  {kind}"), n.to_string());
         }
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let label_width = self
             .rows
             .iter()
@@ -94,7 +94,7 @@ fn ms(v: f64) -> String {
 }
 
 /// A number with a sensible number of decimals for the table.
-pub fn num(v: f64) -> String {
+pub(super) fn num(v: f64) -> String {
     if v >= 1000.0 {
         format!("{v:.0}")
     } else if v >= 10.0 {

@@ -13,19 +13,19 @@ use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
 /// The long-poll window asked of the gateway (it allows up to 45 s).
-pub const WAIT_MS: u64 = 20_000;
+pub(super) const WAIT_MS: u64 = 20_000;
 /// At most this many polls per execution, whatever the time left.
 const MAX_POLLS: usize = 1_000;
 
 /// An RFC 3339 field of a view as epoch milliseconds.
-pub fn time_ms(view: &Value, field: &str) -> Option<i64> {
+pub(super) fn time_ms(view: &Value, field: &str) -> Option<i64> {
     let text = view.get(field)?.as_str()?;
     let t = OffsetDateTime::parse(text, &Rfc3339).ok()?;
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 /// A view's status; unspecified when it names none Baton knows.
-pub fn status(view: &Value) -> ExecutionStatus {
+pub(super) fn status(view: &Value) -> ExecutionStatus {
     view.get("status").and_then(Value::as_str).and_then(ExecutionStatus::from_name).unwrap_or_default()
 }
 
@@ -44,7 +44,7 @@ fn http_failure(status: u16, body: &Value) -> Failure {
 }
 
 /// `POST /tool-executions` with an idempotency key; the 202 view.
-pub async fn start(t: &Target, tool: &str, input: Value, key: &str) -> Result<Value, Failure> {
+pub(super) async fn start(t: &Target, tool: &str, input: Value, key: &str) -> Result<Value, Failure> {
     let body = json!({"gateway_id": t.gateway_id, "tool_name": tool, "input": input});
     let req = t.http.post(&t.executions_url).header("Idempotency-Key", key).json(&body);
     let (status, view) = send(t, req, Duration::from_secs(30)).await?;
@@ -59,7 +59,7 @@ pub async fn start(t: &Target, tool: &str, input: Value, key: &str) -> Result<Va
 
 /// `GET /{id}?delivery=websocket`: the watch offer (its `websocket_url`, and
 /// the owner view as it stands).
-pub async fn watch_offer(t: &Target, id: &str, timeout_seconds: u64) -> Result<Value, Failure> {
+pub(super) async fn watch_offer(t: &Target, id: &str, timeout_seconds: u64) -> Result<Value, Failure> {
     let url = format!("{}/{id}?delivery=websocket&timeout_seconds={timeout_seconds}", t.executions_url);
     let (status, offer) = send(t, t.http.get(url), Duration::from_secs(30)).await?;
     if status != 200 {
@@ -69,7 +69,7 @@ pub async fn watch_offer(t: &Target, id: &str, timeout_seconds: u64) -> Result<V
 }
 
 /// One `GET /{id}?wait_ms=…`.
-pub async fn wait_once(t: &Target, id: &str, wait_ms: u64) -> Result<Value, Failure> {
+pub(super) async fn wait_once(t: &Target, id: &str, wait_ms: u64) -> Result<Value, Failure> {
     let req = t.http.get(format!("{}/{id}?wait_ms={wait_ms}", t.executions_url));
     let (status, view) = send(t, req, Duration::from_millis(wait_ms + 15_000)).await?;
     if status != 200 {
@@ -79,7 +79,7 @@ pub async fn wait_once(t: &Target, id: &str, wait_ms: u64) -> Result<Value, Fail
 }
 
 /// Long-polls until the execution is terminal, or `deadline`.
-pub async fn wait_terminal(t: &Target, id: &str, deadline: Instant) -> Result<Value, Failure> {
+pub(super) async fn wait_terminal(t: &Target, id: &str, deadline: Instant) -> Result<Value, Failure> {
     for _ in 0..MAX_POLLS {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -95,7 +95,7 @@ pub async fn wait_terminal(t: &Target, id: &str, deadline: Instant) -> Result<Va
 }
 
 /// `GET /{id}/result` until it answers 200 (202 means "not yet"), or `deadline`.
-pub async fn result(t: &Target, id: &str, deadline: Instant) -> Result<Value, Failure> {
+pub(super) async fn result(t: &Target, id: &str, deadline: Instant) -> Result<Value, Failure> {
     for _ in 0..MAX_POLLS {
         let req = t.http.get(format!("{}/{id}/result", t.executions_url));
         let (status, body) = send(t, req, Duration::from_secs(30)).await?;
@@ -111,7 +111,12 @@ pub async fn result(t: &Target, id: &str, deadline: Instant) -> Result<Value, Fa
 
 /// The caller's executions created at or after `since_ms` (server clock),
 /// newest first, walking the list endpoint's pages; at most `max_items`.
-pub async fn list_since(t: &Target, since_ms: i64, max_items: usize, deadline: Instant) -> Result<Vec<Value>, Failure> {
+pub(super) async fn list_since(
+    t: &Target,
+    since_ms: i64,
+    max_items: usize,
+    deadline: Instant,
+) -> Result<Vec<Value>, Failure> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     let max_pages = max_items / 200 + 5;
@@ -155,7 +160,7 @@ fn encode_query(s: &str) -> String {
 }
 
 /// `started_at − created_at` of a view, in milliseconds.
-pub fn start_to_begin_ms(view: &Value) -> Option<f64> {
+pub(super) fn start_to_begin_ms(view: &Value) -> Option<f64> {
     Some((time_ms(view, "started_at")? - time_ms(view, "created_at")?) as f64)
 }
 

@@ -39,7 +39,7 @@ async fn one(t: &Target, i: usize, deadline: Instant) -> Result<Done, Failure> {
     Ok(Done { submitted, visible, post_ms, begins_ms: rest::start_to_begin_ms(&done) })
 }
 
-pub async fn run(target: Arc<Target>, s: Settings) -> Outcome {
+pub(super) async fn run(target: Arc<Target>, s: Settings) -> Outcome {
     let deadline = Instant::now() + s.max_time;
     let t = target.clone();
     let answers = drive(s.executions, s.concurrency, deadline, move |i| {

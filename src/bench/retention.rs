@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// A Postgres URL; the bench creates (and drops) databases of its own beside it.
     #[arg(long)]
     database_url: String,
@@ -56,7 +56,7 @@ enum Forms {
 const DAY: Millis = 86_400_000;
 const CHUNK: u64 = 4_000;
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!(
         "baton bench retention: {} expired runs dropped by partition, {} deleted row by row; {} concurrent starts",
         args.executions, args.row_executions, args.concurrency

@@ -4,14 +4,14 @@
 use anyhow::Context as _;
 use sqlx::Connection as _;
 
-pub struct ScratchDatabase {
+pub(super) struct ScratchDatabase {
     pub name: String,
     pub url: String,
 }
 
 impl ScratchDatabase {
     /// Creates `baton_bench_<kind>_<time>_<random>` on `admin_url`'s server.
-    pub async fn create(admin_url: &str, kind: &str) -> anyhow::Result<ScratchDatabase> {
+    pub(super) async fn create(admin_url: &str, kind: &str) -> anyhow::Result<ScratchDatabase> {
         let (server, query) = match admin_url.split_once('?') {
             Some((s, q)) => (s.to_owned(), format!("?{q}")),
             None => (admin_url.to_owned(), String::new()),
@@ -27,7 +27,7 @@ impl ScratchDatabase {
         Ok(ScratchDatabase { url: format!("{prefix}/{name}{query}"), name })
     }
 
-    pub async fn drop_it(self, admin_url: &str) -> anyhow::Result<()> {
+    pub(super) async fn drop_it(self, admin_url: &str) -> anyhow::Result<()> {
         let mut admin = sqlx::PgConnection::connect(admin_url).await?;
         sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {} WITH (FORCE)", self.name)))
             .execute(&mut admin)

@@ -10,13 +10,13 @@ use tokio::time::Instant;
 /// Recorded samples (milliseconds); percentiles come from the samples
 /// themselves, not from buckets.
 #[derive(Clone, Debug, Default)]
-pub struct Samples {
+pub(crate) struct Samples {
     values: Vec<f64>,
 }
 
 /// p50, p90, p99 and max of a non-empty sample set.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
@@ -25,17 +25,17 @@ pub struct Summary {
 }
 
 impl Samples {
-    pub fn push(&mut self, ms: f64) {
+    pub(crate) fn push(&mut self, ms: f64) {
         if ms.is_finite() {
             self.values.push(ms);
         }
     }
 
-    pub fn push_duration(&mut self, d: Duration) {
+    pub(crate) fn push_duration(&mut self, d: Duration) {
         self.push(d.as_secs_f64() * 1000.0);
     }
 
-    pub fn summary(&self) -> Option<Summary> {
+    pub(crate) fn summary(&self) -> Option<Summary> {
         let sorted = self.sorted();
         Some(Summary {
             p50: nearest_rank(&sorted, 50.0)?,
@@ -66,23 +66,23 @@ fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
 
 /// The span from the first start to the last finish of successful work.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Window {
+pub(super) struct Window {
     first: Option<Instant>,
     last: Option<Instant>,
 }
 
 impl Window {
-    pub fn record(&mut self, start: Instant, end: Instant) {
+    pub(super) fn record(&mut self, start: Instant, end: Instant) {
         self.first = Some(self.first.map_or(start, |f| f.min(start)));
         self.last = Some(self.last.map_or(end, |l| l.max(end)));
     }
 
-    pub fn span(&self) -> Option<Duration> {
+    pub(super) fn span(&self) -> Option<Duration> {
         Some(self.last?.saturating_duration_since(self.first?))
     }
 
     /// `count` per second over the window.
-    pub fn rate(&self, count: usize) -> Option<f64> {
+    pub(super) fn rate(&self, count: usize) -> Option<f64> {
         let secs = self.span()?.as_secs_f64();
         (secs > 0.0).then(|| count as f64 / secs)
     }
@@ -90,7 +90,7 @@ impl Window {
 
 /// Why one unit of work did not succeed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// An HTTP status other than the expected one, with the error code if the
     /// body carried one.
     Http { status: u16, code: Option<String> },
@@ -107,7 +107,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn transport(e: &reqwest::Error) -> Failure {
+    pub(crate) fn transport(e: &reqwest::Error) -> Failure {
         let kind = if e.is_timeout() {
             "timeout"
         } else if e.is_connect() {
@@ -120,7 +120,7 @@ impl Failure {
         Failure::Transport(kind)
     }
 
-    pub fn kind(&self) -> String {
+    pub(crate) fn kind(&self) -> String {
         match self {
             Failure::Http { status, code: Some(c) } => format!("http {status} {c}"),
             Failure::Http { status, code: None } => format!("http {status}"),
@@ -135,18 +135,18 @@ impl Failure {
 
 /// Failures counted by kind.
 #[derive(Clone, Debug, Default)]
-pub struct Errors(BTreeMap<String, u64>);
+pub(crate) struct Errors(BTreeMap<String, u64>);
 
 impl Errors {
-    pub fn add(&mut self, f: &Failure) {
+    pub(crate) fn add(&mut self, f: &Failure) {
         *self.0.entry(f.kind()).or_default() += 1;
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.0.values().sum()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
         self.0.iter().map(|(k, n)| (k.as_str(), *n))
     }
 }

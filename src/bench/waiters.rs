@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// Executions of `--spread many`.
-pub const MANY: usize = 1_000;
+pub(super) const MANY: usize = 1_000;
 /// Each poll's `wait_ms`: the gateway's default bound.
 const WAIT_MS: u64 = 45_000;
 /// Each watch's `timeout_seconds`: longer than a run.
@@ -54,7 +54,7 @@ const TICKS_PER_SECOND: f64 = 100.0;
 
 /// How each waiter waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum WaitForm {
+pub(crate) enum WaitForm {
     /// REST long polls, `GET …/{id}?wait_ms=`.
     Poll,
     /// Legacy MCP `tasks/result` SSE streams, all on one session.
@@ -65,7 +65,7 @@ pub enum WaitForm {
 
 /// How the executions are settled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// Every execution cancelled at once (concurrency `-c`).
     Together,
     /// One cancel at a time, `PACE` apart: each settlement wakes its own
@@ -107,7 +107,7 @@ const PACE: Duration = Duration::from_millis(10);
 
 /// Where the waiters wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Spread {
+pub(crate) enum Spread {
     /// All W on one execution.
     One,
     /// W over 1,000 executions.
@@ -310,7 +310,7 @@ fn busy(from: Sample, to: Sample, over: Duration) -> String {
     }
 }
 
-pub async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
+pub(super) async fn run(target: Arc<Target>, s: Settings, probe: &Probe) -> Outcome {
     let (gateway, coordinator) = (probe.pid("gateway"), probe.pid("coordinator"));
     let deadline = Instant::now() + s.max_time;
     let executions = match s.spread {

@@ -8,7 +8,7 @@ use tokio_stream::StreamExt;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 /// How one watch socket ended, seen from the client.
-pub enum Watched {
+pub(super) enum Watched {
     /// The execution's terminal view arrived (at this machine's clock, ms).
     Terminal { received_ms: i64 },
     /// The watch ended first (`timed_out`, `shutdown`, or the socket closed):
@@ -17,7 +17,7 @@ pub enum Watched {
 }
 
 /// Opens `offer`'s socket; `opened` runs once it is open (the wait is then parked).
-pub async fn run(offer: &Value, opened: impl FnOnce()) -> Result<Watched, Failure> {
+pub(super) async fn run(offer: &Value, opened: impl FnOnce()) -> Result<Watched, Failure> {
     let url =
         offer.get("websocket_url").and_then(Value::as_str).ok_or(Failure::Shape("offer without websocket_url"))?;
     let (mut socket, _) = tokio_tungstenite::connect_async(url).await.map_err(|e| match e {

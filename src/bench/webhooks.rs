@@ -44,7 +44,7 @@ fn webhooks_url(t: &Target) -> String {
     t.executions_url.trim_end_matches("/tool-executions").to_owned() + "/webhooks"
 }
 
-pub async fn run(target: Arc<Target>, s: Settings, admin_key: Option<&str>) -> Outcome {
+pub(super) async fn run(target: Arc<Target>, s: Settings, admin_key: Option<&str>) -> Outcome {
     let mut table =
         Table::new(format!("webhooks  (Demo.Echo completed signals, N={}, C={})", s.executions, s.concurrency));
     let mut errors = Errors::default();

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Database {
+pub(crate) struct Database {
     pub url: Option<String>,
     pub max_connections: u32,
     /// A streaming replica of `url` (Postgres) for the heavy reads: history,
@@ -20,7 +20,7 @@ pub struct Database {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Migrations {
+pub(crate) struct Migrations {
     /// How long a migration's statement may wait for a lock before the
     /// migration gives up (Postgres `lock_timeout`): what the requests queued
     /// behind it may lose.
@@ -50,7 +50,7 @@ fn millis(d: std::time::Duration) -> u64 {
 }
 
 impl Migrations {
-    pub fn options(&self) -> baton_coordinator::store::MigrateOptions {
+    pub(crate) fn options(&self) -> baton_coordinator::store::MigrateOptions {
         baton_coordinator::store::MigrateOptions {
             lock_timeout: std::time::Duration::from_millis(self.lock_timeout_ms),
             statement_timeout: std::time::Duration::from_millis(self.statement_timeout_ms),

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Redis {
+pub(crate) struct Redis {
     /// One Redis server.
     pub url: Option<String>,
     /// Seed nodes of a Redis Cluster (`redis://host:port/`); the client finds
@@ -23,7 +23,7 @@ impl Default for Redis {
 
 impl Redis {
     /// Where Redis is, if configured: one node, or a cluster by its seeds.
-    pub fn target(&self) -> Option<baton_coordinator::redis_link::Target> {
+    pub(crate) fn target(&self) -> Option<baton_coordinator::redis_link::Target> {
         use baton_coordinator::redis_link::Target;
         match (&self.url, self.cluster_nodes.is_empty()) {
             (Some(url), _) => Some(Target::Node(url.clone())),

@@ -7,7 +7,7 @@ use serde::Deserialize;
 /// Lifecycle webhooks (coordinators, and `baton admin` when it creates endpoints).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct WebhooksSection {
+pub(crate) struct WebhooksSection {
     /// Accept targets that resolve to loopback addresses (`baton dev` does).
     pub allow_loopback_targets: bool,
     /// Accept targets that resolve to private, link-local and other
@@ -51,7 +51,7 @@ impl Default for WebhooksSection {
 }
 
 impl WebhooksSection {
-    pub fn options(&self) -> baton_coordinator::webhooks::Options {
+    pub(crate) fn options(&self) -> baton_coordinator::webhooks::Options {
         baton_coordinator::webhooks::Options {
             allow_loopback_targets: self.allow_loopback_targets,
             allow_private_targets: self.allow_private_targets,

@@ -13,7 +13,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const BODY_EXCERPT: usize = 300;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(super) enum Error {
     #[error("BATON_URL (--url) {url:?} is not an http(s) URL")]
     BadUrl { url: String },
     #[error("cannot reach the gateway at {url}: {reason}")]
@@ -37,7 +37,7 @@ fn refusal(status: StatusCode, code: &str, message: &str) -> String {
 }
 
 impl Error {
-    pub fn exit_code(&self) -> u8 {
+    pub(super) fn exit_code(&self) -> u8 {
         match self {
             Error::BadUrl { .. } => 64,
             Error::Unreachable { .. } => 69,
@@ -48,7 +48,7 @@ impl Error {
     }
 }
 
-pub struct Client {
+pub(super) struct Client {
     http: reqwest::Client,
     /// `{url}/v1/orgs/{org}/projects/{project}`
     base: Url,
@@ -56,7 +56,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(target: &Target) -> Result<Client, Error> {
+    pub(super) fn new(target: &Target) -> Result<Client, Error> {
         let bad = || Error::BadUrl { url: target.url.clone() };
         let mut base = Url::parse(&target.url).map_err(|_| bad())?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
@@ -87,12 +87,12 @@ impl Client {
         url
     }
 
-    pub async fn get(&self, segments: &[&str], query: &[(&str, String)]) -> Result<Value, Error> {
+    pub(super) async fn get(&self, segments: &[&str], query: &[(&str, String)]) -> Result<Value, Error> {
         self.send(Method::GET, self.url(segments, query)).await
     }
 
     /// A POST with an empty JSON object (the cancel routes take no fields).
-    pub async fn post(&self, segments: &[&str]) -> Result<Value, Error> {
+    pub(super) async fn post(&self, segments: &[&str]) -> Result<Value, Error> {
         self.send(Method::POST, self.url(segments, &[])).await
     }
 

@@ -3,7 +3,7 @@
 //! single-line (control characters become spaces), so one row is one line
 //! whatever a user id or tool name holds.
 
-pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     let clean = |s: &str| s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>();
     let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| clean(c)).collect()).collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
@@ -29,7 +29,7 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// `-` for an absent value, so a column never looks shifted.
-pub fn or_dash(v: Option<&str>) -> String {
+pub(crate) fn or_dash(v: Option<&str>) -> String {
     match v {
         Some(s) if !s.is_empty() => s.to_owned(),
         _ => "-".to_owned(),

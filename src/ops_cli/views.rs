@@ -5,7 +5,7 @@
 use super::table::{or_dash, render};
 use serde_json::Value;
 
-pub fn pretty(v: &Value) -> String {
+pub(super) fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
@@ -28,7 +28,7 @@ fn printable(s: &str) -> String {
 }
 
 /// A page of the history: one row per run, and where the page sits.
-pub fn list(page: &Value) -> String {
+pub(super) fn list(page: &Value) -> String {
     let empty = Vec::new();
     let items = page["items"].as_array().unwrap_or(&empty);
     if items.is_empty() {
@@ -49,7 +49,7 @@ pub fn list(page: &Value) -> String {
 }
 
 /// One run: its fields, the timeline, the attempts, and any payload revealed.
-pub fn detail(run: &Value) -> String {
+pub(super) fn detail(run: &Value) -> String {
     let fields = [
         ("id", "id"),
         ("status", "execution_status"),
@@ -112,7 +112,7 @@ fn indent(block: &str, title: &str) -> String {
 }
 
 /// The operator cancel's answer: the outcome, and the status it left.
-pub fn cancelled(id: &str, answer: &Value) -> String {
+pub(super) fn cancelled(id: &str, answer: &Value) -> String {
     let status = text(&answer["execution"]["status"]);
     format!("cancel {id}: {} (status {status})", text(&answer["outcome"]))
 }

@@ -15,9 +15,9 @@ use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 
 mod settings;
-pub use settings::Settings;
+pub(crate) use settings::Settings;
 
-pub fn baton_bin() -> PathBuf {
+pub(crate) fn baton_bin() -> PathBuf {
     if let Ok(p) = std::env::var("BATON_BIN") {
         return PathBuf::from(p);
     }
@@ -26,22 +26,22 @@ pub fn baton_bin() -> PathBuf {
     exe.parent().and_then(Path::parent).map(|d| d.join("baton")).expect("target dir")
 }
 
-pub fn postgres_url() -> String {
+pub(crate) fn postgres_url() -> String {
     std::env::var("TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
-pub fn redis_url() -> String {
+pub(crate) fn redis_url() -> String {
     std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
 }
 
-pub fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).expect("rng");
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Polls `f` until it yields `Some`, or fails after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> Result<T>
+pub(crate) async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>>>,
@@ -60,7 +60,7 @@ where
 
 /// rustls' ring provider as the process default: reqwest (built without a
 /// provider of its own) needs one before any client is built.
-pub fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     baton_worker::dial::install_crypto_provider();
 }
 
@@ -68,7 +68,7 @@ pub fn install_crypto_provider() {
 /// committed anywhere): a CA, the coordinators' certificate and the client
 /// certificate of gateways and workers.
 #[derive(Clone, Debug)]
-pub struct TlsFiles {
+pub(crate) struct TlsFiles {
     pub ca: PathBuf,
     /// For 127.0.0.1 and localhost; usable as server and as client certificate
     /// (coordinators present it when they call each other).
@@ -80,7 +80,7 @@ pub struct TlsFiles {
 }
 
 impl TlsFiles {
-    pub fn generate(dir: &Path) -> Result<TlsFiles> {
+    pub(crate) fn generate(dir: &Path) -> Result<TlsFiles> {
         use rcgen::{
             BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose as Eku, IsCa, Issuer, KeyPair,
             KeyUsagePurpose,
@@ -121,21 +121,21 @@ impl TlsFiles {
     }
 }
 
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     pub addr: String,
     pub log: PathBuf,
 }
 
 impl Proc {
-    pub fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let _ = self.child.start_kill();
     }
 }
 
 /// Identity created for the test through `baton admin`.
 #[derive(Clone, Debug)]
-pub struct Identity {
+pub(crate) struct Identity {
     pub org_id: String,
     pub project_id: String,
     pub gateway_id: String,
@@ -147,7 +147,7 @@ pub struct Identity {
     pub worker_token: String,
 }
 
-pub struct Cluster {
+pub(crate) struct Cluster {
     pub dir: PathBuf,
     pub config: PathBuf,
     pub database_url: String,
@@ -179,7 +179,7 @@ fn text(v: &Value, key: &str) -> Result<String> {
 
 impl Cluster {
     /// A fresh database, config and identity; no processes yet.
-    pub async fn new(settings: Settings) -> Result<Cluster> {
+    pub(crate) async fn new(settings: Settings) -> Result<Cluster> {
         install_crypto_provider();
         let suffix = random_suffix();
         let dir = std::env::temp_dir().join(format!("baton-it-{suffix}"));
@@ -300,7 +300,7 @@ impl Cluster {
     }
 
     /// How gateways and workers reach coordinator `i`.
-    pub fn coordinator_url(&self, i: usize) -> String {
+    pub(crate) fn coordinator_url(&self, i: usize) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.coordinators[i].addr)
     }
@@ -308,7 +308,7 @@ impl Cluster {
     /// What a hand-made gRPC client needs to reach a coordinator of a TLS
     /// cluster: the cluster's CA and the gateways' and workers' client
     /// certificate. `None` for a plaintext cluster.
-    pub fn client_tls(&self) -> Option<tonic::transport::ClientTlsConfig> {
+    pub(crate) fn client_tls(&self) -> Option<tonic::transport::ClientTlsConfig> {
         let t = self.tls.as_ref()?;
         let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         Some(
@@ -370,19 +370,19 @@ impl Cluster {
         Ok(Proc { child, addr, log })
     }
 
-    pub async fn start_coordinator(&mut self) -> Result<usize> {
+    pub(crate) async fn start_coordinator(&mut self) -> Result<usize> {
         self.start_coordinator_with(&[]).await
     }
 
     /// A coordinator with extra environment (configuration overrides).
-    pub async fn start_coordinator_with(&mut self, extra: &[(&str, String)]) -> Result<usize> {
+    pub(crate) async fn start_coordinator_with(&mut self, extra: &[(&str, String)]) -> Result<usize> {
         let p = self.spawn("coordinator", &["--listen", "127.0.0.1:0"], extra, "coordinator listening").await?;
         self.coordinators.push(p);
         Ok(self.coordinators.len() - 1)
     }
 
     /// Restarts coordinator `i` on its previous address.
-    pub async fn restart_coordinator(&mut self, i: usize) -> Result<()> {
+    pub(crate) async fn restart_coordinator(&mut self, i: usize) -> Result<()> {
         // A killed process frees its port only once it has exited.
         let _ = tokio::time::timeout(Duration::from_secs(10), self.coordinators[i].child.wait()).await;
         let addr = self.coordinators[i].addr.clone();
@@ -391,12 +391,12 @@ impl Cluster {
         Ok(())
     }
 
-    pub async fn start_gateway(&mut self, coordinator: usize) -> Result<usize> {
+    pub(crate) async fn start_gateway(&mut self, coordinator: usize) -> Result<usize> {
         self.start_gateway_with(coordinator, &[]).await
     }
 
     /// A gateway with extra environment (configuration overrides).
-    pub async fn start_gateway_with(&mut self, coordinator: usize, extra: &[(&str, String)]) -> Result<usize> {
+    pub(crate) async fn start_gateway_with(&mut self, coordinator: usize, extra: &[(&str, String)]) -> Result<usize> {
         let mut env = vec![("BATON_GATEWAY__COORDINATOR_URL", self.coordinator_url(coordinator))];
         env.extend(self.client_identity_env());
         env.extend(extra.iter().cloned());
@@ -406,7 +406,7 @@ impl Cluster {
     }
 
     /// Restarts gateway `i` on its previous address, talking to `coordinator`.
-    pub async fn restart_gateway(&mut self, i: usize, coordinator: usize) -> Result<()> {
+    pub(crate) async fn restart_gateway(&mut self, i: usize, coordinator: usize) -> Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(10), self.gateways[i].child.wait()).await;
         let addr = self.gateways[i].addr.clone();
         let mut env = vec![("BATON_GATEWAY__COORDINATOR_URL", self.coordinator_url(coordinator))];
@@ -416,19 +416,19 @@ impl Cluster {
         Ok(())
     }
 
-    pub async fn start_worker(&mut self, coordinator: usize) -> Result<usize> {
+    pub(crate) async fn start_worker(&mut self, coordinator: usize) -> Result<usize> {
         self.start_worker_with(coordinator, &[]).await
     }
 
     /// A worker that also serves remote MCP servers: `remote_servers` is the
     /// YAML flow sequence of `worker.remote_servers`, e.g.
     /// `[{url: "http://127.0.0.1:8000/mcp"}]` (`BATON_WORKER__REMOTE_SERVERS`).
-    pub async fn start_worker_remote(&mut self, coordinator: usize, remote_servers: &str) -> Result<usize> {
+    pub(crate) async fn start_worker_remote(&mut self, coordinator: usize, remote_servers: &str) -> Result<usize> {
         self.start_worker_with(coordinator, &[("BATON_WORKER__REMOTE_SERVERS", remote_servers.to_owned())]).await
     }
 
     /// A worker with extra environment (configuration overrides).
-    pub async fn start_worker_with(&mut self, coordinator: usize, extra: &[(&str, String)]) -> Result<usize> {
+    pub(crate) async fn start_worker_with(&mut self, coordinator: usize, extra: &[(&str, String)]) -> Result<usize> {
         let mut env = vec![
             ("BATON_WORKER__COORDINATOR_URL", self.coordinator_url(coordinator)),
             ("BATON_WORKER__TOKEN", self.id.worker_token.clone()),
@@ -449,7 +449,7 @@ impl Cluster {
     }
 
     /// One coordinator, one gateway, one worker.
-    pub async fn single(settings: Settings) -> Result<Cluster> {
+    pub(crate) async fn single(settings: Settings) -> Result<Cluster> {
         let mut c = Cluster::new(settings).await?;
         c.start_coordinator().await?;
         c.start_gateway(0).await?;
@@ -457,12 +457,12 @@ impl Cluster {
         Ok(c)
     }
 
-    pub fn rest_base(&self, gateway: usize) -> String {
+    pub(crate) fn rest_base(&self, gateway: usize) -> String {
         format!("http://{}/v1/orgs/{}/projects/{}", self.gateways[gateway].addr, self.id.org_id, self.id.project_id)
     }
 
     /// Total invocations of `tool` reported by every live worker's /metrics.
-    pub async fn invocations(&self, tool: &str) -> Result<u64> {
+    pub(crate) async fn invocations(&self, tool: &str) -> Result<u64> {
         let mut total = 0;
         for w in self.workers.iter().filter(|w| w.child.id().is_some()) {
             let Ok(counts) = worker_counts(&self.http, &w.addr).await else { continue };
@@ -472,18 +472,21 @@ impl Cluster {
     }
 
     /// Runs `baton admin` against this cluster's database.
-    pub async fn admin(&self, args: &[&str]) -> Result<Value> {
+    pub(crate) async fn admin(&self, args: &[&str]) -> Result<Value> {
         run_cli(&self.config, args).await
     }
 
-    pub async fn db(&self) -> Result<sqlx::PgConnection> {
+    pub(crate) async fn db(&self) -> Result<sqlx::PgConnection> {
         use sqlx::Connection as _;
         Ok(sqlx::PgConnection::connect(&self.database_url).await?)
     }
 }
 
 /// Invocations per tool from one worker's /metrics (its own counters).
-pub async fn worker_counts(http: &reqwest::Client, addr: &str) -> Result<std::collections::BTreeMap<String, u64>> {
+pub(crate) async fn worker_counts(
+    http: &reqwest::Client,
+    addr: &str,
+) -> Result<std::collections::BTreeMap<String, u64>> {
     let text = http.get(format!("http://{addr}/metrics")).send().await?.text().await?;
     let mut counts = std::collections::BTreeMap::new();
     for line in text.lines() {
@@ -497,27 +500,27 @@ pub async fn worker_counts(http: &reqwest::Client, addr: &str) -> Result<std::co
 }
 
 /// A REST client bound to one gateway and one bearer.
-pub struct Rest {
+pub(crate) struct Rest {
     pub http: reqwest::Client,
     pub base: String,
     pub token: String,
     pub gateway_id: String,
 }
 
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub bytes: Vec<u8>,
 }
 
 impl Reply {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
     }
 }
 
 impl Rest {
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -539,22 +542,22 @@ impl Rest {
         })
     }
 
-    pub async fn start(&self, tool: &str, input: Value, key: Option<&str>) -> Result<Reply> {
+    pub(crate) async fn start(&self, tool: &str, input: Value, key: Option<&str>) -> Result<Reply> {
         let body =
             json!({"gateway_id": self.gateway_id, "tool_name": tool, "input": input, "user_id": "alice@example.com"});
         self.send(reqwest::Method::POST, "/tool-executions", Some(body), key).await
     }
 
-    pub async fn get(&self, path: &str) -> Result<Reply> {
+    pub(crate) async fn get(&self, path: &str) -> Result<Reply> {
         self.send(reqwest::Method::GET, path, None, None).await
     }
 
-    pub async fn post(&self, path: &str, body: Value) -> Result<Reply> {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> Result<Reply> {
         self.send(reqwest::Method::POST, path, Some(body), None).await
     }
 
     /// Long-polls until the execution is terminal; returns its view.
-    pub async fn until_terminal(&self, id: &str, timeout: Duration) -> Result<Value> {
+    pub(crate) async fn until_terminal(&self, id: &str, timeout: Duration) -> Result<Value> {
         eventually(timeout, "a terminal status", || async {
             let r = self.get(&format!("/tool-executions/{id}?wait_ms=5000")).await?;
             let v = r.json();
@@ -566,7 +569,7 @@ impl Rest {
 }
 
 impl Cluster {
-    pub fn rest(&self, gateway: usize, token: &str) -> Rest {
+    pub(crate) fn rest(&self, gateway: usize, token: &str) -> Rest {
         Rest {
             http: self.http.clone(),
             base: self.rest_base(gateway),
@@ -576,7 +579,7 @@ impl Cluster {
     }
 
     /// One integer from the cluster's database.
-    pub async fn scalar(&self, sql: &str) -> Result<i64> {
+    pub(crate) async fn scalar(&self, sql: &str) -> Result<i64> {
         let mut db = self.db().await?;
         Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned())).fetch_one(&mut db).await?)
     }

@@ -3,7 +3,7 @@
 //! temporary directory, on a free port) and a private `redis-server`. The
 //! shared Postgres and Redis on the default ports are never touched here.
 
-pub mod redis_cluster;
+pub(crate) mod redis_cluster;
 
 use crate::harness::eventually;
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 
 /// A port nothing listens on right now.
-pub fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -49,7 +49,7 @@ fn pg_bin_dir() -> Result<PathBuf> {
 
 /// A PostgreSQL server of one test. `initdb` refuses to run as root, so as
 /// root every server command runs as the `postgres` system user.
-pub struct PrivatePostgres {
+pub(crate) struct PrivatePostgres {
     bin: PathBuf,
     /// Owned by the user the server runs as; holds `data/`, the socket and the log.
     home: PathBuf,
@@ -59,7 +59,7 @@ pub struct PrivatePostgres {
 }
 
 impl PrivatePostgres {
-    pub async fn start(parent: &Path) -> Result<PrivatePostgres> {
+    pub(crate) async fn start(parent: &Path) -> Result<PrivatePostgres> {
         let pg = PrivatePostgres::at(parent.join("postgres"))?;
         let data = pg.data();
         let out = pg
@@ -105,7 +105,7 @@ impl PrivatePostgres {
 
     /// A streaming replica of this server (`pg_basebackup -R`: it follows the
     /// primary's WAL and answers reads), on a port of its own.
-    pub async fn start_replica(&self, parent: &Path) -> Result<PrivatePostgres> {
+    pub(crate) async fn start_replica(&self, parent: &Path) -> Result<PrivatePostgres> {
         let replica = PrivatePostgres::at(parent.join("postgres-replica"))?;
         let out = replica
             .command("pg_basebackup")
@@ -124,12 +124,12 @@ impl PrivatePostgres {
     }
 
     /// `pg_ctl stop -m fast`: the server is gone once this returns.
-    pub async fn stop(&self) -> Result<()> {
+    pub(crate) async fn stop(&self) -> Result<()> {
         self.pg_ctl(&["-m", "fast", "stop"]).await
     }
 
     /// Starts a stopped server again on its port.
-    pub async fn start_again(&self) -> Result<()> {
+    pub(crate) async fn start_again(&self) -> Result<()> {
         self.pg_ctl(&["-o", &self.options(), "start"]).await?;
         self.wait_ready().await
     }
@@ -189,13 +189,13 @@ impl PrivatePostgres {
     }
 
     /// The admin URL (`postgres` database) for `Settings::postgres_url`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
     /// `pg_ctl restart -m fast`: every session is ended, the server shuts down
     /// cleanly and starts again on the same port.
-    pub async fn restart_fast(&self) -> Result<()> {
+    pub(crate) async fn restart_fast(&self) -> Result<()> {
         self.pg_ctl(&["-m", "fast", "restart"]).await?;
         self.wait_ready().await
     }
@@ -225,7 +225,7 @@ impl Drop for PrivatePostgres {
 /// A `redis-server` of one test. It writes nothing on its own: a snapshot is
 /// taken only when the test asks, so a restart starts empty or from that
 /// snapshot, as the test chooses.
-pub struct PrivateRedis {
+pub(crate) struct PrivateRedis {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
@@ -238,7 +238,7 @@ impl Drop for PrivateRedis {
 }
 
 impl PrivateRedis {
-    pub async fn start() -> Result<PrivateRedis> {
+    pub(crate) async fn start() -> Result<PrivateRedis> {
         let port = free_port()?;
         let dir = std::env::temp_dir().join(format!("baton-redis-{port}-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -247,7 +247,7 @@ impl PrivateRedis {
         Ok(r)
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
@@ -282,14 +282,14 @@ impl PrivateRedis {
     }
 
     /// Writes a snapshot of everything the server holds now (SAVE).
-    pub async fn snapshot(&self) -> Result<()> {
+    pub(crate) async fn snapshot(&self) -> Result<()> {
         let mut con = redis::Client::open(self.url())?.get_multiplexed_async_connection().await?;
         let _: () = redis::cmd("SAVE").query_async(&mut con).await?;
         Ok(())
     }
 
     /// SIGKILL; the server is gone once this returns.
-    pub async fn kill9(&mut self) {
+    pub(crate) async fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.start_kill();
             let _ = child.wait().await;
@@ -297,7 +297,7 @@ impl PrivateRedis {
     }
 
     /// A fresh (empty) server on the same port, after `kill9`.
-    pub async fn start_again(&mut self) -> Result<()> {
+    pub(crate) async fn start_again(&mut self) -> Result<()> {
         self.kill9().await;
         match std::fs::remove_file(self.snapshot_file()) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
@@ -308,7 +308,7 @@ impl PrivateRedis {
 
     /// kill -9, then a server on the same port that loads the last
     /// `snapshot`: whatever was written after it is lost, the rest is back.
-    pub async fn restart_from_snapshot(&mut self) -> Result<()> {
+    pub(crate) async fn restart_from_snapshot(&mut self) -> Result<()> {
         self.kill9().await;
         if !self.snapshot_file().is_file() {
             bail!("no snapshot to restart from");

@@ -10,14 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// A module file: its path from the crate root (`[]` for lib.rs/main.rs) and
 /// its code with comments, literals and test items blanked.
-pub struct ModuleFile {
+pub(crate) struct ModuleFile {
     pub name: String,
     pub module: Vec<String>,
     pub code: Vec<char>,
 }
 
 /// The module path of a file, given its path under the crate's `src/`.
-pub fn module_of(under_src: &str) -> Vec<String> {
+pub(crate) fn module_of(under_src: &str) -> Vec<String> {
     let mut parts: Vec<String> = under_src.trim_end_matches(".rs").split('/').map(str::to_owned).collect();
     if matches!(parts.last().map(String::as_str), Some("mod")) || parts == ["lib"] || parts == ["main"] {
         parts.pop();
@@ -161,7 +161,7 @@ fn reexports(f: &ModuleFile) -> BTreeMap<String, Vec<String>> {
 
 /// Who names whom: file index → the indexes of the files it names. A name a
 /// module re-exports leads to the file that defines it.
-pub fn edges(files: &[ModuleFile]) -> BTreeMap<usize, BTreeSet<usize>> {
+pub(crate) fn edges(files: &[ModuleFile]) -> BTreeMap<usize, BTreeSet<usize>> {
     let by_module: BTreeMap<&[String], usize> = files.iter().enumerate().map(|(i, f)| (&f.module[..], i)).collect();
     let handed_on: Vec<BTreeMap<String, Vec<String>>> = files.iter().map(reexports).collect();
     // The module file that defines what `abs` names (the longest prefix that
@@ -197,7 +197,7 @@ pub fn edges(files: &[ModuleFile]) -> BTreeMap<usize, BTreeSet<usize>> {
 }
 
 /// The circles: every strongly connected set of more than one file (Tarjan).
-pub fn circles(n: usize, edges: &BTreeMap<usize, BTreeSet<usize>>) -> Vec<Vec<usize>> {
+pub(crate) fn circles(n: usize, edges: &BTreeMap<usize, BTreeSet<usize>>) -> Vec<Vec<usize>> {
     struct State<'a> {
         edges: &'a BTreeMap<usize, BTreeSet<usize>>,
         index: Vec<Option<usize>>,

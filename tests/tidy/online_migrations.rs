@@ -18,9 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 mod statements;
 
 /// The last migration written before the rule existed; later ones are held to it.
-pub const GRANDFATHERED_THROUGH: u32 = 20;
+pub(crate) const GRANDFATHERED_THROUGH: u32 = 20;
 
-pub const MARKER: &str = "tidy: allow-lock";
+pub(crate) const MARKER: &str = "tidy: allow-lock";
 const NO_TRANSACTION: &str = "-- no-transaction";
 
 /// Functions whose value differs per row: as a new column's default, each
@@ -32,7 +32,7 @@ const SERIAL: [&str; 3] = ["SMALLSERIAL", "SERIAL", "BIGSERIAL"];
 
 /// What the migrations read so far established about `CHECK (c IS NOT NULL)`.
 #[derive(Default)]
-pub struct Checks {
+pub(crate) struct Checks {
     /// (table, constraint) → the column it holds not null.
     not_null: BTreeMap<(String, String), String>,
     /// (table, column) with such a check validated.
@@ -41,7 +41,7 @@ pub struct Checks {
 
 /// Reads one migration file: records its checks in `checks`, and when
 /// `enforce`, answers a line per refused statement.
-pub fn check(file: &str, sql: &str, enforce: bool, checks: &mut Checks) -> Vec<String> {
+pub(crate) fn check(file: &str, sql: &str, enforce: bool, checks: &mut Checks) -> Vec<String> {
     let mut problems = Vec::new();
     let no_tx = sql.starts_with(NO_TRANSACTION);
     let mut fresh = BTreeSet::new();

@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 
 /// The workspace root (this crate lives in `tests/`).
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// `path` relative to the workspace root, with `/` separators.
-pub fn relative(path: &Path) -> String {
+pub(crate) fn relative(path: &Path) -> String {
     let root = root();
     let rel = path.strip_prefix(&root).unwrap_or(path);
     rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
@@ -18,7 +18,7 @@ pub fn relative(path: &Path) -> String {
 
 /// Every `.rs` file under the workspace-relative `dirs`, sorted; build output
 /// and hidden directories are skipped.
-pub fn rust_files(dirs: &[&str]) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn rust_files(dirs: &[&str]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for dir in dirs {
         let dir = root().join(dir);
@@ -49,12 +49,12 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-pub fn read(path: &Path) -> Result<String, String> {
+pub(crate) fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", relative(path)))
 }
 
 /// Test code by its name: `tests.rs`, `*_tests.rs`, or anything in a `tests/` directory.
-pub fn is_test_file(path: &Path) -> bool {
+pub(crate) fn is_test_file(path: &Path) -> bool {
     let rel = relative(path);
     let mut parts: Vec<&str> = rel.split('/').collect();
     let Some(name) = parts.pop() else { return false };
@@ -62,7 +62,7 @@ pub fn is_test_file(path: &Path) -> bool {
 }
 
 /// 1-based line of the character index `at` in `text`.
-pub fn line_of(text: &[char], at: usize) -> usize {
+pub(crate) fn line_of(text: &[char], at: usize) -> usize {
     text[..at.min(text.len())].iter().filter(|c| **c == '\n').count() + 1
 }
 
@@ -72,7 +72,7 @@ fn is_ident(c: char) -> bool {
 
 /// Where `needle` occurs in `text` as a whole path: not preceded or followed by
 /// an identifier character (so `tokio::spawn` does not match `tokio::spawn_blocking`).
-pub fn find_path(text: &[char], needle: &str) -> Vec<usize> {
+pub(crate) fn find_path(text: &[char], needle: &str) -> Vec<usize> {
     let needle: Vec<char> = needle.chars().collect();
     let mut found = Vec::new();
     if needle.is_empty() || text.len() < needle.len() {
@@ -104,7 +104,7 @@ fn blank(out: &mut [char], from: usize, to: usize) {
 }
 
 /// `src` with the contents of comments, string and character literals blanked.
-pub fn mask(src: &str) -> Vec<char> {
+pub(crate) fn mask(src: &str) -> Vec<char> {
     let c: Vec<char> = src.chars().collect();
     let mut out = c.clone();
     let at = |i: usize| c.get(i).copied().unwrap_or('\0');
@@ -185,7 +185,7 @@ fn raw_string_at(c: &[char], i: usize) -> bool {
 
 /// Masked text with every item under `#[cfg(test)]` blanked too; `None` when
 /// the whole file is test code (`#![cfg(test)]`).
-pub fn non_test_code(src: &str) -> Option<Vec<char>> {
+pub(crate) fn non_test_code(src: &str) -> Option<Vec<char>> {
     let mut text = mask(src);
     if !find_path(&text, "#![cfg(test)]").is_empty() {
         return None;

@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Table name → column names, all lower case.
-pub type Schema = BTreeMap<String, BTreeSet<String>>;
+pub(crate) type Schema = BTreeMap<String, BTreeSet<String>>;
 
 /// Applies the statements of `sql` (the file `file`) to `schema`.
-pub fn apply(schema: &mut Schema, file: &str, sql: &str) -> Result<(), String> {
+pub(crate) fn apply(schema: &mut Schema, file: &str, sql: &str) -> Result<(), String> {
     for statement in statements(&strip_comments(sql)) {
         let words: Vec<&str> = statement.split_whitespace().collect();
         let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
@@ -39,13 +39,13 @@ pub fn apply(schema: &mut Schema, file: &str, sql: &str) -> Result<(), String> {
 }
 
 /// A bare, lower-case name: quotes and any schema qualifier removed.
-pub fn identifier(word: &str) -> String {
+pub(crate) fn identifier(word: &str) -> String {
     let word = word.rsplit('.').next().unwrap_or(word);
     word.trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']').to_ascii_lowercase()
 }
 
 /// `sql` without `--` and `/* */` comments (quoted text kept).
-pub fn strip_comments(sql: &str) -> String {
+pub(crate) fn strip_comments(sql: &str) -> String {
     let c: Vec<char> = sql.chars().collect();
     let mut out = String::with_capacity(sql.len());
     let mut i = 0;

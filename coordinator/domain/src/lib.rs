@@ -5,9 +5,9 @@
 pub type Millis = i64;
 
 pub mod id;
-pub mod machine;
+pub(crate) mod machine;
 pub mod policy;
-pub mod status;
+pub(crate) mod status;
 
 #[cfg(test)]
 mod machine_tests;

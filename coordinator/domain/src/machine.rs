@@ -9,7 +9,7 @@
 use super::policy::retry_backoff_ms;
 use super::status::{FailureReason, Status};
 
-pub use super::Millis;
+pub(crate) use super::Millis;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lease {

@@ -3,8 +3,8 @@
 
 use super::Millis;
 
-pub const DEFAULT_MAX_TTL_MS: i64 = 24 * 60 * 60 * 1000;
-pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+pub(crate) const DEFAULT_MAX_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+pub(crate) const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 
 /// The limits that bound one execution's lifetime.
 #[derive(Clone, Copy, Debug)]

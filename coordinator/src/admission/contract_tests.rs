@@ -3,7 +3,7 @@
 use super::memory::MemoryAdmission;
 use super::*;
 
-pub fn bounds() -> Bounds {
+pub(super) fn bounds() -> Bounds {
     Bounds {
         principal_concurrency: 2,
         project_concurrency: 3,
@@ -13,7 +13,7 @@ pub fn bounds() -> Bounds {
     }
 }
 
-pub fn ticket(id: &str, project: &str, user: &str, bytes: u64) -> Ticket {
+pub(super) fn ticket(id: &str, project: &str, user: &str, bytes: u64) -> Ticket {
     Ticket {
         execution_id: id.into(),
         org_id: "org".into(),
@@ -31,7 +31,7 @@ fn publish(generation: i64) -> Option<super::redis::Publish<'static>> {
 }
 
 /// The behaviour every implementation must show, given a fresh instance with `bounds()`.
-pub async fn contract(a: &dyn Admission) {
+pub(super) async fn contract(a: &dyn Admission) {
     let t = |id: &str, user: &str| ticket(id, "p1", user, 1);
     assert_eq!(a.admit(&t("e1", "u1"), 0).await.expect("admit").map(|_| ()), Ok(()));
     assert_eq!(a.admit(&t("e1", "u1"), 0).await.expect("same id again").map(|_| ()), Ok(()), "re-admitting is a no-op");

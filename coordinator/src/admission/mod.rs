@@ -45,7 +45,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scope::Principal => "principal",
             Scope::Project => "project",
@@ -81,7 +81,7 @@ pub struct Ticket {
 
 /// Bytes are held per hour of retention: the end of the hour that holds
 /// `retained_until_ms`, so they are never released before the record is.
-pub fn retention_bucket(retained_until_ms: i64) -> i64 {
+pub(crate) fn retention_bucket(retained_until_ms: i64) -> i64 {
     const HOUR: i64 = 3_600_000;
     retained_until_ms.div_euclid(HOUR).saturating_add(1).saturating_mul(HOUR)
 }
@@ -91,10 +91,10 @@ pub fn retention_bucket(retained_until_ms: i64) -> i64 {
 /// starts the byte totals from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetainedBytes {
-    pub org_id: String,
-    pub project_id: String,
-    pub bucket: i64,
-    pub bytes: u64,
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) bucket: i64,
+    pub(crate) bytes: u64,
 }
 
 /// An admission granted, and the generation it was granted under: the
@@ -102,14 +102,14 @@ pub struct RetainedBytes {
 /// admission cannot lose its state (one process's memory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Admitted {
-    pub fence: Option<i64>,
+    pub(crate) fence: Option<i64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rejection {
     pub scope: Scope,
     /// When retrying is likely to succeed, from the scope's recent hold times.
-    pub retry_after_ms: u64,
+    pub(crate) retry_after_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +142,6 @@ pub trait Admission: Send + Sync + 'static {
 
 /// Retry-After from the average time an execution recently held its place,
 /// clamped to [1 s, 60 s].
-pub fn retry_after_from_hold(avg_hold_ms: Option<f64>) -> u64 {
+pub(crate) fn retry_after_from_hold(avg_hold_ms: Option<f64>) -> u64 {
     avg_hold_ms.map_or(1_000, |ms| ms.clamp(1_000.0, 60_000.0) as u64)
 }

@@ -52,7 +52,7 @@ pub struct Publish<'a> {
 
 /// The right to write a rebuild, held by one replica at a time: the lock of
 /// every shard, each the random token and the run of the node it was taken on.
-pub struct RebuildLock {
+pub(crate) struct RebuildLock {
     held: Vec<String>,
 }
 
@@ -122,7 +122,7 @@ impl RedisAdmission {
     }
 
     /// Resolves when an admission found a shard that lost its state.
-    pub async fn loss_seen(&self) {
+    pub(crate) async fn loss_seen(&self) {
         self.lost.notified().await
     }
 
@@ -162,7 +162,7 @@ impl RedisAdmission {
     /// None when Redis may have lost admissions since in any shard: a flush,
     /// a restart (empty, or from a snapshot or its append-only file), a
     /// failover to a replica.
-    pub async fn epoch(&self) -> Result<Option<i64>, Error> {
+    pub(crate) async fn epoch(&self) -> Result<Option<i64>, Error> {
         let looks = shards(&self.prefix).map(|(_, shard)| {
             let mut con = self.con.clone();
             async move {
@@ -184,7 +184,7 @@ impl RedisAdmission {
 
     /// Takes the rebuild lock of every shard, in order; None while another
     /// replica holds one of them (then none is kept).
-    pub async fn lock_rebuild(&self) -> Result<Option<RebuildLock>, Error> {
+    pub(crate) async fn lock_rebuild(&self) -> Result<Option<RebuildLock>, Error> {
         let mut con = self.con.clone();
         let token = crate::domain::id::random_id("rb_", 96);
         let mut held = Vec::with_capacity(SHARDS as usize);
@@ -209,7 +209,7 @@ impl RedisAdmission {
     }
 
     /// Gives the locks back, unless lost meanwhile (then they are another's).
-    pub async fn unlock_rebuild(&self, lock: RebuildLock) {
+    pub(crate) async fn unlock_rebuild(&self, lock: RebuildLock) {
         let mut con = self.con.clone();
         for ((_, shard), value) in shards(&self.prefix).zip(&lock.held) {
             let unlocked: Result<i64, _> = self.unlock.key(shard.lock()).arg(value).invoke_async(&mut con).await;
@@ -248,7 +248,7 @@ impl RedisAdmission {
     /// by writing the generation to every shard's epoch key, which opens
     /// admission again. (Byte totals are left alone otherwise: their truth is
     /// a scan of every retained record, too heavy to run every period.)
-    pub async fn rebuild(
+    pub(crate) async fn rebuild(
         &self,
         lock: &RebuildLock,
         open: &[(Ticket, bool)],
@@ -402,7 +402,7 @@ impl RedisAdmission {
 #[cfg(test)]
 impl RedisAdmission {
     /// Deletes every key under this instance's prefix, as a flush would.
-    pub async fn wipe_for_tests(&self) {
+    pub(crate) async fn wipe_for_tests(&self) {
         let mut con = self.con.clone();
         let keys: Vec<String> =
             redis::cmd("KEYS").arg(format!("{}:*", self.prefix)).query_async(&mut con).await.unwrap_or_default();
@@ -414,7 +414,7 @@ impl RedisAdmission {
     /// What a restart from a snapshot leaves: every key as it was, but
     /// written by another server run than the one now answering. Returns the
     /// lock as the snapshot holds it.
-    pub async fn pretend_restarted_for_tests(&self, lock: Option<&RebuildLock>) -> Option<RebuildLock> {
+    pub(crate) async fn pretend_restarted_for_tests(&self, lock: Option<&RebuildLock>) -> Option<RebuildLock> {
         let mut con = self.con.clone();
         let other_run = "0".repeat(40);
         for (_, shard) in shards(&self.prefix) {
@@ -434,10 +434,10 @@ impl RedisAdmission {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RebuildReport {
-    pub open: usize,
-    pub removed: usize,
+    pub(crate) open: usize,
+    pub(crate) removed: usize,
     /// Open in the snapshot, but released before the rebuild reached them.
-    pub skipped_released: usize,
+    pub(crate) skipped_released: usize,
 }
 
 #[tonic::async_trait]

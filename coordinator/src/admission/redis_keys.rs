@@ -39,22 +39,22 @@ pub fn shard_of(org_id: &str) -> u32 {
 
 /// The keys of one shard.
 #[derive(Clone, Debug)]
-pub struct Shard {
+pub(crate) struct Shard {
     base: String,
 }
 
 /// The scope sets a rebuild prunes, by the name their key carries.
-pub const SCOPE_SETS: [&str; 4] = ["principal", "project", "org", "backlog"];
+pub(crate) const SCOPE_SETS: [&str; 4] = ["principal", "project", "org", "backlog"];
 
 impl Shard {
-    pub fn new(prefix: &str, n: u32) -> Shard {
+    pub(crate) fn new(prefix: &str, n: u32) -> Shard {
         Shard { base: format!("{prefix}:adm:{{s{n}}}") }
     }
 
     /// The keys a decision about `t` reads and writes, in the order the
     /// scripts name them (`redis_scripts::ADMIT`): 1 principal, 2 project,
     /// 3 org, 4 backlog, 5..7 retained due/total/open, 8 meta, 9 retained hour.
-    pub fn ticket_keys(&self, t: &Ticket) -> [String; 9] {
+    pub(crate) fn ticket_keys(&self, t: &Ticket) -> [String; 9] {
         let b = &self.base;
         let [due, total, open, hour] = self.retained(&t.project_id);
         [
@@ -73,48 +73,48 @@ impl Shard {
     /// A project's retained bytes: the retention hours still counted (a set
     /// scored by the hour), the total, the bytes each open execution holds,
     /// and the bytes per hour.
-    pub fn retained(&self, project_id: &str) -> [String; 4] {
+    pub(crate) fn retained(&self, project_id: &str) -> [String; 4] {
         let b = &self.base;
         ["due", "total", "open", "hour"].map(|k| format!("{b}:retained-{k}:{project_id}"))
     }
 
-    pub fn meta(&self, execution_id: &str) -> String {
+    pub(crate) fn meta(&self, execution_id: &str) -> String {
         format!("{}:e:{execution_id}", self.base)
     }
 
-    pub fn epoch(&self) -> String {
+    pub(crate) fn epoch(&self) -> String {
         format!("{}:epoch", self.base)
     }
 
-    pub fn epoch_run(&self) -> String {
+    pub(crate) fn epoch_run(&self) -> String {
         format!("{}:epoch-run", self.base)
     }
 
-    pub fn lock(&self) -> String {
+    pub(crate) fn lock(&self) -> String {
         format!("{}:rebuild-lock", self.base)
     }
 
     /// The index of the shard's scope sets and retained keys: a cluster has
     /// no key scan across nodes, and a rebuild must find members no open
     /// execution names any more.
-    pub fn index(&self) -> String {
+    pub(crate) fn index(&self) -> String {
         format!("{}:keys", self.base)
     }
 
     /// The project whose retained total `key` is, if it is one.
-    pub fn project_of_total<'k>(&self, key: &'k str) -> Option<&'k str> {
+    pub(crate) fn project_of_total<'k>(&self, key: &'k str) -> Option<&'k str> {
         key.strip_prefix(self.base.as_str())?.strip_prefix(":retained-total:")
     }
 
     /// Whether `key` is one of the scope sets (`SCOPE_SETS`).
-    pub fn is_scope_set(&self, key: &str) -> bool {
+    pub(crate) fn is_scope_set(&self, key: &str) -> bool {
         key.strip_prefix(self.base.as_str())
             .and_then(|rest| rest.strip_prefix(':'))
             .is_some_and(|rest| SCOPE_SETS.iter().any(|s| rest.strip_prefix(s).is_some_and(|r| r.starts_with(':'))))
     }
 
     /// Whether `key` holds what each open execution of a project holds.
-    pub fn is_retained_open(&self, key: &str) -> bool {
+    pub(crate) fn is_retained_open(&self, key: &str) -> bool {
         key.strip_prefix(self.base.as_str()).is_some_and(|rest| rest.starts_with(":retained-open:"))
     }
 }

@@ -12,7 +12,7 @@ use super::history::Caller;
 use super::{Error, Principal};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// `GET …/audit_logs`
     AuditLogs,
     /// `GET …/retention`
@@ -22,12 +22,13 @@ pub enum Route {
 }
 
 /// For each route, the callers it admits; every other caller of the project is refused with 403.
-pub const TABLE: [(Route, &[Caller]); 3] = [
+pub(crate) const TABLE: [(Route, &[Caller]); 3] = [
     (Route::AuditLogs, &[Caller::Admin]),
     (Route::ReadRetention, &[Caller::Admin]),
     (Route::SetRetention, &[Caller::Admin]),
 ];
 
+#[cfg(test)]
 impl Route {
     fn label(self) -> &'static str {
         match self {
@@ -39,7 +40,7 @@ impl Route {
 }
 
 /// Whether `p` may call `route` in the project the path names.
-pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Result<(), Error> {
+pub(crate) fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Result<(), Error> {
     p.in_scope(org_id, project_id)?;
     if super::history::admits(&TABLE, route, Caller::of(p)) {
         Ok(())
@@ -49,7 +50,8 @@ pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Res
 }
 
 /// The table as `docs/webhooks-and-audit.md` shows it.
-pub fn markdown() -> String {
+#[cfg(test)]
+pub(crate) fn markdown() -> String {
     super::history::caller_table(TABLE.iter().map(|(route, admitted)| (route.label(), *admitted)))
 }
 

@@ -15,7 +15,7 @@ use super::{Error, Principal, Role};
 
 /// The history routes, a payload flag counting as a route of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// `GET …/tool_executions`
     List,
     /// `GET …/tool_executions/count`
@@ -28,7 +28,7 @@ pub enum Route {
 
 /// A caller as the table tells callers apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Caller {
+pub(crate) enum Caller {
     Admin,
     Member,
     ReadOnly,
@@ -37,11 +37,12 @@ pub enum Caller {
 }
 
 /// Every caller, in the table's column order.
-pub const CALLERS: [Caller; 5] = [Caller::Admin, Caller::Member, Caller::ReadOnly, Caller::EndUser, Caller::Worker];
+#[cfg(test)]
+const CALLERS: [Caller; 5] = [Caller::Admin, Caller::Member, Caller::ReadOnly, Caller::EndUser, Caller::Worker];
 
 /// For each route, the callers it admits; every other caller of the project
 /// is refused with 403.
-pub const TABLE: [(Route, &[Caller]); 4] = [
+pub(crate) const TABLE: [(Route, &[Caller]); 4] = [
     (Route::List, &[Caller::Admin, Caller::Member]),
     (Route::Count, &[Caller::Admin, Caller::Member]),
     (Route::Detail, &[Caller::Admin, Caller::Member]),
@@ -49,7 +50,7 @@ pub const TABLE: [(Route, &[Caller]); 4] = [
 ];
 
 impl Caller {
-    pub fn of(p: &Principal) -> Caller {
+    pub(crate) fn of(p: &Principal) -> Caller {
         match p {
             Principal::ApiKey { role: Role::Admin, .. } => Caller::Admin,
             Principal::ApiKey { role: Role::Member, .. } => Caller::Member,
@@ -59,6 +60,7 @@ impl Caller {
         }
     }
 
+    #[cfg(test)]
     fn label(self) -> &'static str {
         match self {
             Caller::Admin => "`admin` key",
@@ -83,6 +85,7 @@ impl Caller {
     }
 }
 
+#[cfg(test)]
 impl Route {
     fn label(self) -> &'static str {
         match self {
@@ -96,7 +99,7 @@ impl Route {
 
 /// Whether `p` may call `route` in the project the path names: a caller of
 /// another project gets the uniform not-found; a refused caller, 403.
-pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Result<(), Error> {
+pub(crate) fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Result<(), Error> {
     p.in_scope(org_id, project_id)?;
     let caller = Caller::of(p);
     if admits(&TABLE, route, caller) { Ok(()) } else { Err(Error::Forbidden(caller.refusal(route))) }
@@ -108,12 +111,14 @@ pub(super) fn admits<R: PartialEq>(table: &[(R, &[Caller])], route: R, caller: C
 }
 
 /// The table as `docs/rest.md` shows it.
-pub fn markdown() -> String {
+#[cfg(test)]
+pub(crate) fn markdown() -> String {
     caller_table(TABLE.iter().map(|(route, admitted)| (route.label(), *admitted)))
 }
 
 /// A markdown table of routes × callers: 200 for the admitted, 403 for the
 /// rest of the project, 404 for another project's.
+#[cfg(test)]
 pub(super) fn caller_table<'a>(rows: impl Iterator<Item = (&'static str, &'a [Caller])>) -> String {
     let mut out = String::from("| route |");
     for c in CALLERS {

@@ -12,7 +12,7 @@
 use super::{Error, Principal, Role};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// `GET …/operator/tool-executions`
     List,
     /// `GET …/operator/tool-executions/{id}`
@@ -24,7 +24,7 @@ pub enum Route {
 }
 
 /// For each route: the permission it needs, and whether a read-only key holding it may call it.
-pub const TABLE: [(Route, &str, bool); 4] = [
+pub(crate) const TABLE: [(Route, &str, bool); 4] = [
     (Route::List, "status", true),
     (Route::Status, "status", true),
     (Route::Payload, "payload", true),
@@ -32,6 +32,7 @@ pub const TABLE: [(Route, &str, bool); 4] = [
 ];
 
 impl Route {
+    #[cfg(test)]
     fn label(self) -> &'static str {
         match self {
             Route::List => "`GET …/operator/tool-executions`",
@@ -52,7 +53,7 @@ impl Route {
 
 /// Whether `p` may call `route` in the project the path names: another
 /// project's caller gets the uniform not-found; a refused one, 403.
-pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Result<(), Error> {
+pub(crate) fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Result<(), Error> {
     p.in_scope(org_id, project_id)?;
     let Some((_, permission, read_only_may)) = TABLE.iter().find(|(r, _, _)| *r == route) else {
         return Err(Error::Forbidden(route.refusal()));
@@ -67,7 +68,8 @@ pub fn check(p: &Principal, org_id: &str, project_id: &str, route: Route) -> Res
 }
 
 /// The table as `docs/rest.md` shows it.
-pub fn markdown() -> String {
+#[cfg(test)]
+pub(crate) fn markdown() -> String {
     let mut out = String::from("| route | needs | `read_only` key with it |\n| --- | --- | --- |\n");
     for (route, permission, read_only_may) in TABLE {
         let read_only = if read_only_may { "200" } else { "403" };

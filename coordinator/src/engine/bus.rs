@@ -47,7 +47,7 @@ enum Signal {
 }
 
 impl Bus {
-    pub async fn redis(target: &Target, prefix: &str, origin: &str) -> Result<Self, redis::RedisError> {
+    pub(crate) async fn redis(target: &Target, prefix: &str, origin: &str) -> Result<Self, redis::RedisError> {
         let publisher = Link::connect(target).await?;
         let (changed, wake) = Self::channels(prefix);
         let from = origin.to_owned();
@@ -74,16 +74,16 @@ impl Bus {
         }
     }
 
-    pub fn publish_changed(&self, execution_id: &str) {
+    pub(crate) fn publish_changed(&self, execution_id: &str) {
         self.send(Signal::Changed(execution_id.to_owned()));
     }
 
-    pub fn publish_wake(&self) {
+    pub(crate) fn publish_wake(&self) {
         self.send(Signal::Wake);
     }
 
     /// Listens for other replicas' signals until shutdown, reconnecting with backoff.
-    pub async fn listen(self, changes: Changes, wake: Arc<Notify>, shutdown: CancellationToken) {
+    pub(crate) async fn listen(self, changes: Changes, wake: Arc<Notify>, shutdown: CancellationToken) {
         let Bus::Redis(bus) = self else { return };
         let RedisBus { target, prefix, origin, .. } = *bus;
         let (changed, wake_channel) = Self::channels(&prefix);

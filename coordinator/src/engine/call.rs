@@ -21,7 +21,7 @@ use tokio::time::Instant;
 pub(super) const SAFETY_REREAD: Duration = Duration::from_secs(5);
 
 /// An execution with a wake-up armed on it.
-pub struct Watched {
+pub(crate) struct Watched {
     watch: Watch,
     notified: Pin<Box<OwnedNotified>>,
     /// The execution as last read; read again before trusting it when a
@@ -45,17 +45,17 @@ impl Armed {
 
 /// What a settled (or given-up) wait found: the execution, and its tool
 /// result once it completed.
-pub struct Settled {
-    pub record: ExecutionRecord,
-    pub result_json: Option<String>,
+pub(crate) struct Settled {
+    pub(crate) record: ExecutionRecord,
+    pub(crate) result_json: Option<String>,
 }
 
 impl Watched {
-    pub fn org_id(&self) -> &str {
+    pub(crate) fn org_id(&self) -> &str {
         &self.record.org_id
     }
 
-    pub fn project_id(&self) -> &str {
+    pub(crate) fn project_id(&self) -> &str {
         &self.record.project_id
     }
 }
@@ -76,7 +76,11 @@ impl Engine {
 
     /// Starts an execution as [`Engine::start`] does, watched from before it
     /// exists.
-    pub async fn start_watched(&self, authorization: Option<&str>, req: StartRequest) -> Result<(Created, Watched)> {
+    pub(crate) async fn start_watched(
+        &self,
+        authorization: Option<&str>,
+        req: StartRequest,
+    ) -> Result<(Created, Watched)> {
         let id = ExecutionId::generate();
         let minted = id.to_string();
         let armed = self.watched(&minted);
@@ -93,7 +97,7 @@ impl Engine {
 
     /// Waits until the execution is terminal, asks for input (with
     /// `stop_on_input`), or `until`, then opens its result.
-    pub async fn settle_wait(
+    pub(crate) async fn settle_wait(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,

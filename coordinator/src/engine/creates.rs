@@ -15,9 +15,9 @@ const MAX_BATCH: usize = 64;
 
 /// The worker a start holds a free slot of, and its lease.
 #[derive(Clone)]
-pub struct Claim {
-    pub worker_id: String,
-    pub lease_until: Millis,
+pub(crate) struct Claim {
+    pub(crate) worker_id: String,
+    pub(crate) lease_until: Millis,
 }
 
 struct Job {
@@ -34,13 +34,13 @@ impl coalesce::Job for Job {
 }
 
 #[derive(Clone)]
-pub struct Creates {
+pub(crate) struct Creates {
     jobs: mpsc::Sender<Job>,
 }
 
 impl Creates {
     /// Starts the creating task; it ends when the last `Creates` handle is dropped.
-    pub fn start(store: Store) -> Creates {
+    pub(crate) fn start(store: Store) -> Creates {
         let jobs = coalesce::spawn(MAX_BATCH, move |batch| {
             let store = store.clone();
             async move { create_batch(&store, batch).await }
@@ -50,7 +50,7 @@ impl Creates {
 
     /// Creates `new`, leased at once per `claim` when it can be (the answer's
     /// record says whether it was).
-    pub async fn create(&self, new: NewExecution, claim: Option<Claim>) -> store::Result<Created> {
+    pub(crate) async fn create(&self, new: NewExecution, claim: Option<Claim>) -> store::Result<Created> {
         let (reply, answer) = oneshot::channel();
         coalesce::enqueue(&self.jobs, Job { new, claim, reply })?;
         answer.await.map_err(coalesce::gone)?

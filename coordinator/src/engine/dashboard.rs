@@ -22,16 +22,16 @@ pub(super) fn session_token(authorization: Option<&str>) -> Option<&str> {
 
 /// A session just opened.
 #[derive(Clone, Debug)]
-pub struct OpenedSession {
-    pub token: String,
-    pub idle_ms: i64,
-    pub expires_at_ms: i64,
+pub(crate) struct OpenedSession {
+    pub(crate) token: String,
+    pub(crate) idle_ms: i64,
+    pub(crate) expires_at_ms: i64,
 }
 
 impl Engine {
     /// Opens a session for the caller's key: a project API key with the
     /// `admin` or `member` role, the only keys the dashboard admits.
-    pub async fn open_dashboard_session(&self, authorization: Option<&str>) -> Result<OpenedSession> {
+    pub(crate) async fn open_dashboard_session(&self, authorization: Option<&str>) -> Result<OpenedSession> {
         if session_token(authorization).is_some() {
             return Err(authz::Error::Forbidden("a dashboard session cannot open another").into());
         }
@@ -48,7 +48,7 @@ impl Engine {
     }
 
     /// Ends the caller's session (signing out). Ending one already over is no error.
-    pub async fn end_dashboard_session(&self, authorization: Option<&str>) -> Result<()> {
+    pub(crate) async fn end_dashboard_session(&self, authorization: Option<&str>) -> Result<()> {
         let token = session_token(authorization).ok_or(authz::Error::Unauthenticated)?;
         self.store.end_dashboard_session(&hash_token(token), now_ms()).await?;
         Ok(())

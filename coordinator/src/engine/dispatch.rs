@@ -28,7 +28,7 @@ pub enum Round {
 const TICK: Duration = Duration::from_millis(500);
 
 impl Engine {
-    pub async fn run_dispatcher(self: Arc<Self>) {
+    pub(crate) async fn run_dispatcher(self: Arc<Self>) {
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,

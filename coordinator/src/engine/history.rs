@@ -16,20 +16,18 @@ use crate::store::{AttemptRecord, EventRecord, ExecutionRecord, HistoryFilter, H
 use baton_proto::clock::now_ms;
 
 /// A page holds at most this many runs.
-pub const MAX_LIMIT: u32 = 1_000;
-/// The page size when the caller names none.
-pub const DEFAULT_LIMIT: u32 = 100;
+pub(crate) const MAX_LIMIT: u32 = 1_000;
 /// Filter values (tool, toolkit, user) are at most this many characters.
 const MAX_FILTER_CHARS: usize = 512;
 
 /// What an attempt stopped by a cancel says where a failure would say why.
-pub const STOPPED_BY_CANCEL: &str = "stopped because the execution was cancelled";
+pub(crate) const STOPPED_BY_CANCEL: &str = "stopped because the execution was cancelled";
 
 /// The outcome filter: success is `completed`, failure is `failed`. A
 /// cancelled run is neither (the owner stopped it; nothing failed), so it
 /// matches no outcome and appears only when the outcome is not filtered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunOutcome {
+pub(crate) enum RunOutcome {
     Success,
     Failure,
 }
@@ -45,64 +43,64 @@ impl RunOutcome {
 
 /// What a history read narrows to; `None` narrows nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HistoryQuery {
-    pub tool_name: Option<String>,
-    pub toolkit_name: Option<String>,
-    pub user_id: Option<String>,
-    pub outcome: Option<RunOutcome>,
-    pub failure_reason: Option<FailureReason>,
+pub(crate) struct HistoryQuery {
+    pub(crate) tool_name: Option<String>,
+    pub(crate) toolkit_name: Option<String>,
+    pub(crate) user_id: Option<String>,
+    pub(crate) outcome: Option<RunOutcome>,
+    pub(crate) failure_reason: Option<FailureReason>,
     /// Runs created at or after this.
-    pub start_ms: Option<Millis>,
+    pub(crate) start_ms: Option<Millis>,
     /// Runs created before this.
-    pub end_ms: Option<Millis>,
+    pub(crate) end_ms: Option<Millis>,
 }
 
 /// One page, and how many runs the filter matches in all.
 #[derive(Clone, Debug)]
-pub struct HistoryPage {
-    pub items: Vec<HistoryRow>,
-    pub total: u64,
+pub(crate) struct HistoryPage {
+    pub(crate) items: Vec<HistoryRow>,
+    pub(crate) total: u64,
 }
 
 /// The payloads a detail read asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Reveal {
-    pub inputs: bool,
-    pub outputs: bool,
+pub(crate) struct Reveal {
+    pub(crate) inputs: bool,
+    pub(crate) outputs: bool,
 }
 
 /// One attempt as the history shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AttemptView {
-    pub number: u32,
-    pub started_at: Millis,
-    pub finished_at: Option<Millis>,
+pub(crate) struct AttemptView {
+    pub(crate) number: u32,
+    pub(crate) started_at: Millis,
+    pub(crate) finished_at: Option<Millis>,
     /// `None` while the attempt runs.
-    pub success: Option<bool>,
+    pub(crate) success: Option<bool>,
     /// The attempt ended because its execution was cancelled (the tool was
     /// stopped; it did not fail).
-    pub cancelled: bool,
+    pub(crate) cancelled: bool,
     /// What the attempt reported when it failed (its settlement's message).
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The system's message when the system, not the tool, ended the attempt
     /// (deadline, lost worker).
-    pub system_error: Option<String>,
+    pub(crate) system_error: Option<String>,
     /// With `Reveal::outputs` only: the result the attempt returned.
-    pub output: Option<String>,
+    pub(crate) output: Option<String>,
     /// With `Reveal::outputs` only: the free-form detail the tool attached to its error.
-    pub error_detail: Option<String>,
+    pub(crate) error_detail: Option<String>,
 }
 
 /// One run in full.
 #[derive(Clone, Debug)]
-pub struct HistoryDetail {
-    pub record: ExecutionRecord,
-    pub timeline: Vec<EventRecord>,
-    pub attempts: Vec<AttemptView>,
+pub(crate) struct HistoryDetail {
+    pub(crate) record: ExecutionRecord,
+    pub(crate) timeline: Vec<EventRecord>,
+    pub(crate) attempts: Vec<AttemptView>,
     /// With `Reveal::inputs` only.
-    pub input: Option<String>,
+    pub(crate) input: Option<String>,
     /// With `Reveal::outputs` only: the final tool result, once completed.
-    pub output: Option<String>,
+    pub(crate) output: Option<String>,
 }
 
 fn check_text(name: &str, value: &Option<String>) -> Result<()> {
@@ -153,7 +151,7 @@ impl Engine {
 
     /// Runs of the scope's project matching `query`, newest first: `limit`
     /// (1 to [`MAX_LIMIT`]) after skipping `offset`, with the total count.
-    pub async fn history_list(
+    pub(crate) async fn history_list(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -181,7 +179,7 @@ impl Engine {
     }
 
     /// How many runs of the scope's project match `query`.
-    pub async fn history_count(
+    pub(crate) async fn history_count(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -198,7 +196,7 @@ impl Engine {
     /// One run of the scope's project: its timeline and attempts, and the
     /// payloads `reveal` asks for (admin only). An id the project does not
     /// hold, or no longer retains, is the uniform not-found.
-    pub async fn history_detail(
+    pub(crate) async fn history_detail(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,

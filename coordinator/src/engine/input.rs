@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 impl Engine {
     /// Records the remote task of the session's lease, then acknowledges: only
     /// then may the worker rely on it. A shorter remote ttl shortens the deadline.
-    pub async fn remote_task_started(&self, session: &Session, m: RemoteTaskStarted) -> Result<()> {
+    pub(crate) async fn remote_task_started(&self, session: &Session, m: RemoteTaskStarted) -> Result<()> {
         if m.remote_task_id.is_empty() {
             return Err(Error::Invalid("remote task id is empty".into()));
         }
@@ -44,7 +44,7 @@ impl Engine {
 
     /// Publishes the remote server's requests under fresh keys; the execution
     /// turns input_required.
-    pub async fn input_requested(&self, session: &Session, m: InputRequested) -> Result<()> {
+    pub(crate) async fn input_requested(&self, session: &Session, m: InputRequested) -> Result<()> {
         let at = m.attempt;
         // A request already published for this attempt (a resent message, or a
         // new owner that sees the same remote request again) keeps its key.
@@ -90,7 +90,7 @@ impl Engine {
     }
 
     /// The worker relayed an answer; only the lease holder may say so.
-    pub async fn input_delivered(&self, session: &Session, m: InputDelivered) -> Result<()> {
+    pub(crate) async fn input_delivered(&self, session: &Session, m: InputDelivered) -> Result<()> {
         let at = m.attempt;
         if !self.store.mark_input_delivered(&at.execution_id, at.attempt, &m.remote_key, &session.worker_id).await? {
             session.refuse(at, MessageKind::InputDelivered);
@@ -101,7 +101,7 @@ impl Engine {
     /// The owner answers a published request. Access and revocation are checked
     /// now, before anything reaches a worker; the acknowledgement deliberately
     /// does not say whether the key was current.
-    pub async fn provide_input(
+    pub(crate) async fn provide_input(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -154,7 +154,7 @@ impl Engine {
     }
 
     /// Answers recorded but not yet relayed, as messages for their lease holder.
-    pub async fn pending_answers(&self, execution_id: &str) -> Result<Vec<InputAnswer>> {
+    pub(crate) async fn pending_answers(&self, execution_id: &str) -> Result<Vec<InputAnswer>> {
         let rows = self.store.list_input_requests(execution_id).await?;
         rows.into_iter().filter(|r| r.is_answered()).map(|r| self.answer_message(execution_id, &r)).collect()
     }
@@ -174,7 +174,7 @@ impl Engine {
     }
 
     /// The open requests of an execution, for the owner's view.
-    pub async fn open_requests(&self, execution_id: &str) -> Result<Vec<OpenInputRequest>> {
+    pub(crate) async fn open_requests(&self, execution_id: &str) -> Result<Vec<OpenInputRequest>> {
         let rows = self.store.list_input_requests(execution_id).await?;
         rows.into_iter()
             .filter(|r| r.is_open())

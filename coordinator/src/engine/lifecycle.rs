@@ -40,7 +40,7 @@ pub struct ResultRead {
     /// The tool result, once completed.
     pub result: Option<String>,
     /// The detail the tool attached to its own failure (payload, like the result).
-    pub error_detail: Option<String>,
+    pub(crate) error_detail: Option<String>,
 }
 
 /// The provable outcome of a cancel request.
@@ -55,7 +55,7 @@ pub enum CancelOutcome {
 
 impl CancelOutcome {
     /// The outcome's name on every surface (held to the wire's by a test in `grpc::convert`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CancelOutcome::Accepted => "accepted",
             CancelOutcome::Unsupported => "unsupported",
@@ -66,7 +66,7 @@ impl CancelOutcome {
     }
 }
 
-pub fn encode_cursor(r: &ExecutionRecord) -> String {
+pub(crate) fn encode_cursor(r: &ExecutionRecord) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}:{}", r.created_at, r.id))
 }
 
@@ -399,7 +399,7 @@ impl Engine {
 
     /// Returns once the status differs from `known_status` (or from the current
     /// status when `None`), or after `wait_ms`.
-    pub async fn wait(
+    pub(crate) async fn wait(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -416,7 +416,7 @@ impl Engine {
         self.wait_until(authorization, scope, watched, until, changed).await
     }
 
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -522,7 +522,7 @@ impl Engine {
         }
     }
 
-    pub async fn tools(&self, authorization: Option<&str>, scope: Scope<'_>) -> Result<Vec<ToolRecord>> {
+    pub(crate) async fn tools(&self, authorization: Option<&str>, scope: Scope<'_>) -> Result<Vec<ToolRecord>> {
         let p = self.authenticate(authorization).await?;
         p.in_scope(scope.org_id, scope.project_id)?;
         Ok(self.store.list_tools(scope.project_id).await?)

@@ -13,36 +13,36 @@ pub struct AttemptRef {
 }
 
 impl AttemptRef {
-    pub fn new(execution_id: &str, attempt: u32) -> Self {
+    pub(crate) fn new(execution_id: &str, attempt: u32) -> Self {
         AttemptRef { execution_id: execution_id.to_owned(), attempt }
     }
 }
 
 /// A worker opening a session.
 #[derive(Clone, Debug, Default)]
-pub struct Registration {
-    pub worker_id: String,
-    pub worker_token: String,
+pub(crate) struct Registration {
+    pub(crate) worker_id: String,
+    pub(crate) worker_token: String,
     /// As declared; the engine validates them.
-    pub tools: Vec<ToolRecord>,
-    pub capacity: u32,
+    pub(crate) tools: Vec<ToolRecord>,
+    pub(crate) capacity: u32,
     /// Attempts it still runs from an earlier session.
-    pub running: Vec<AttemptRef>,
+    pub(crate) running: Vec<AttemptRef>,
     /// Attempts it finished whose settlement is not yet acknowledged.
-    pub settling: Vec<AttemptRef>,
+    pub(crate) settling: Vec<AttemptRef>,
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct Heartbeat {
-    pub running: Vec<AttemptRef>,
-    pub free_slots: u32,
+    pub(crate) running: Vec<AttemptRef>,
+    pub(crate) free_slots: u32,
     /// Settled and sent, not yet acknowledged: leases renewed, never stopped.
-    pub settling: Vec<AttemptRef>,
+    pub(crate) settling: Vec<AttemptRef>,
 }
 
 /// How the worker says an attempt ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reported {
+pub(crate) enum Reported {
     /// `{"content": [...], "structuredContent": ...}`
     Result(String),
     ToolError {
@@ -60,64 +60,64 @@ pub enum Reported {
 
 #[derive(Clone, Debug)]
 pub struct Settlement {
-    pub attempt: AttemptRef,
+    pub(crate) attempt: AttemptRef,
     /// `None` when the worker sent no outcome: refused as invalid.
-    pub outcome: Option<Reported>,
+    pub(crate) outcome: Option<Reported>,
 }
 
 /// The remote tool call created a remote task (remote MCP servers).
 #[derive(Clone, Debug)]
 pub struct RemoteTaskStarted {
-    pub attempt: AttemptRef,
-    pub remote_task_id: String,
+    pub(crate) attempt: AttemptRef,
+    pub(crate) remote_task_id: String,
     /// The remote task's ttl; a shorter one shortens the deadline.
-    pub remote_ttl_ms: i64,
+    pub(crate) remote_ttl_ms: i64,
 }
 
 /// A remote server's request for the owner's input.
 #[derive(Clone, Debug)]
-pub struct RemoteInputRequest {
-    pub remote_key: String,
-    pub message: String,
-    pub requested_schema_json: String,
+pub(crate) struct RemoteInputRequest {
+    pub(crate) remote_key: String,
+    pub(crate) message: String,
+    pub(crate) requested_schema_json: String,
 }
 
 #[derive(Clone, Debug)]
 pub struct InputRequested {
-    pub attempt: AttemptRef,
-    pub requests: Vec<RemoteInputRequest>,
+    pub(crate) attempt: AttemptRef,
+    pub(crate) requests: Vec<RemoteInputRequest>,
 }
 
 /// The worker relayed an owner's answer to the remote server.
 #[derive(Clone, Debug)]
 pub struct InputDelivered {
-    pub attempt: AttemptRef,
-    pub remote_key: String,
+    pub(crate) attempt: AttemptRef,
+    pub(crate) remote_key: String,
 }
 
 /// An owner's answer, relayed to the lease holder.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InputAnswer {
-    pub attempt: AttemptRef,
-    pub remote_key: String,
+    pub(crate) attempt: AttemptRef,
+    pub(crate) remote_key: String,
     /// The action's lowercase name, as the owner gave it (`grpc` reads it
     /// back into the wire enum).
-    pub action: String,
-    pub content_json: String,
+    pub(crate) action: String,
+    pub(crate) content_json: String,
 }
 
 /// Work for a worker.
 #[derive(Clone, Debug)]
 pub struct Assignment {
-    pub attempt: AttemptRef,
-    pub tool_name: String,
-    pub input_json: String,
-    pub deadline_ms: i64,
-    pub traceparent: String,
+    pub(crate) attempt: AttemptRef,
+    pub(crate) tool_name: String,
+    pub(crate) input_json: String,
+    pub(crate) deadline_ms: i64,
+    pub(crate) traceparent: String,
     /// Set when this attempt already started a remote task: resume it, never call again.
-    pub resume_remote_task_id: String,
+    pub(crate) resume_remote_task_id: String,
     /// Answers the previous owner had not relayed yet.
-    pub pending_input: Vec<InputAnswer>,
+    pub(crate) pending_input: Vec<InputAnswer>,
 }
 
 /// Which worker message an acknowledgement or a refusal is about.
@@ -159,17 +159,17 @@ pub enum Command {
 
 /// An open input request, as its owner sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpenInputRequest {
-    pub request_key: String,
-    pub message: String,
-    pub requested_schema_json: String,
+pub(crate) struct OpenInputRequest {
+    pub(crate) request_key: String,
+    pub(crate) message: String,
+    pub(crate) requested_schema_json: String,
 }
 
 /// The owner's answer to a published request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnerAnswer {
+pub(crate) struct OwnerAnswer {
     /// The action's lowercase name (accept, decline or cancel), spelled by
     /// `grpc`; empty when the caller named no action.
-    pub action: String,
-    pub content_json: String,
+    pub(crate) action: String,
+    pub(crate) content_json: String,
 }

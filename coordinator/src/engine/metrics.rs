@@ -10,7 +10,7 @@ use opentelemetry::metrics::{Counter, Histogram};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     started: Counter<u64>,
     finished: Counter<u64>,
     start_latency: Histogram<f64>,
@@ -25,7 +25,7 @@ pub struct Metrics {
 /// Counts a failed Redis operation (`admission` or `signals`); Redis loss is
 /// survivable (admission answers 503, signals cost latency), so this counter
 /// is how an operator notices it.
-pub fn redis_error(operation: &'static str) {
+pub(crate) fn redis_error(operation: &'static str) {
     static ERRORS: std::sync::OnceLock<Counter<u64>> = std::sync::OnceLock::new();
     ERRORS
         .get_or_init(|| {
@@ -39,7 +39,7 @@ pub fn redis_error(operation: &'static str) {
 
 /// Counts one webhook delivery attempt by outcome (`delivered`, `retrying`,
 /// `failed`: given up) and times it.
-pub fn webhook_attempt(outcome: &'static str, started: Millis, finished: Millis) {
+pub(crate) fn webhook_attempt(outcome: &'static str, started: Millis, finished: Millis) {
     struct Webhooks {
         attempts: Counter<u64>,
         duration: Histogram<f64>,
@@ -77,7 +77,7 @@ const LATENCY_BOUNDS: [f64; 16] =
 impl Metrics {
     /// `sessions` reports (sessions, free slots) of this replica; `pool` the
     /// database pool's (in use, idle) connections.
-    pub fn new(
+    pub(crate) fn new(
         sessions: impl Fn() -> (u64, u64) + Send + Sync + 'static,
         pool: impl Fn() -> (u64, u64) + Send + Sync + 'static,
     ) -> Metrics {
@@ -150,12 +150,12 @@ impl Metrics {
         }
     }
 
-    pub fn started(&self, surface: &str) {
+    pub(crate) fn started(&self, surface: &str) {
         self.started.add(1, &[KeyValue::new("surface", surface.to_owned())]);
     }
 
     /// `r` just became terminal.
-    pub fn finished(&self, r: &ExecutionRecord) {
+    pub(crate) fn finished(&self, r: &ExecutionRecord) {
         let reason = r.failure_reason().map(|f| f.as_str()).unwrap_or("none");
         let labels = [KeyValue::new("outcome", r.status().as_str()), KeyValue::new("failure_reason", reason)];
         self.finished.add(1, &labels);
@@ -165,24 +165,24 @@ impl Metrics {
     }
 
     /// `r`'s first attempt just started.
-    pub fn first_attempt(&self, r: &ExecutionRecord) {
+    pub(crate) fn first_attempt(&self, r: &ExecutionRecord) {
         if let Some(started) = r.started_at {
             let due = r.scheduled_at.unwrap_or(r.created_at).max(r.created_at);
             self.start_latency.record(seconds(due, started), &[]);
         }
     }
 
-    pub fn rejected(&self, scope: &'static str) {
+    pub(crate) fn rejected(&self, scope: &'static str) {
         self.admission_rejections.add(1, &[KeyValue::new("scope", scope)]);
     }
 
-    pub fn swept(&self, lease_lapses: usize, owner_lost: usize) {
+    pub(crate) fn swept(&self, lease_lapses: usize, owner_lost: usize) {
         self.lease_lapses.add(lease_lapses as u64, &[]);
         self.owner_lost.add(owner_lost as u64, &[]);
     }
 
     /// A project whose backlog emptied reads 0 rather than vanishing.
-    pub fn set_backlog(&self, counts: HashMap<String, i64>) {
+    pub(crate) fn set_backlog(&self, counts: HashMap<String, i64>) {
         if let Ok(mut b) = self.backlog.lock() {
             for n in b.values_mut() {
                 *n = 0;

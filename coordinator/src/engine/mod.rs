@@ -3,39 +3,38 @@
 //! transition's effects. gRPC services are thin adapters over this.
 
 mod bus;
-pub mod call;
+pub(crate) mod call;
 mod coalesce;
 mod creates;
-pub mod dashboard;
+pub(crate) mod dashboard;
 mod dispatch;
-pub mod history;
+pub(crate) mod history;
 mod input;
 pub mod lifecycle;
 pub mod messages;
 pub(crate) mod metrics;
-pub mod operator;
+pub(crate) mod operator;
 mod reads;
 mod sessions;
-pub mod settings;
+pub(crate) mod settings;
 mod start_reads;
 // Waiting at scale (issue #21): gateways' watch streams.
-pub mod subscriptions;
+pub(crate) mod subscriptions;
 #[cfg(test)]
 mod subscriptions_tests;
 mod sweeper;
 #[cfg(test)]
 mod tests;
 mod watch;
-pub mod webhooks;
+pub(crate) mod webhooks;
 mod workers;
 
 use baton_proto::clock::now_ms;
 pub use bus::Bus;
-pub use creates::Creates;
-pub use dispatch::Round;
-pub use reads::Reads;
+pub(crate) use creates::Creates;
+pub(crate) use reads::Reads;
 pub use sessions::{CloseReason, Session, Sessions, outbox};
-pub use workers::{FromWorker, Settled};
+pub(crate) use workers::FromWorker;
 
 /// How the engine reaches a worker session held by another replica. The gRPC
 /// `Peer` client implements it; the engine knows nothing of the wire.
@@ -98,7 +97,7 @@ pub enum Error {
     Missing(&'static str),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The coordinator's use cases over one store, admission and bus. Built once
 /// per process with [`Engine::new`]; adapters reach it only through methods.
@@ -199,7 +198,7 @@ impl Engine {
 
     /// Starts this replica's background work: dispatch, bus wake-ups, the
     /// sweeper, admission rebuilds and the revocation audit of sessions.
-    pub fn start_background(self: &Arc<Self>) {
+    pub(crate) fn start_background(self: &Arc<Self>) {
         self.tasks.spawn(self.clone().run_dispatcher());
         self.tasks.spawn(self.bus.clone().listen(
             self.changes.clone(),
@@ -214,14 +213,14 @@ impl Engine {
     }
 
     /// Waits for every task this engine started, then closes the store.
-    pub async fn stopped(&self) {
+    pub(crate) async fn stopped(&self) {
         self.tasks.close();
         self.tasks.wait().await;
         self.store.close().await;
     }
 
     /// Runs `task` as part of this engine: awaited by [`Engine::stopped`].
-    pub fn spawn<F>(&self, task: F)
+    pub(crate) fn spawn<F>(&self, task: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
@@ -232,7 +231,7 @@ impl Engine {
         &self.options
     }
 
-    pub fn shutdown(&self) -> &CancellationToken {
+    pub(crate) fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
     }
 
@@ -242,7 +241,7 @@ impl Engine {
     }
 
     /// Records that a legacy MCP session ended (by its owner's DELETE).
-    pub async fn end_mcp_session(&self, authorization: Option<&str>, session: &str) -> Result<()> {
+    pub(crate) async fn end_mcp_session(&self, authorization: Option<&str>, session: &str) -> Result<()> {
         let p = self.authenticate(authorization).await?;
         if session.is_empty() || session.len() > 256 {
             return Err(Error::Invalid("mcp_session_id must be 1 to 256 characters".into()));
@@ -250,7 +249,7 @@ impl Engine {
         Ok(self.store.end_mcp_session(session, p.credential_id(), now_ms()).await?)
     }
 
-    pub async fn mcp_session_ended(&self, session: &str) -> Result<bool> {
+    pub(crate) async fn mcp_session_ended(&self, session: &str) -> Result<bool> {
         Ok(!session.is_empty() && self.store.mcp_session_ended(session).await?)
     }
 }
@@ -300,7 +299,7 @@ fn visible(
 }
 
 impl Engine {
-    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal> {
+    pub(crate) async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal> {
         if let Some(session) = dashboard::session_token(authorization) {
             return Ok(Principal::from_credential(self.session_credential(session).await?)?);
         }
@@ -326,7 +325,7 @@ impl Engine {
 
     /// Authenticates the caller and reads an execution they may own, in one
     /// store round trip (the hot path of every poll).
-    pub async fn read_owned(
+    pub(crate) async fn read_owned(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -346,7 +345,7 @@ impl Engine {
     }
 
     /// Carries out what a committed transition asked for.
-    pub async fn after_commit(&self, record: &ExecutionRecord, effects: &[Effect]) -> Option<bool> {
+    pub(crate) async fn after_commit(&self, record: &ExecutionRecord, effects: &[Effect]) -> Option<bool> {
         self.changed(&record.id);
         if crate::webhooks::signal::signalled(record.status()) {
             self.webhook_wake.notify_one();
@@ -375,13 +374,13 @@ impl Engine {
     }
 
     /// Wakes long polls on every replica.
-    pub fn changed(&self, id: &str) {
+    pub(crate) fn changed(&self, id: &str) {
         self.changes.changed_locally(id);
         self.bus.publish_changed(id);
     }
 
     /// Wakes dispatchers on every replica.
-    pub fn wake_dispatch(&self) {
+    pub(crate) fn wake_dispatch(&self) {
         self.dispatch_wake.notify_one();
         self.bus.publish_wake();
     }
@@ -400,7 +399,13 @@ impl Engine {
 
     /// Sends a stop to the worker holding the lease, wherever its session lives.
     /// True only when the stop reached a live session.
-    pub async fn deliver_stop(&self, worker_id: &str, execution_id: &str, attempt: u32, reason: StopReason) -> bool {
+    pub(crate) async fn deliver_stop(
+        &self,
+        worker_id: &str,
+        execution_id: &str,
+        attempt: u32,
+        reason: StopReason,
+    ) -> bool {
         if let Some(s) = self.sessions.get(worker_id) {
             return s.stop(execution_id, attempt, reason);
         }

@@ -16,16 +16,16 @@ use base64::Engine as _;
 use baton_proto::clock::now_ms;
 
 /// The largest operator page.
-pub const MAX_LIMIT: u32 = 200;
+pub(crate) const MAX_LIMIT: u32 = 200;
 
 /// What the payload route answers.
 #[derive(Clone, Debug)]
-pub struct OperatorPayload {
-    pub record: ExecutionRecord,
+pub(crate) struct OperatorPayload {
+    pub(crate) record: ExecutionRecord,
     /// The input the tool received.
-    pub input: Option<String>,
+    pub(crate) input: Option<String>,
     /// The original result, once completed.
-    pub result: Option<String>,
+    pub(crate) result: Option<String>,
 }
 
 /// The (created_at, id) a cursor from `encode_cursor` stands for.
@@ -105,7 +105,7 @@ impl Engine {
     }
 
     /// The project's executions, newest first; the next page's cursor when there is one.
-    pub async fn operator_list(
+    pub(crate) async fn operator_list(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -126,7 +126,7 @@ impl Engine {
     }
 
     /// One execution's safe status (never a payload).
-    pub async fn operator_status(
+    pub(crate) async fn operator_status(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -136,7 +136,7 @@ impl Engine {
     }
 
     /// One execution's input and, once completed, its original result.
-    pub async fn operator_payload(
+    pub(crate) async fn operator_payload(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -155,7 +155,7 @@ impl Engine {
     }
 
     /// Asks the execution to stop; answers what can be proven, as the owner's cancel does.
-    pub async fn operator_cancel(
+    pub(crate) async fn operator_cancel(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,

@@ -27,13 +27,13 @@ impl coalesce::Job for Job {
 }
 
 #[derive(Clone)]
-pub struct Reads {
+pub(crate) struct Reads {
     jobs: mpsc::Sender<Job>,
 }
 
 impl Reads {
     /// Starts the reading task; it ends when the last `Reads` handle is dropped.
-    pub fn start(store: Store) -> Reads {
+    pub(crate) fn start(store: Store) -> Reads {
         let jobs = coalesce::spawn(MAX_BATCH, move |batch| {
             let store = store.clone();
             async move { read_batch(&store, batch).await }
@@ -42,7 +42,7 @@ impl Reads {
     }
 
     /// The credential with `token_hash` (None when unknown) and execution `id`, if it exists.
-    pub async fn credential_with_execution(
+    pub(crate) async fn credential_with_execution(
         &self,
         token_hash: Vec<u8>,
         id: &str,
@@ -52,12 +52,12 @@ impl Reads {
     }
 
     /// The credential with `token_hash`, if known (no execution).
-    pub async fn credential(&self, token_hash: Vec<u8>) -> store::Result<Option<Credential>> {
+    pub(crate) async fn credential(&self, token_hash: Vec<u8>) -> store::Result<Option<Credential>> {
         Ok(self.read(Some(token_hash), "").await?.0)
     }
 
     /// Execution `id`, if it exists.
-    pub async fn execution(&self, id: &str) -> store::Result<Option<ExecutionRecord>> {
+    pub(crate) async fn execution(&self, id: &str) -> store::Result<Option<ExecutionRecord>> {
         Ok(self.read(None, id).await?.1)
     }
 

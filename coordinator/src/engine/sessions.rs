@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub type Outbox = mpsc::Sender<Command>;
+pub(super) type Outbox = mpsc::Sender<Command>;
 
 /// Messages beyond one per assignment slot that an outbox holds (stops, acks,
 /// input relays), so a full outbox means the worker stopped reading.
@@ -35,37 +35,37 @@ pub enum CloseReason {
 }
 
 /// Who a session is: fixed at registration.
-pub struct SessionIdentity {
+pub(crate) struct SessionIdentity {
     /// Bound to `credential_id` for good (see `Store::bind_worker`).
-    pub worker_id: String,
-    pub credential_id: String,
+    pub(crate) worker_id: String,
+    pub(crate) credential_id: String,
     /// The worker identity the credential belongs to; the tools are its own.
-    pub group: String,
-    pub project_id: String,
-    pub tools: Vec<String>,
+    pub(crate) group: String,
+    pub(crate) project_id: String,
+    pub(crate) tools: Vec<String>,
     /// Declared capacity, clamped to the configured maximum.
-    pub capacity: i64,
+    pub(crate) capacity: i64,
 }
 
 pub struct Session {
     /// Distinguishes this connection from an older one of the same worker.
-    pub connection: u64,
-    pub worker_id: String,
-    pub credential_id: String,
-    pub group: String,
-    pub project_id: String,
-    pub tools: Vec<String>,
+    pub(crate) connection: u64,
+    pub(crate) worker_id: String,
+    pub(crate) credential_id: String,
+    pub(crate) group: String,
+    pub(crate) project_id: String,
+    pub(crate) tools: Vec<String>,
     outbox: Outbox,
-    pub capacity: i64,
+    pub(crate) capacity: i64,
     /// Capacity minus assignments not yet settled.
     free: AtomicI64,
     /// Cancelled when this replica ends the session; both directions stop.
-    pub closed: CancellationToken,
+    pub(crate) closed: CancellationToken,
     close_reason: AtomicU8,
 }
 
 impl Session {
-    pub fn new(connection: u64, who: SessionIdentity, outbox: Outbox) -> Self {
+    pub(crate) fn new(connection: u64, who: SessionIdentity, outbox: Outbox) -> Self {
         Session {
             connection,
             worker_id: who.worker_id,
@@ -84,7 +84,7 @@ impl Session {
     /// Queues a command without waiting: false when the worker is gone or its
     /// outbox is full (it stopped reading). A command that was not queued was
     /// provably not delivered.
-    pub fn send(&self, command: Command) -> bool {
+    pub(crate) fn send(&self, command: Command) -> bool {
         !self.closed.is_cancelled() && self.outbox.try_send(command).is_ok()
     }
 
@@ -93,13 +93,13 @@ impl Session {
     }
 
     /// Tells the worker a message it sent named an attempt it does not hold.
-    pub fn refuse(&self, attempt: AttemptRef, kind: MessageKind) -> bool {
+    pub(crate) fn refuse(&self, attempt: AttemptRef, kind: MessageKind) -> bool {
         tracing::warn!(worker_id = %self.worker_id, execution_id = %attempt.execution_id, attempt = attempt.attempt, ?kind, "worker message refused: not the lease holder");
         self.send(Command::Refused { attempt, kind })
     }
 
     /// Room left in the outbox: never claim more assignments than fit.
-    pub fn room(&self) -> i64 {
+    pub(crate) fn room(&self) -> i64 {
         if self.closed.is_cancelled() || self.outbox.is_closed() {
             return 0;
         }
@@ -107,7 +107,7 @@ impl Session {
     }
 
     /// Takes up to `want` slots; returns how many were taken.
-    pub fn take_slots(&self, want: i64) -> i64 {
+    pub(crate) fn take_slots(&self, want: i64) -> i64 {
         let mut current = self.free.load(Ordering::Acquire);
         loop {
             let take = current.min(want).max(0);
@@ -122,26 +122,26 @@ impl Session {
     }
 
     /// Gives back slots, never beyond the session's capacity.
-    pub fn return_slots(&self, n: i64) {
+    pub(crate) fn return_slots(&self, n: i64) {
         let _ = self.free.fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| Some((f + n).min(self.capacity)));
     }
 
     /// Slots this coordinator believes free.
-    pub fn free(&self) -> u64 {
+    pub(crate) fn free(&self) -> u64 {
         u64::try_from(self.free.load(Ordering::Acquire)).unwrap_or(0)
     }
 
     /// The worker's own count of free slots, believed only up to the capacity.
-    pub fn set_free(&self, reported: u32) {
+    pub(crate) fn set_free(&self, reported: u32) {
         self.free.store(i64::from(reported).min(self.capacity), Ordering::Release);
     }
 
-    pub fn close(&self, reason: CloseReason) {
+    pub(crate) fn close(&self, reason: CloseReason) {
         let _ = self.close_reason.compare_exchange(0, reason as u8, Ordering::AcqRel, Ordering::Acquire);
         self.closed.cancel();
     }
 
-    pub fn close_reason(&self) -> Option<CloseReason> {
+    pub(crate) fn close_reason(&self) -> Option<CloseReason> {
         match self.close_reason.load(Ordering::Acquire) {
             1 => Some(CloseReason::Revoked),
             2 => Some(CloseReason::Replaced),
@@ -152,7 +152,7 @@ impl Session {
 }
 
 /// What [`Sessions::reserve`] found.
-pub enum Reserved {
+pub(crate) enum Reserved {
     Slot(Arc<Session>),
     /// Sessions here serve the tool, all busy.
     Full,
@@ -169,7 +169,7 @@ pub struct Sessions {
 
 impl Sessions {
     /// Holds `s`; an older session of the same worker (a reconnect) ends.
-    pub fn insert(&self, s: Arc<Session>) {
+    pub(crate) fn insert(&self, s: Arc<Session>) {
         let previous = self.by_worker.write().ok().and_then(|mut map| map.insert(s.worker_id.clone(), s));
         if let Some(old) = previous {
             old.close(CloseReason::Replaced);
@@ -177,7 +177,7 @@ impl Sessions {
     }
 
     /// Removes the session only if it is still this connection's.
-    pub fn remove(&self, worker_id: &str, connection: u64) {
+    pub(crate) fn remove(&self, worker_id: &str, connection: u64) {
         if let Ok(mut map) = self.by_worker.write()
             && map.get(worker_id).is_some_and(|s| s.connection == connection)
         {
@@ -185,13 +185,13 @@ impl Sessions {
         }
     }
 
-    pub fn get(&self, worker_id: &str) -> Option<Arc<Session>> {
+    pub(crate) fn get(&self, worker_id: &str) -> Option<Arc<Session>> {
         self.by_worker.read().ok()?.get(worker_id).cloned()
     }
 
     /// One free slot of a session of project `project_id` that serves `tool`
     /// (the freest), taken.
-    pub fn reserve(&self, project_id: &str, tool: &str) -> Reserved {
+    pub(crate) fn reserve(&self, project_id: &str, tool: &str) -> Reserved {
         let Ok(map) = self.by_worker.read() else { return Reserved::NotServed };
         let mut serving: Vec<&Arc<Session>> = map
             .values()
@@ -207,7 +207,7 @@ impl Sessions {
         }
     }
 
-    pub fn snapshot(&self) -> Vec<Arc<Session>> {
+    pub(crate) fn snapshot(&self) -> Vec<Arc<Session>> {
         self.by_worker.read().map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 }

@@ -10,30 +10,30 @@ use crate::store::{AuditEntry, AuditFilter, RetentionSettings};
 use baton_proto::clock::now_ms;
 
 /// An audit page holds at most this many rows.
-pub const MAX_LIMIT: u32 = 1_000;
+pub(crate) const MAX_LIMIT: u32 = 1_000;
 /// The longest retention window a project or organization may set: ten years.
-pub const MAX_RETENTION_MS: i64 = 10 * 366 * 86_400_000;
+pub(crate) const MAX_RETENTION_MS: i64 = 10 * 366 * 86_400_000;
 
 /// What an audit read narrows to; `None` narrows nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AuditQuery {
-    pub action: Option<String>,
-    pub actor_id: Option<String>,
-    pub outcome: Option<String>,
-    pub start_ms: Option<Millis>,
-    pub end_ms: Option<Millis>,
+pub(crate) struct AuditQuery {
+    pub(crate) action: Option<String>,
+    pub(crate) actor_id: Option<String>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) start_ms: Option<Millis>,
+    pub(crate) end_ms: Option<Millis>,
 }
 
 /// One page of the audit log, and how many rows the filter matches in all.
 #[derive(Clone, Debug)]
-pub struct AuditPage {
-    pub items: Vec<AuditEntry>,
-    pub total: u64,
+pub(crate) struct AuditPage {
+    pub(crate) items: Vec<AuditEntry>,
+    pub(crate) total: u64,
 }
 
 /// Where a project's window comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RetentionSource {
+pub(crate) enum RetentionSource {
     Project,
     Organization,
     Default,
@@ -42,7 +42,7 @@ pub enum RetentionSource {
 }
 
 impl RetentionSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RetentionSource::Project => "project",
             RetentionSource::Organization => "organization",
@@ -54,12 +54,12 @@ impl RetentionSource {
 
 /// A project's retention as callers see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetentionView {
-    pub effective_ms: i64,
-    pub source: RetentionSource,
-    pub project_ms: Option<i64>,
-    pub organization_ms: Option<i64>,
-    pub execution_logging: bool,
+pub(crate) struct RetentionView {
+    pub(crate) effective_ms: i64,
+    pub(crate) source: RetentionSource,
+    pub(crate) project_ms: Option<i64>,
+    pub(crate) organization_ms: Option<i64>,
+    pub(crate) execution_logging: bool,
 }
 
 impl RetentionView {
@@ -81,7 +81,7 @@ impl RetentionView {
 }
 
 /// Checks a window an administrator asks for.
-pub fn check_retention(ms: Option<i64>) -> Result<()> {
+pub(crate) fn check_retention(ms: Option<i64>) -> Result<()> {
     match ms {
         Some(ms) if !(0..=MAX_RETENTION_MS).contains(&ms) => Err(Error::Invalid(format!(
             "the retention window must be between 0 and {} seconds",
@@ -129,7 +129,7 @@ impl Engine {
     }
 
     /// The project's audit log (and its organization's changes), newest first.
-    pub async fn audit_logs(
+    pub(crate) async fn audit_logs(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -167,7 +167,7 @@ impl Engine {
     }
 
     /// The project's retention window and where it comes from.
-    pub async fn retention(&self, authorization: Option<&str>, scope: Scope<'_>) -> Result<RetentionView> {
+    pub(crate) async fn retention(&self, authorization: Option<&str>, scope: Scope<'_>) -> Result<RetentionView> {
         self.project_admin(authorization, scope, Route::ReadRetention, Some(action::RETENTION_READ)).await?;
         let settings =
             self.store.retention_settings(scope.org_id, scope.project_id).await?.ok_or(authz::Error::NotFound)?;
@@ -176,7 +176,7 @@ impl Engine {
 
     /// Sets (or with `None` clears) the project's override; rows it governs
     /// are re-dated at once, and the change is audited.
-    pub async fn set_retention(
+    pub(crate) async fn set_retention(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,

@@ -27,7 +27,7 @@ use super::call::SAFETY_REREAD;
 
 /// What a gateway sends on its stream.
 #[derive(Debug)]
-pub enum WatchIn {
+pub(crate) enum WatchIn {
     /// One waiter's read, which also makes the stream follow the execution.
     Watch { tag: u64, authorization: String, org_id: String, project_id: String, execution_id: String },
     /// The gateway's last waiter on the execution left.
@@ -36,7 +36,7 @@ pub enum WatchIn {
 
 /// What the coordinator sends back.
 #[derive(Debug)]
-pub enum WatchOut {
+pub(crate) enum WatchOut {
     Watched {
         tag: u64,
         record: Box<ExecutionRecord>,
@@ -80,7 +80,7 @@ type Read = (Purpose, String, Option<Reader>, Result<ExecutionRecord, Error>);
 impl Engine {
     /// Serves one watch stream until the gateway closes it (`incoming` ends),
     /// `out` is dropped, or the coordinator shuts down.
-    pub async fn serve_watch_stream<S>(self: Arc<Self>, mut incoming: S, out: mpsc::Sender<WatchOut>)
+    pub(crate) async fn serve_watch_stream<S>(self: Arc<Self>, mut incoming: S, out: mpsc::Sender<WatchOut>)
     where
         S: Stream<Item = WatchIn> + Unpin,
     {

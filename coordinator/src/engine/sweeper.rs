@@ -18,7 +18,7 @@ const PARTITIONS_EVERY: Duration = Duration::from_secs(60);
 /// only the runs created since the last).
 const SEAL_EVERY: Duration = Duration::from_secs(60);
 
-pub async fn run(engine: Arc<Engine>) {
+pub(super) async fn run(engine: Arc<Engine>) {
     let interval = Duration::from_millis(engine.options.sweep_interval_ms.max(50));
     let mut backlog_read = None;
     let mut sealed = None;
@@ -81,7 +81,7 @@ fn open_tickets(open: Vec<OpenExecution>) -> Vec<(Ticket, bool)> {
 
 /// Admission kept in this process's memory starts from the open executions
 /// (a restarted coordinator would otherwise admit a full bound on top of them).
-pub async fn restore_admission(engine: &Engine) -> super::Result<usize> {
+pub(super) async fn restore_admission(engine: &Engine) -> super::Result<usize> {
     let now = now_ms();
     let open = open_tickets(engine.store.open_executions().await?);
     let retained = engine.store.retained_bytes(now).await?;
@@ -129,7 +129,7 @@ async fn ensure_partitions(engine: &Engine, now: i64) {
 /// epoch shows a loss (a flush, a restarted Redis, a failover; until the
 /// rebuild is done, admission refuses with 503). Safe on every replica at
 /// once: one rebuilds at a time, the others try again on their next look.
-pub async fn reconcile_admission(engine: Arc<Engine>) {
+pub(super) async fn reconcile_admission(engine: Arc<Engine>) {
     let Some(redis) = engine.cluster_admission.clone() else { return };
     let period = Duration::from_millis(engine.options.admission_rebuild_ms.max(1_000));
     let mut last = Some(tokio::time::Instant::now());
@@ -158,7 +158,7 @@ pub async fn reconcile_admission(engine: Arc<Engine>) {
 /// admitted before the loss that is being inserted, and turns away the ones
 /// not yet inserted, so the open executions read next hold every create the
 /// bounds must count. The rebuild then publishes the new generation.
-pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool {
+pub(super) async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool {
     let lock = match redis.lock_rebuild().await {
         Ok(Some(lock)) => lock,
         Ok(None) => return false,
@@ -209,7 +209,7 @@ pub async fn rebuild_admission(engine: &Engine, redis: &RedisAdmission) -> bool 
 
 /// Decides, twice a second, whether heavy reads may use the read replica
 /// (store/replica.rs); logs when that changes. Returns at once without one.
-pub async fn measure_read_replica(engine: Arc<Engine>) {
+pub(super) async fn measure_read_replica(engine: Arc<Engine>) {
     use crate::store::ReplicaState;
     let mut was_fresh = None;
     loop {

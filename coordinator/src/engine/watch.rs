@@ -14,12 +14,12 @@ const MAX_REPLAYED: usize = 1_000;
 
 /// What a watcher missed after a cursor.
 #[derive(Clone, Debug)]
-pub struct Missed {
+pub(crate) struct Missed {
     /// In order, oldest first.
-    pub changes: Vec<EventRecord>,
+    pub(crate) changes: Vec<EventRecord>,
     /// The log holds nothing after the cursor although the execution changed
     /// since: those changes are no longer kept.
-    pub gone: bool,
+    pub(crate) gone: bool,
 }
 
 /// The longest a token id is remembered: a gateway's connect deadline is
@@ -30,7 +30,7 @@ const LONGEST_MARK_MS: Millis = 60 * 60 * 1000;
 impl Engine {
     /// Records the first use of watch token `token_id`, openable until
     /// `expires_at`: `true` the first time, `false` on every later use.
-    pub async fn use_watch_token(
+    pub(crate) async fn use_watch_token(
         &self,
         authorization: Option<&str>,
         token_id: &str,
@@ -51,7 +51,7 @@ impl Engine {
 impl Engine {
     /// The changes of execution `id` after cursor `after`, for its owner only
     /// (anyone else gets the uniform not-found).
-    pub async fn changes_after(
+    pub(crate) async fn changes_after(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,

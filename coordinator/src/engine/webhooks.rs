@@ -55,7 +55,7 @@ impl Engine {
         }
     }
 
-    pub async fn create_webhook(
+    pub(crate) async fn create_webhook(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -68,17 +68,26 @@ impl Engine {
             .await?)
     }
 
-    pub async fn list_webhooks(&self, authorization: Option<&str>, scope: Scope<'_>) -> Result<Vec<EndpointRecord>> {
+    pub(crate) async fn list_webhooks(
+        &self,
+        authorization: Option<&str>,
+        scope: Scope<'_>,
+    ) -> Result<Vec<EndpointRecord>> {
         self.webhook_admin(authorization, scope, action::LIST).await?;
         Ok(self.store.webhooks(scope.project_id).await?)
     }
 
-    pub async fn get_webhook(&self, authorization: Option<&str>, scope: Scope<'_>, id: &str) -> Result<EndpointRecord> {
+    pub(crate) async fn get_webhook(
+        &self,
+        authorization: Option<&str>,
+        scope: Scope<'_>,
+        id: &str,
+    ) -> Result<EndpointRecord> {
         self.webhook_admin(authorization, scope, action::GET).await?;
         self.scoped_webhook(scope, id).await
     }
 
-    pub async fn set_webhook_enabled(
+    pub(crate) async fn set_webhook_enabled(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -91,13 +100,13 @@ impl Engine {
         Ok(manage::set_enabled(&self.store, &Actor::of(&p), &endpoint, enabled).await?)
     }
 
-    pub async fn delete_webhook(&self, authorization: Option<&str>, scope: Scope<'_>, id: &str) -> Result<()> {
+    pub(crate) async fn delete_webhook(&self, authorization: Option<&str>, scope: Scope<'_>, id: &str) -> Result<()> {
         let p = self.webhook_admin(authorization, scope, action::DELETE).await?;
         let endpoint = self.scoped_webhook(scope, id).await?;
         Ok(manage::delete(&self.store, &Actor::of(&p), &endpoint).await?)
     }
 
-    pub async fn rotate_webhook_secret(
+    pub(crate) async fn rotate_webhook_secret(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
@@ -109,7 +118,7 @@ impl Engine {
     }
 
     /// The endpoint's most recent deliveries: last attempt, status, next retry.
-    pub async fn webhook_deliveries(
+    pub(crate) async fn webhook_deliveries(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,

@@ -45,13 +45,13 @@ static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
 
 /// What became of one settlement.
 #[derive(Debug)]
-pub enum Settled {
+pub(crate) enum Settled {
     /// Durable (or a duplicate, or stale): acknowledged.
     Acked(AttemptRef),
     /// It named an attempt another worker holds: it changed nothing.
     Refused(AttemptRef),
     /// Not recorded; the worker resends it.
-    Failed(AttemptRef, Error),
+    Failed(Error),
 }
 
 /// Checks a declared tool and clamps what the worker may not decide alone.
@@ -138,7 +138,7 @@ fn metadata_checked(t: &ToolRecord) -> Result<()> {
 impl Engine {
     /// The capacity a session gets: what the worker declared, within the
     /// configured maximum.
-    pub fn session_capacity(&self, declared: u32) -> u32 {
+    pub(crate) fn session_capacity(&self, declared: u32) -> u32 {
         declared.clamp(1, self.options.max_worker_capacity.max(1))
     }
 
@@ -146,7 +146,7 @@ impl Engine {
     /// the attempts the worker says it is still running. The worker id is bound
     /// to the registering credential for good: a registration claiming an id
     /// another credential holds is refused and changes nothing.
-    pub async fn register(&self, mut reg: Registration, outbox: Outbox) -> Result<Arc<Session>> {
+    pub(crate) async fn register(&self, mut reg: Registration, outbox: Outbox) -> Result<Arc<Session>> {
         let principal = self.authenticate(Some(&format!("Bearer {}", reg.worker_token))).await?;
         let Principal::Worker { credential_id, project_id, org_id } = principal.clone() else {
             return Err(authz::Error::Forbidden("workers must register with a worker credential").into());
@@ -267,7 +267,7 @@ impl Engine {
         Ok(session)
     }
 
-    pub fn heartbeat_interval_ms(&self) -> i64 {
+    pub(crate) fn heartbeat_interval_ms(&self) -> i64 {
         (self.options.lease_ms / 3).max(100)
     }
 
@@ -292,7 +292,7 @@ impl Engine {
     /// The proof exists only now (nobody will report the attempt again), so a
     /// database that is briefly away (a restart) is waited for rather than
     /// letting the lease lapse into `owner_lost`.
-    pub async fn undelivered(&self, worker_id: &str, attempts: Vec<(String, u32)>, now: i64) -> Result<()> {
+    pub(crate) async fn undelivered(&self, worker_id: &str, attempts: Vec<(String, u32)>, now: i64) -> Result<()> {
         const TRIES: u32 = 40;
         for (id, attempt) in attempts {
             let event = Event::Undelivered { worker_id: worker_id.to_owned(), attempt };
@@ -317,7 +317,7 @@ impl Engine {
 
     /// Ends, every heartbeat interval, the sessions whose credential was
     /// revoked: nothing more is assigned to them and their stream closes.
-    pub async fn run_session_audit(self: Arc<Self>) {
+    pub(crate) async fn run_session_audit(self: Arc<Self>) {
         let every = std::time::Duration::from_millis(self.heartbeat_interval_ms().unsigned_abs());
         loop {
             tokio::select! {
@@ -368,7 +368,7 @@ impl Engine {
     /// Keeps the leases the worker still holds. An attempt that is no longer
     /// its own gets a stop; one whose cancellation was requested gets the stop
     /// again on every heartbeat, so a lost stop cannot let it finish.
-    pub async fn heartbeat(&self, session: &Session, hb: Heartbeat) -> Result<()> {
+    pub(crate) async fn heartbeat(&self, session: &Session, hb: Heartbeat) -> Result<()> {
         let now = now_ms();
         // A worker runs at most its capacity; a longer list is not believed.
         let believed = usize::try_from(session.capacity).unwrap_or(0);
@@ -516,7 +516,7 @@ impl Engine {
                 Settled::Refused(attempt) => {
                     session.refuse(attempt, MessageKind::Settlement);
                 }
-                Settled::Failed(_, e) => {
+                Settled::Failed(e) => {
                     tracing::warn!(error = %e, worker_id = %session.worker_id, "settlement not applied")
                 }
             }
@@ -528,14 +528,14 @@ impl Engine {
     /// settlements of attempts this worker no longer holds and of executions
     /// past retention are acknowledged too (they change nothing). A settlement
     /// of an attempt another worker holds is refused.
-    pub async fn settle_batch(&self, session: &Session, settlements: Vec<Settlement>) -> Vec<Settled> {
+    pub(crate) async fn settle_batch(&self, session: &Session, settlements: Vec<Settlement>) -> Vec<Settled> {
         let mut out = Vec::with_capacity(settlements.len());
         let mut items = Vec::with_capacity(settlements.len());
         for s in settlements {
             let ack = s.attempt.clone();
             match self.settlement_event(&session.worker_id, s) {
                 Ok(item) => items.push((ack, item)),
-                Err(e) => out.push(Settled::Failed(ack, e)),
+                Err(e) => out.push(Settled::Failed(e)),
             }
         }
         let now = now_ms();
@@ -569,7 +569,7 @@ impl Engine {
                     out.push(Settled::Acked(ack));
                 }
                 Ok(None) => out.push(Settled::Acked(ack)),
-                Err(e) => out.push(Settled::Failed(ack, e)),
+                Err(e) => out.push(Settled::Failed(e)),
             }
         }
         futures_util::future::join_all(committed.iter().map(|a| self.after_commit(&a.record, &a.effects))).await;

@@ -10,8 +10,8 @@ use baton_proto::coordinator::v1::{self as pb, project_admin_server::ProjectAdmi
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
-pub struct ProjectAdminService {
-    pub engine: Arc<Engine>,
+pub(crate) struct ProjectAdminService {
+    pub(crate) engine: Arc<Engine>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tonic::{Request, Response, Status};
 
-pub struct Api {
-    pub engine: Arc<Engine>,
+pub(crate) struct Api {
+    pub(crate) engine: Arc<Engine>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;

@@ -11,7 +11,7 @@ use baton_proto::coordinator::v1 as pb;
 use baton_proto::worker::v1 as wpb;
 
 /// The surface a start names; an unspecified one is REST.
-pub fn surface(s: pb::Surface) -> Surface {
+pub(crate) fn surface(s: pb::Surface) -> Surface {
     match s {
         pb::Surface::Unspecified | pb::Surface::Rest => Surface::Rest,
         pb::Surface::McpNative => Surface::McpNative,
@@ -19,7 +19,7 @@ pub fn surface(s: pb::Surface) -> Surface {
     }
 }
 
-pub fn status(s: Status) -> pb::ExecutionStatus {
+pub(crate) fn status(s: Status) -> pb::ExecutionStatus {
     match s {
         Status::Pending => pb::ExecutionStatus::Pending,
         Status::Working => pb::ExecutionStatus::Working,
@@ -31,11 +31,11 @@ pub fn status(s: Status) -> pb::ExecutionStatus {
 }
 
 /// The status a long poll waits to change from; `None` for unspecified.
-pub fn known_status(s: pb::ExecutionStatus) -> Option<Status> {
+pub(crate) fn known_status(s: pb::ExecutionStatus) -> Option<Status> {
     Status::ALL.into_iter().find(|d| status(*d) == s)
 }
 
-pub fn stop_reason(r: StopReason) -> wpb::StopReason {
+pub(crate) fn stop_reason(r: StopReason) -> wpb::StopReason {
     match r {
         StopReason::Cancelled => wpb::StopReason::Cancelled,
         StopReason::DeadlineExceeded => wpb::StopReason::DeadlineExceeded,
@@ -44,13 +44,13 @@ pub fn stop_reason(r: StopReason) -> wpb::StopReason {
 }
 
 /// `None` for unspecified.
-pub fn stop_reason_from_wire(r: wpb::StopReason) -> Option<StopReason> {
+pub(crate) fn stop_reason_from_wire(r: wpb::StopReason) -> Option<StopReason> {
     [StopReason::Cancelled, StopReason::DeadlineExceeded, StopReason::OwnerLost]
         .into_iter()
         .find(|d| stop_reason(*d) == r)
 }
 
-pub fn cancel_outcome(o: CancelOutcome) -> pb::CancelOutcome {
+pub(crate) fn cancel_outcome(o: CancelOutcome) -> pb::CancelOutcome {
     match o {
         CancelOutcome::Accepted => pb::CancelOutcome::Accepted,
         CancelOutcome::Unsupported => pb::CancelOutcome::Unsupported,
@@ -60,7 +60,7 @@ pub fn cancel_outcome(o: CancelOutcome) -> pb::CancelOutcome {
     }
 }
 
-pub fn message_kind(k: MessageKind) -> wpb::MessageKind {
+pub(crate) fn message_kind(k: MessageKind) -> wpb::MessageKind {
     match k {
         MessageKind::Settlement => wpb::MessageKind::Settlement,
         MessageKind::Heartbeat => wpb::MessageKind::Heartbeat,
@@ -70,7 +70,7 @@ pub fn message_kind(k: MessageKind) -> wpb::MessageKind {
     }
 }
 
-pub fn principal_kind(p: &Principal) -> pb::PrincipalKind {
+pub(crate) fn principal_kind(p: &Principal) -> pb::PrincipalKind {
     match p {
         Principal::EndUser { .. } => pb::PrincipalKind::EndUser,
         Principal::ApiKey { .. } => pb::PrincipalKind::ApiKey,
@@ -80,11 +80,11 @@ pub fn principal_kind(p: &Principal) -> pb::PrincipalKind {
 
 /// An input action the engine relays (as stored); anything unreadable
 /// cancels, as an answer nobody can read must not be taken for consent.
-pub fn input_action(name: &str) -> wpb::InputAction {
+pub(crate) fn input_action(name: &str) -> wpb::InputAction {
     wpb::InputAction::from_name(name).unwrap_or(wpb::InputAction::Cancel)
 }
 
-pub fn view(r: &ExecutionRecord) -> pb::ExecutionView {
+pub(crate) fn view(r: &ExecutionRecord) -> pb::ExecutionView {
     let cancel_state = if r.state.cancel_requested { pb::CancelState::Requested } else { pb::CancelState::None };
     pb::ExecutionView {
         execution_id: r.id.clone(),
@@ -118,7 +118,7 @@ pub fn view(r: &ExecutionRecord) -> pb::ExecutionView {
 }
 
 /// The tool's latest progress report, if any.
-pub fn progress(r: &ExecutionRecord) -> Option<pb::ExecutionProgress> {
+pub(crate) fn progress(r: &ExecutionRecord) -> Option<pb::ExecutionProgress> {
     r.progress.as_ref().map(|p| pb::ExecutionProgress {
         current: p.current,
         total: p.total,
@@ -127,7 +127,7 @@ pub fn progress(r: &ExecutionRecord) -> Option<pb::ExecutionProgress> {
     })
 }
 
-pub fn tool(t: &ToolRecord) -> pb::ToolDefinition {
+pub(crate) fn tool(t: &ToolRecord) -> pb::ToolDefinition {
     pb::ToolDefinition {
         name: t.name.clone(),
         toolkit_name: t.toolkit_name.clone(),

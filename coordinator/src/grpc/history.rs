@@ -13,8 +13,8 @@ use baton_proto::coordinator::v1::{self as pb, history_server::History};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
-pub struct HistoryService {
-    pub engine: Arc<Engine>,
+pub(crate) struct HistoryService {
+    pub(crate) engine: Arc<Engine>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -27,7 +27,7 @@ fn outcome(o: pb::ExecutionOutcome) -> Option<RunOutcome> {
     }
 }
 
-pub fn failure_reason(r: FailureReason) -> pb::FailureReason {
+pub(crate) fn failure_reason(r: FailureReason) -> pb::FailureReason {
     match r {
         FailureReason::ToolError => pb::FailureReason::ToolError,
         FailureReason::DeadlineExceeded => pb::FailureReason::DeadlineExceeded,

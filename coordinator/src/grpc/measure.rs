@@ -12,12 +12,12 @@ use std::time::Instant;
 use tonic::codegen::http;
 
 #[derive(Clone)]
-pub struct RpcMetricsLayer {
+pub(crate) struct RpcMetricsLayer {
     duration: Histogram<f64>,
 }
 
 impl RpcMetricsLayer {
-    pub fn new() -> RpcMetricsLayer {
+    pub(crate) fn new() -> RpcMetricsLayer {
         let duration = baton_telemetry::meter()
             .f64_histogram("rpc.server.duration")
             .with_unit("s")
@@ -43,7 +43,7 @@ impl<S> tower::Layer<S> for RpcMetricsLayer {
 }
 
 #[derive(Clone)]
-pub struct RpcMetrics<S> {
+pub(crate) struct RpcMetrics<S> {
     inner: S,
     duration: Histogram<f64>,
 }

@@ -1,31 +1,31 @@
 //! Thin tonic adapters over the engine: decode, authorize via the engine, encode.
 
-pub mod admin;
-pub mod api;
-pub mod convert;
-pub mod history;
-pub mod measure;
-pub mod operator;
-pub mod peer;
+pub(crate) mod admin;
+pub(crate) mod api;
+pub(crate) mod convert;
+pub(crate) mod history;
+pub(crate) mod measure;
+pub(crate) mod operator;
+pub(crate) mod peer;
 pub mod peer_auth;
-pub mod skew;
-pub mod status;
+pub(crate) mod skew;
+pub(crate) mod status;
 #[cfg(test)]
 mod tolerance_tests;
-pub mod webhooks;
+pub(crate) mod webhooks;
 pub mod worker;
 // Waiting at scale (issue #21): a gateway's one stream for its parked waits.
-pub mod watch;
+pub(crate) mod watch;
 
 /// The `authorization` metadata value, if present.
-pub fn authorization<T>(req: &tonic::Request<T>) -> Option<&str> {
+pub(crate) fn authorization<T>(req: &tonic::Request<T>) -> Option<&str> {
     req.metadata().get("authorization").and_then(|v| v.to_str().ok())
 }
 
 /// A server span of `baton.coordinator.v1.Coordinator/{method}` that
 /// continues the caller's trace, named and attributed as the OpenTelemetry
 /// RPC conventions say.
-pub fn span<T>(method: &'static str, req: &tonic::Request<T>) -> tracing::Span {
+pub(crate) fn span<T>(method: &'static str, req: &tonic::Request<T>) -> tracing::Span {
     const SERVICE: &str = "baton.coordinator.v1.Coordinator";
     let span = tracing::info_span!(
         "rpc",
@@ -46,7 +46,7 @@ pub fn span<T>(method: &'static str, req: &tonic::Request<T>) -> tracing::Span {
 /// Runs `call` in `span` and records its gRPC status there; the codes that mean
 /// the server failed (not the caller) mark the span as an error, as the
 /// OpenTelemetry RPC conventions say.
-pub async fn traced<T>(
+pub(crate) async fn traced<T>(
     span: tracing::Span,
     call: impl std::future::Future<Output = Result<T, tonic::Status>>,
 ) -> Result<T, tonic::Status> {

@@ -9,8 +9,8 @@ use baton_proto::coordinator::v1::{self as pb, operator_server::Operator};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
-pub struct OperatorService {
-    pub engine: Arc<Engine>,
+pub(crate) struct OperatorService {
+    pub(crate) engine: Arc<Engine>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
-pub struct PeerService {
+pub(crate) struct PeerService {
     engine: Arc<Engine>,
     /// Tokens already used here: each is good for one call.
     seen: peer_auth::Seen,
@@ -39,7 +39,7 @@ const CANCEL: &str = "DeliverCancel";
 const INPUT: &str = "DeliverInput";
 
 impl PeerService {
-    pub fn new(engine: Arc<Engine>) -> PeerService {
+    pub(crate) fn new(engine: Arc<Engine>) -> PeerService {
         PeerService { engine, seen: peer_auth::Seen::default() }
     }
 
@@ -96,7 +96,7 @@ impl Peer for PeerService {
 /// Calls to other replicas, one lazily connected channel per replica URL,
 /// each carrying the cluster credential.
 #[derive(Clone, Default)]
-pub struct Peers {
+pub(crate) struct Peers {
     secret: Option<Arc<str>>,
     tls: Option<ClientTlsConfig>,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
@@ -106,7 +106,7 @@ pub struct Peers {
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl Peers {
-    pub fn new(secret: Option<String>, tls: Option<ClientTlsConfig>) -> Self {
+    pub(crate) fn new(secret: Option<String>, tls: Option<ClientTlsConfig>) -> Self {
         Peers { secret: secret.map(Arc::from), tls, channels: Default::default() }
     }
 

@@ -60,11 +60,18 @@ pub fn token(secret: &[u8], seconds: u64, method: &str, digest: &[u8; 32]) -> St
 /// The nonces this replica accepted, with the time after which their tokens
 /// could not verify anyway.
 #[derive(Default)]
-pub struct Seen(Mutex<HashMap<String, u64>>);
+pub(crate) struct Seen(Mutex<HashMap<String, u64>>);
 
 impl Seen {
     /// Whether `presented` is a current, unused token for this call; marks it used.
-    pub fn verify(&self, secret: &[u8], presented: &str, method: &str, digest: &[u8; 32], now_seconds: u64) -> bool {
+    pub(crate) fn verify(
+        &self,
+        secret: &[u8],
+        presented: &str,
+        method: &str,
+        digest: &[u8; 32],
+        now_seconds: u64,
+    ) -> bool {
         let mut parts = presented.splitn(4, '.');
         let (Some("v2"), Some(seconds), Some(nonce), Some(tag)) =
             (parts.next(), parts.next(), parts.next(), parts.next())

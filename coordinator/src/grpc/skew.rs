@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use tonic::Status;
 
 /// This coordinator's own version.
-pub fn own() -> Version {
+pub(crate) fn own() -> Version {
     static OWN: OnceLock<Version> = OnceLock::new();
     *OWN.get_or_init(|| version::own(env!("CARGO_PKG_VERSION")))
 }
@@ -59,7 +59,7 @@ fn refused(refusal: &Refusal) -> Status {
 }
 
 /// A worker session of an admitted SDK line, counted while it lives.
-pub struct WorkerVersion {
+pub(crate) struct WorkerVersion {
     label: [KeyValue; 1],
 }
 
@@ -71,7 +71,7 @@ impl Drop for WorkerVersion {
 
 /// Admits a worker stating `sdk_version` (its `Register.sdk_version`); the
 /// guard counts the session until it is dropped.
-pub fn admit_worker(sdk_version: &str) -> Result<WorkerVersion, Status> {
+pub(crate) fn admit_worker(sdk_version: &str) -> Result<WorkerVersion, Status> {
     let peer = version::admit(Role::Worker, own(), Some(sdk_version)).map_err(|r| refused(&r))?;
     let label = [KeyValue::new("version", peer.line().to_string())];
     instruments().sessions.add(1, &label);
@@ -81,7 +81,7 @@ pub fn admit_worker(sdk_version: &str) -> Result<WorkerVersion, Status> {
 /// The interceptor in front of every gateway-facing service: a call whose
 /// `baton-version` is outside the window is refused before its handler runs.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct GatewayVersion;
+pub(crate) struct GatewayVersion;
 
 impl tonic::service::Interceptor for GatewayVersion {
     fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {

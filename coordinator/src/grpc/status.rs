@@ -7,11 +7,11 @@ use crate::{authz, store};
 use baton_proto::error::{ErrorCode, WireError};
 use tonic::Status;
 
-pub fn to_status(e: Error) -> Status {
+pub(crate) fn to_status(e: Error) -> Status {
     wire(e).into_status()
 }
 
-pub fn wire(e: Error) -> WireError {
+pub(crate) fn wire(e: Error) -> WireError {
     match e {
         Error::Auth(authz::Error::Unauthenticated) => {
             WireError::new(ErrorCode::Unauthenticated, "missing, invalid or revoked credential")

@@ -18,8 +18,8 @@ use tonic::{Request, Response, Status, Streaming};
 /// when they are not drained.
 const OUTBOX: usize = 1024;
 
-pub struct WaitsService {
-    pub engine: Arc<Engine>,
+pub(crate) struct WaitsService {
+    pub(crate) engine: Arc<Engine>,
 }
 
 type Events = Pin<Box<dyn futures_util::Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;

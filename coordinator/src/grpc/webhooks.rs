@@ -12,8 +12,8 @@ use baton_proto::coordinator::v1::{self as pb, webhooks_server::Webhooks};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
-pub struct WebhooksService {
-    pub engine: Arc<Engine>,
+pub(crate) struct WebhooksService {
+    pub(crate) engine: Arc<Engine>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;

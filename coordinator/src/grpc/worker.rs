@@ -25,8 +25,8 @@ use tokio_stream::Stream;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::{Request, Response, Status, Streaming};
 
-pub struct WorkerService {
-    pub engine: Arc<Engine>,
+pub(crate) struct WorkerService {
+    pub(crate) engine: Arc<Engine>,
 }
 
 /// Most worker messages applied together.

@@ -57,7 +57,7 @@ impl Store {
 
     /// The credential with `token_hash` (None when unknown), tool `name` of
     /// `project_id` if registered, and the retention of the credential's project.
-    pub async fn credential_with_tool(
+    pub(crate) async fn credential_with_tool(
         &self,
         token_hash: &[u8],
         project_id: &str,
@@ -74,7 +74,7 @@ impl Store {
 
     /// [`Store::credential_with_tool`] for many starts in one statement
     /// (Postgres; SQLite answers one by one), answered in order.
-    pub async fn credentials_with_tools(&self, asks: &[(&[u8], &str, &str)]) -> Result<Vec<Option<WithTool>>> {
+    pub(crate) async fn credentials_with_tools(&self, asks: &[(&[u8], &str, &str)]) -> Result<Vec<Option<WithTool>>> {
         if self.dialect == super::Dialect::Sqlite || asks.len() < 2 {
             let mut out = Vec::with_capacity(asks.len());
             for (hash, project_id, name) in asks {
@@ -112,7 +112,7 @@ impl Store {
 }
 
 /// A credential, the tool asked for (if registered) and its project's retention.
-pub type WithTool = (Credential, Option<ToolRecord>, RetentionSettings);
+pub(crate) type WithTool = (Credential, Option<ToolRecord>, RetentionSettings);
 
 fn with_tool_from_row(row: &sqlx::any::AnyRow) -> Result<WithTool> {
     let tool = match row.try_get::<Option<String>, _>("name")? {
@@ -129,13 +129,13 @@ fn with_tool_from_row(row: &sqlx::any::AnyRow) -> Result<WithTool> {
 
 /// What one coalesced read found: the credential asked for (when one was)
 /// and the execution, each if it exists.
-pub type CredentialAndExecution = (Option<Credential>, Option<ExecutionRecord>);
+pub(super) type CredentialAndExecution = (Option<Credential>, Option<ExecutionRecord>);
 
 impl Store {
     /// Many owner reads at once, answered in order: each ask is a token hash
     /// (or none) and an execution id (empty for none). One statement on
     /// Postgres; SQLite reads the credentials and the rows in one each.
-    pub async fn credentials_with_executions(
+    pub(crate) async fn credentials_with_executions(
         &self,
         asks: &[(Option<&[u8]>, &str)],
     ) -> Result<Vec<CredentialAndExecution>> {
@@ -182,7 +182,7 @@ impl Store {
     }
 
     /// Many credentials by token hash at once (for coalesced reads), keyed by hash.
-    pub async fn credentials_by_hashes(&self, hashes: &[&[u8]]) -> Result<HashMap<Vec<u8>, Credential>> {
+    pub(crate) async fn credentials_by_hashes(&self, hashes: &[&[u8]]) -> Result<HashMap<Vec<u8>, Credential>> {
         if hashes.is_empty() {
             return Ok(HashMap::new());
         }
@@ -199,7 +199,7 @@ impl Store {
     }
 
     /// Many executions by id at once (for coalesced reads), keyed by id.
-    pub async fn executions_by_ids(&self, ids: &[&str]) -> Result<HashMap<String, ExecutionRecord>> {
+    pub(crate) async fn executions_by_ids(&self, ids: &[&str]) -> Result<HashMap<String, ExecutionRecord>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }

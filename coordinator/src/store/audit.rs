@@ -13,35 +13,35 @@ use sqlx::{Arguments, AssertSqlSafe, Row};
 
 /// One audit row.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditEntry {
-    pub id: String,
-    pub org_id: String,
+pub(crate) struct AuditEntry {
+    pub(crate) id: String,
+    pub(crate) org_id: String,
     /// `None` for an organization-wide change.
-    pub project_id: Option<String>,
-    pub at: Millis,
+    pub(crate) project_id: Option<String>,
+    pub(crate) at: Millis,
     /// The credential that acted, or `cli` for `baton admin`.
-    pub actor_id: String,
-    pub actor_kind: String,
-    pub action: String,
-    pub target: Option<String>,
-    pub outcome: String,
-    pub detail: Option<String>,
+    pub(crate) actor_id: String,
+    pub(crate) actor_kind: String,
+    pub(crate) action: String,
+    pub(crate) target: Option<String>,
+    pub(crate) outcome: String,
+    pub(crate) detail: Option<String>,
     /// How many times it happened: more than one for a row that stands for
     /// repeated refusals.
-    pub occurrences: i64,
+    pub(crate) occurrences: i64,
 }
 
 /// What an audit read narrows to: a project's rows and its organization's
 /// organization-wide rows; `None` narrows nothing more.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AuditFilter {
-    pub org_id: String,
-    pub project_id: String,
-    pub action: Option<String>,
-    pub actor_id: Option<String>,
-    pub outcome: Option<String>,
-    pub from: Option<Millis>,
-    pub before: Option<Millis>,
+pub(crate) struct AuditFilter {
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) action: Option<String>,
+    pub(crate) actor_id: Option<String>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) from: Option<Millis>,
+    pub(crate) before: Option<Millis>,
 }
 
 const COLUMNS: &str = "id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail, occurrences";
@@ -85,7 +85,7 @@ fn entry_from(r: &sqlx::any::AnyRow) -> Result<AuditEntry> {
 impl Store {
     /// Appends `e`; when a row of its id exists (a repeat that `e.id` folds
     /// into it), counts it there instead.
-    pub async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
+    pub(crate) async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
         sqlx::query(
             "INSERT INTO audit_logs \
              (id, org_id, project_id, at, actor_id, actor_kind, action, target, outcome, detail, log_period) \
@@ -110,7 +110,7 @@ impl Store {
 
     /// Up to `limit` rows matching `f`, newest first, after skipping `offset`.
     /// (The read replica while it is fresh, as `audit_count`.)
-    pub async fn audit_page(&self, f: &AuditFilter, limit: u32, offset: u32) -> Result<Vec<AuditEntry>> {
+    pub(crate) async fn audit_page(&self, f: &AuditFilter, limit: u32, offset: u32) -> Result<Vec<AuditEntry>> {
         self.heavy_read(|pool| async move {
             let (condition, mut args) = condition(f)?;
             let n = args.len();
@@ -127,7 +127,7 @@ impl Store {
         .await
     }
 
-    pub async fn audit_count(&self, f: &AuditFilter) -> Result<u64> {
+    pub(crate) async fn audit_count(&self, f: &AuditFilter) -> Result<u64> {
         self.heavy_read(|pool| async move {
             let (condition, args) = condition(f)?;
             let sql = format!("SELECT COUNT(*) AS n FROM audit_logs WHERE {condition}");
@@ -141,7 +141,7 @@ impl Store {
     /// period that ended by then, whole, and up to `limit` of the rows waiting
     /// in the default partition; on SQLite up to `limit` rows. How many rows
     /// went one by one.
-    pub async fn delete_audit_before(&self, before: Millis, limit: u32) -> Result<u64> {
+    pub(crate) async fn delete_audit_before(&self, before: Millis, limit: u32) -> Result<u64> {
         let table = match self.dialect {
             Dialect::Postgres => {
                 self.drop_audit_periods_before(before).await?;

@@ -59,7 +59,7 @@ struct AttemptRow {
 /// The rows one run leaves behind.
 pub(super) struct Played {
     /// The execution row after the run's last event.
-    pub record: ExecutionRecord,
+    pub(crate) record: ExecutionRecord,
     /// (seq, at, kind, status, detail)
     events: Vec<(i64, Millis, &'static str, &'static str, Option<String>)>,
     attempts: Vec<AttemptRow>,
@@ -200,13 +200,13 @@ async fn insert_json(store: &Store, schema: &Schema, table: &str, columns: &str,
 /// The rows of played runs as JSON objects named like their tables' columns.
 #[derive(Default)]
 pub(super) struct RowsJson {
-    pub executions: Vec<Value>,
-    pub events: Vec<Value>,
-    pub attempts: Vec<Value>,
+    pub(crate) executions: Vec<Value>,
+    pub(crate) events: Vec<Value>,
+    pub(crate) attempts: Vec<Value>,
 }
 
 impl RowsJson {
-    pub fn push(&mut self, played: &Played) {
+    pub(super) fn push(&mut self, played: &Played) {
         // Every row of a run carries its organization and its retention end
         // (the history's partition key).
         let (id, org_id, expires) = (&played.record.id, &played.record.org_id, played.record.retention_expires_at);

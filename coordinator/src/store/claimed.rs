@@ -20,10 +20,10 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 
 /// A new execution and the worker to lease it to until `lease_until`.
-pub struct ClaimedNew<'a> {
-    pub new: &'a NewExecution,
-    pub worker_id: &'a str,
-    pub lease_until: Millis,
+pub(crate) struct ClaimedNew<'a> {
+    pub(crate) new: &'a NewExecution,
+    pub(crate) worker_id: &'a str,
+    pub(crate) lease_until: Millis,
 }
 
 /// The statement without and with the admission fence (store/fence.rs, `$4`).
@@ -56,7 +56,7 @@ impl Store {
     /// caller creates it the ordinary way, which answers the holder or the
     /// staleness). On SQLite nothing is created
     /// and every answer is `None`.
-    pub async fn create_claimed(&self, batch: &[ClaimedNew<'_>]) -> Result<Vec<Option<ExecutionRecord>>> {
+    pub(crate) async fn create_claimed(&self, batch: &[ClaimedNew<'_>]) -> Result<Vec<Option<ExecutionRecord>>> {
         if self.dialect == Dialect::Sqlite || batch.is_empty() {
             return Ok(vec![None; batch.len()]);
         }

@@ -30,7 +30,7 @@ impl Store {
 
     /// A create whose plain insert found its Idempotency-Key taken (or SQLite's
     /// every create), in a transaction that locks the holder.
-    pub async fn create_contended(&self, new: &NewExecution) -> Result<Created> {
+    pub(crate) async fn create_contended(&self, new: &NewExecution) -> Result<Created> {
         // A pass that freed an expired key can lose it to a concurrent create;
         // the next pass then finds the new holder.
         for _ in 0..2 {
@@ -45,7 +45,7 @@ impl Store {
 
     /// When `new`'s Idempotency-Key names live work, the answer it gets (its
     /// replay, or a conflict) without creating anything.
-    pub async fn replay(&self, new: &NewExecution, now: Millis) -> Result<Option<Result<Created>>> {
+    pub(crate) async fn replay(&self, new: &NewExecution, now: Millis) -> Result<Option<Result<Created>>> {
         let Some(key) = new.idempotency_key.as_deref() else { return Ok(None) };
         let holder = self.find_idempotent(new, key, now).await?;
         Ok(holder.map(|h| answer_with_holder(h, new)))
@@ -57,7 +57,7 @@ impl Store {
     /// admission is stale (store/fence.rs), is skipped (None) for
     /// `create_contended` to answer. SQLite creates nothing here: its
     /// creates take the transaction.
-    pub async fn create_many(&self, news: &[&NewExecution]) -> Result<Vec<Option<Created>>> {
+    pub(crate) async fn create_many(&self, news: &[&NewExecution]) -> Result<Vec<Option<Created>>> {
         if self.dialect == Dialect::Sqlite || news.is_empty() {
             return Ok(vec![None; news.len()]);
         }
@@ -149,7 +149,12 @@ impl Store {
     }
 
     /// The live execution an Idempotency-Key of `new`'s caller already names, if any.
-    pub async fn find_idempotent(&self, new: &NewExecution, key: &str, now: Millis) -> Result<Option<ExecutionRecord>> {
+    pub(crate) async fn find_idempotent(
+        &self,
+        new: &NewExecution,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<ExecutionRecord>> {
         let sql = format!(
             "SELECT {EXECUTION_COLUMNS} FROM executions e JOIN execution_keys k \
              ON e.id = k.execution_id AND e.retention_expires_at = k.retention_expires_at \

@@ -9,15 +9,15 @@ use crate::domain::Millis;
 use sqlx::Row;
 
 /// A live session's key, and when it was last used.
-pub struct DashboardSession {
-    pub credential: Credential,
-    pub last_seen_at: Millis,
+pub(crate) struct DashboardSession {
+    pub(crate) credential: Credential,
+    pub(crate) last_seen_at: Millis,
 }
 
 impl Store {
     /// Opens a session for `credential_id` until `expires_at` at the latest,
     /// and drops the rows of sessions already past their absolute end.
-    pub async fn open_dashboard_session(
+    pub(crate) async fn open_dashboard_session(
         &self,
         token_hash: &[u8],
         credential_id: &str,
@@ -43,7 +43,7 @@ impl Store {
     /// The session `token_hash` names, if it is still open at `now`: not
     /// ended, not past its absolute end, used within `idle_ms`. The key's
     /// revocation is the caller's to judge (`Credential::revoked`).
-    pub async fn dashboard_session(
+    pub(crate) async fn dashboard_session(
         &self,
         token_hash: &[u8],
         now: Millis,
@@ -67,7 +67,7 @@ impl Store {
     }
 
     /// Records a use of the session (callers touch it at most once a minute).
-    pub async fn touch_dashboard_session(&self, token_hash: &[u8], now: Millis) -> Result<()> {
+    pub(crate) async fn touch_dashboard_session(&self, token_hash: &[u8], now: Millis) -> Result<()> {
         sqlx::query("UPDATE dashboard_sessions SET last_seen_at = $1 WHERE token_hash = $2 AND last_seen_at < $1")
             .bind(now)
             .bind(token_hash)
@@ -77,7 +77,7 @@ impl Store {
     }
 
     /// Ends the session; false when it was not open.
-    pub async fn end_dashboard_session(&self, token_hash: &[u8], now: Millis) -> Result<bool> {
+    pub(crate) async fn end_dashboard_session(&self, token_hash: &[u8], now: Millis) -> Result<bool> {
         let done =
             sqlx::query("UPDATE dashboard_sessions SET ended_at = $1 WHERE token_hash = $2 AND ended_at IS NULL")
                 .bind(now)

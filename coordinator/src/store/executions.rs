@@ -12,29 +12,29 @@ use sqlx::{AssertSqlSafe, Row, Transaction};
 /// One entry of an execution's event log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventRecord {
-    pub seq: i64,
-    pub at: Millis,
+    pub(crate) seq: i64,
+    pub(crate) at: Millis,
     /// The event's name (`created`, `claimed`, `settled`, …).
-    pub kind: String,
+    pub(crate) kind: String,
     /// The status it left the execution in.
-    pub status: String,
+    pub(crate) status: String,
 }
 
 #[derive(Clone, Debug)]
 pub struct Applied {
-    pub record: ExecutionRecord,
-    pub effects: Vec<Effect>,
+    pub(crate) record: ExecutionRecord,
+    pub(crate) effects: Vec<Effect>,
 }
 
 #[derive(Clone, Debug)]
-pub struct Claimed {
-    pub record: ExecutionRecord,
-    pub attempt: u32,
+pub(crate) struct Claimed {
+    pub(crate) record: ExecutionRecord,
+    pub(crate) attempt: u32,
 }
 
 /// Whose executions a list shows: an end user's, or those one API key started.
 #[derive(Clone, Debug)]
-pub enum ListFilter {
+pub(crate) enum ListFilter {
     User { project_id: String, user_id: String, gateway_id: Option<String> },
     StartedBy { project_id: String, credential_id: String },
 }
@@ -47,7 +47,7 @@ impl Store {
     }
 
     /// Newest first; `after` is the (created_at, id) of the last row of the previous page.
-    pub async fn list_executions(
+    pub(crate) async fn list_executions(
         &self,
         filter: &ListFilter,
         now: Millis,
@@ -88,12 +88,12 @@ impl Store {
     }
 
     /// The attempts for the history (the read replica while it is fresh).
-    pub async fn history_attempts(&self, execution_id: &str) -> Result<Vec<AttemptRecord>> {
+    pub(crate) async fn history_attempts(&self, execution_id: &str) -> Result<Vec<AttemptRecord>> {
         self.heavy_read(|pool| async move { attempts_on(&pool, execution_id).await }).await
     }
 
     /// (execution id, attempt) of every open execution leased to `worker_id`.
-    pub async fn leased_to(&self, worker_id: &str) -> Result<Vec<(String, u32)>> {
+    pub(crate) async fn leased_to(&self, worker_id: &str) -> Result<Vec<(String, u32)>> {
         let rows = sqlx::query(
             "SELECT id, lease_attempt FROM executions WHERE worker_id = $1 AND status IN ('working', 'input_required')",
         )
@@ -114,13 +114,13 @@ impl Store {
     }
 
     /// The event log for the history (the read replica while it is fresh).
-    pub async fn history_events(&self, execution_id: &str) -> Result<Vec<EventRecord>> {
+    pub(crate) async fn history_events(&self, execution_id: &str) -> Result<Vec<EventRecord>> {
         self.heavy_read(|pool| async move { events_on(&pool, execution_id).await }).await
     }
 
     /// Leases up to `limit` due pending executions of `tools` in `project_id` to
     /// `worker_id`, all in one transaction (one commit for the batch).
-    pub async fn claim(
+    pub(crate) async fn claim(
         &self,
         project_id: &str,
         tools: &[String],
@@ -166,7 +166,7 @@ impl Store {
 
     /// Applies many events in one transaction (one commit), rows locked in id
     /// order. Each answer is as `apply`'s. An error fails the whole batch.
-    pub async fn apply_batch(
+    pub(crate) async fn apply_batch(
         &self,
         items: &[(String, Event, EventData)],
         now: Millis,
@@ -209,7 +209,7 @@ impl Store {
     /// machine, write the next state, the event log row and the attempt record in
     /// one transaction. `Ok(None)` when the id is unknown; `Err(Ignored)` inside
     /// `Ok(Some(Err))` when the machine ignored the event.
-    pub async fn apply(
+    pub(crate) async fn apply(
         &self,
         id: &str,
         event: &Event,

@@ -71,7 +71,7 @@ pub(super) fn of_batch(fences: impl Iterator<Item = Option<i64>>) -> Option<i64>
 
 impl Store {
     /// The current generation.
-    pub async fn admission_fence(&self) -> Result<i64> {
+    pub(crate) async fn admission_fence(&self) -> Result<i64> {
         let row = sqlx::query("SELECT gen FROM admission_fence WHERE id = 1").fetch_one(&self.pool).await?;
         Ok(row.try_get("gen")?)
     }
@@ -79,7 +79,7 @@ impl Store {
     /// Moves the generation on once every create holding the fence has
     /// committed; answers the new generation. Creates admitted under an
     /// earlier one insert nothing from here on.
-    pub async fn advance_admission_fence(&self) -> Result<i64> {
+    pub(crate) async fn advance_admission_fence(&self) -> Result<i64> {
         let mut tx = self.pool.begin().await?;
         let generation = move_on(&mut tx, self.dialect).await?;
         self.commit(tx).await?;

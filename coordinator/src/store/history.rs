@@ -21,16 +21,16 @@ use sqlx::{Arguments, AssertSqlSafe, Row};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryRow {
     pub id: String,
-    pub status: Status,
-    pub execution_type: String,
-    pub tool_name: String,
-    pub toolkit_name: String,
-    pub toolkit_version: String,
-    pub user_id: String,
-    pub created_at: Millis,
-    pub updated_at: Millis,
-    pub started_at: Option<Millis>,
-    pub finished_at: Option<Millis>,
+    pub(crate) status: Status,
+    pub(crate) execution_type: String,
+    pub(crate) tool_name: String,
+    pub(crate) toolkit_name: String,
+    pub(crate) toolkit_version: String,
+    pub(crate) user_id: String,
+    pub(crate) created_at: Millis,
+    pub(crate) updated_at: Millis,
+    pub(crate) started_at: Option<Millis>,
+    pub(crate) finished_at: Option<Millis>,
 }
 
 const ROW_COLUMNS: &str = "id, status, execution_type, tool_name, toolkit_name, toolkit_version, user_id, \

@@ -43,7 +43,7 @@ use sqlx::{Arguments, AssertSqlSafe, Row, Transaction};
 use std::collections::BTreeMap;
 
 /// Runs created within this long of a seal are left to be counted row by row.
-pub const SEAL_MARGIN_MS: i64 = 5 * 60 * 1000;
+pub(super) const SEAL_MARGIN_MS: i64 = 5 * 60 * 1000;
 
 /// The sums' time grain: a range's partial hours at either end are counted
 /// row by row, so a finer grain reads fewer runs and more sums.
@@ -54,13 +54,13 @@ const TERMINAL: &str = "status IN ('completed', 'failed', 'cancelled')";
 /// What the sums are kept by.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct SealedKey {
-    pub status: String,
+    pub(crate) status: String,
     /// '' when the run has none.
-    pub failure_reason: String,
-    pub tool_name: String,
-    pub toolkit_name: String,
+    pub(crate) failure_reason: String,
+    pub(crate) tool_name: String,
+    pub(crate) toolkit_name: String,
     /// `created_at` rounded down to the hour.
-    pub created_hour: Millis,
+    pub(crate) created_hour: Millis,
 }
 
 impl SealedKey {
@@ -153,11 +153,11 @@ pub(super) fn count_statement(f: &HistoryFilter, now: Millis) -> Result<(String,
 
 /// A run the sweeper deleted, as the sums know it.
 pub(super) struct DeletedRun {
-    pub id: String,
-    pub org_id: String,
-    pub project_id: String,
-    pub created_at: Millis,
-    pub key: SealedKey,
+    pub(crate) id: String,
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) created_at: Millis,
+    pub(crate) key: SealedKey,
 }
 
 impl DeletedRun {
@@ -331,7 +331,7 @@ impl Store {
 
     /// Seals every project (see [`Store::seal_history`]); how many it sealed.
     /// A project that fails is logged and left for the next pass.
-    pub async fn seal_histories(&self, now: Millis) -> Result<usize> {
+    pub(crate) async fn seal_histories(&self, now: Millis) -> Result<usize> {
         let rows = sqlx::query("SELECT id, org_id FROM projects").fetch_all(&self.pool).await?;
         let mut sealed = 0;
         for r in &rows {

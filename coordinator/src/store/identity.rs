@@ -14,7 +14,7 @@ pub enum CredentialKind {
 }
 
 impl CredentialKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CredentialKind::EndUser => "end_user",
             CredentialKind::ApiKey => "api_key",
@@ -22,7 +22,7 @@ impl CredentialKind {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         [CredentialKind::EndUser, CredentialKind::ApiKey, CredentialKind::Worker].into_iter().find(|k| k.as_str() == s)
     }
 }
@@ -44,15 +44,15 @@ pub struct NewCredential {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Credential {
-    pub id: String,
-    pub kind: CredentialKind,
-    pub org_id: String,
-    pub project_id: String,
-    pub gateway_id: Option<String>,
-    pub user_id: Option<String>,
-    pub role: Option<String>,
-    pub permissions: Vec<String>,
-    pub revoked: bool,
+    pub(crate) id: String,
+    pub(crate) kind: CredentialKind,
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) gateway_id: Option<String>,
+    pub(crate) user_id: Option<String>,
+    pub(crate) role: Option<String>,
+    pub(crate) permissions: Vec<String>,
+    pub(crate) revoked: bool,
 }
 
 /// Credential columns under names that cannot collide with a joined table's.
@@ -80,37 +80,37 @@ pub(super) fn credential_from_row(row: &AnyRow) -> Result<Credential> {
 /// A tool as registered by a worker for a project.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolRecord {
-    pub name: String,
-    pub toolkit_name: String,
-    pub toolkit_version: String,
-    pub description: String,
-    pub input_schema: String,
-    pub background: String,
-    pub task_time_input: bool,
-    pub max_attempts: u32,
-    pub max_ttl_ms: Option<i64>,
+    pub(crate) name: String,
+    pub(crate) toolkit_name: String,
+    pub(crate) toolkit_version: String,
+    pub(crate) description: String,
+    pub(crate) input_schema: String,
+    pub(crate) background: String,
+    pub(crate) task_time_input: bool,
+    pub(crate) max_attempts: u32,
+    pub(crate) max_ttl_ms: Option<i64>,
     /// Served through a remote MCP server (the only kind that may ask for input).
-    pub remote: bool,
-    pub required_client_capabilities: Vec<String>,
+    pub(crate) remote: bool,
+    pub(crate) required_client_capabilities: Vec<String>,
     /// The tool declared it cannot be stopped once started: a cancel answers `unsupported`.
-    pub cancel_unsupported: bool,
+    pub(crate) cancel_unsupported: bool,
     /// An administrator disabled it: it starts nothing and takes no input or
     /// cancellation. Registrations never change this.
-    pub disabled: bool,
-    pub metadata: ToolMetadata,
+    pub(crate) disabled: bool,
+    pub(crate) metadata: ToolMetadata,
 }
 
 /// MCP metadata a tool declared, shown to clients as given: JSON text each,
 /// empty when the tool declared none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ToolMetadata {
-    pub title: String,
+    pub(crate) title: String,
     /// A JSON object of behaviour hints (`destructiveHint`, `readOnlyHint`…).
-    pub annotations: String,
+    pub(crate) annotations: String,
     /// A JSON Schema object describing `structuredContent`.
-    pub output_schema: String,
+    pub(crate) output_schema: String,
     /// A JSON array of MCP icons.
-    pub icons: String,
+    pub(crate) icons: String,
 }
 
 pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
@@ -190,7 +190,7 @@ impl Store {
     }
 
     /// The project a gateway belongs to, if the gateway exists.
-    pub async fn gateway_project(&self, gateway_id: &str) -> Result<Option<String>> {
+    pub(crate) async fn gateway_project(&self, gateway_id: &str) -> Result<Option<String>> {
         let row = sqlx::query("SELECT project_id FROM gateways WHERE id = $1")
             .bind(gateway_id)
             .fetch_optional(&self.pool)
@@ -221,7 +221,7 @@ impl Store {
 
     /// Revokes a credential; returns false when no live credential has that id.
     /// The organization and project of credential `id`, if it exists.
-    pub async fn credential_scope(&self, id: &str) -> Result<Option<(String, String)>> {
+    pub(crate) async fn credential_scope(&self, id: &str) -> Result<Option<(String, String)>> {
         let row = sqlx::query("SELECT org_id, project_id FROM credentials WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
@@ -229,7 +229,7 @@ impl Store {
         row.map(|r| Ok((r.try_get("org_id")?, r.try_get("project_id")?))).transpose()
     }
 
-    pub async fn revoke_credential(&self, id: &str, now: Millis) -> Result<bool> {
+    pub(crate) async fn revoke_credential(&self, id: &str, now: Millis) -> Result<bool> {
         let done = sqlx::query("UPDATE credentials SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
             .bind(now)
             .bind(id)
@@ -239,7 +239,7 @@ impl Store {
     }
 
     /// The project's tools callers may use (a disabled tool is not offered).
-    pub async fn list_tools(&self, project_id: &str) -> Result<Vec<ToolRecord>> {
+    pub(crate) async fn list_tools(&self, project_id: &str) -> Result<Vec<ToolRecord>> {
         let sql = format!(
             "SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 AND disabled_at IS NULL ORDER BY position, name"
         );
@@ -248,7 +248,12 @@ impl Store {
     }
 
     /// Disables (`Some(now)`) or re-enables (`None`) a tool; false when the project has no such tool.
-    pub async fn set_tool_disabled(&self, project_id: &str, name: &str, disabled_at: Option<Millis>) -> Result<bool> {
+    pub(crate) async fn set_tool_disabled(
+        &self,
+        project_id: &str,
+        name: &str,
+        disabled_at: Option<Millis>,
+    ) -> Result<bool> {
         let done = sqlx::query("UPDATE tools SET disabled_at = $1 WHERE project_id = $2 AND name = $3")
             .bind(disabled_at)
             .bind(project_id)
@@ -259,14 +264,14 @@ impl Store {
     }
 
     /// One tool of a project, enabled or not.
-    pub async fn tool(&self, project_id: &str, name: &str) -> Result<Option<ToolRecord>> {
+    pub(crate) async fn tool(&self, project_id: &str, name: &str) -> Result<Option<ToolRecord>> {
         let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE project_id = $1 AND name = $2");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(project_id).bind(name).fetch_optional(&self.pool).await?;
         row.as_ref().map(tool_from_row).transpose()
     }
 
     /// Records that `worker_id` is connected to `coordinator_id` (replacing an older session).
-    pub async fn upsert_worker(
+    pub(crate) async fn upsert_worker(
         &self,
         worker_id: &str,
         project_id: &str,
@@ -288,7 +293,7 @@ impl Store {
     }
 
     /// Of `credential_ids`, those revoked (or gone): their sessions must end.
-    pub async fn revoked_among(&self, credential_ids: &[String]) -> Result<Vec<String>> {
+    pub(crate) async fn revoked_among(&self, credential_ids: &[String]) -> Result<Vec<String>> {
         if credential_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -304,7 +309,7 @@ impl Store {
     }
 
     /// The advertised URL of the coordinator holding `worker_id`'s session, if any.
-    pub async fn worker_coordinator(&self, worker_id: &str) -> Result<Option<(String, String)>> {
+    pub(crate) async fn worker_coordinator(&self, worker_id: &str) -> Result<Option<(String, String)>> {
         let row = sqlx::query(
             "SELECT c.id, c.advertise_url FROM workers w JOIN coordinators c ON c.id = w.coordinator_id WHERE w.id = $1",
         )
@@ -314,7 +319,7 @@ impl Store {
         row.map(|r| Ok((r.try_get("id")?, r.try_get("advertise_url")?))).transpose()
     }
 
-    pub async fn remove_worker(&self, worker_id: &str, coordinator_id: &str) -> Result<()> {
+    pub(crate) async fn remove_worker(&self, worker_id: &str, coordinator_id: &str) -> Result<()> {
         sqlx::query("DELETE FROM workers WHERE id = $1 AND coordinator_id = $2")
             .bind(worker_id)
             .bind(coordinator_id)
@@ -323,7 +328,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn upsert_coordinator(&self, id: &str, advertise_url: &str, now: Millis) -> Result<()> {
+    pub(crate) async fn upsert_coordinator(&self, id: &str, advertise_url: &str, now: Millis) -> Result<()> {
         sqlx::query(
             "INSERT INTO coordinators (id, advertise_url, heartbeat_at) VALUES ($1, $2, $3) \
              ON CONFLICT (id) DO UPDATE SET advertise_url = excluded.advertise_url, heartbeat_at = excluded.heartbeat_at",
@@ -337,7 +342,7 @@ impl Store {
     }
 
     /// Records that a legacy MCP session ended; ending it again is a no-op.
-    pub async fn end_mcp_session(&self, session_id: &str, credential_id: &str, now: Millis) -> Result<()> {
+    pub(crate) async fn end_mcp_session(&self, session_id: &str, credential_id: &str, now: Millis) -> Result<()> {
         sqlx::query(
             "INSERT INTO mcp_sessions_ended (session_id, credential_id, ended_at) VALUES ($1, $2, $3) \
              ON CONFLICT (session_id) DO NOTHING",
@@ -350,7 +355,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn mcp_session_ended(&self, session_id: &str) -> Result<bool> {
+    pub(crate) async fn mcp_session_ended(&self, session_id: &str) -> Result<bool> {
         let row = sqlx::query("SELECT 1 AS ended FROM mcp_sessions_ended WHERE session_id = $1")
             .bind(session_id)
             .fetch_optional(&self.pool)

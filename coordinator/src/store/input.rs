@@ -9,33 +9,33 @@ use crate::domain::{self, Event, Millis};
 use sqlx::Row;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InputRequestRow {
-    pub request_key: String,
-    pub remote_key: String,
-    pub attempt: u32,
-    pub spec_ct: Vec<u8>,
-    pub state: String,
-    pub response_ct: Option<Vec<u8>>,
+pub(crate) struct InputRequestRow {
+    pub(crate) request_key: String,
+    pub(crate) remote_key: String,
+    pub(crate) attempt: u32,
+    pub(crate) spec_ct: Vec<u8>,
+    pub(crate) state: String,
+    pub(crate) response_ct: Option<Vec<u8>>,
 }
 
 impl InputRequestRow {
     /// Waiting for the owner's answer.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.state == "open"
     }
 
     /// Answered, and the answer not yet relayed to the remote server.
-    pub fn is_answered(&self) -> bool {
+    pub(crate) fn is_answered(&self) -> bool {
         self.state == "answered"
     }
 }
 
 /// An answer recorded for an open request, to relay to the lease holder.
 #[derive(Clone, Debug)]
-pub struct Answered {
-    pub applied: Applied,
-    pub remote_key: String,
-    pub attempt: u32,
+pub(crate) struct Answered {
+    pub(crate) applied: Applied,
+    pub(crate) remote_key: String,
+    pub(crate) attempt: u32,
 }
 
 fn row_to_request(r: &sqlx::any::AnyRow) -> Result<InputRequestRow> {
@@ -51,7 +51,7 @@ fn row_to_request(r: &sqlx::any::AnyRow) -> Result<InputRequestRow> {
 }
 
 impl Store {
-    pub async fn list_input_requests(&self, execution_id: &str) -> Result<Vec<InputRequestRow>> {
+    pub(crate) async fn list_input_requests(&self, execution_id: &str) -> Result<Vec<InputRequestRow>> {
         let rows = sqlx::query(
             "SELECT request_key, remote_key, attempt, spec_ct, state, response_ct FROM input_requests \
              WHERE execution_id = $1 ORDER BY created_at, request_key",
@@ -65,7 +65,7 @@ impl Store {
     /// Records the owner's answer to an open request and moves the execution
     /// back to working once nothing stays open. `None` when the key is unknown or
     /// no longer open: the caller still acknowledges (the ack proves nothing).
-    pub async fn answer_input(
+    pub(crate) async fn answer_input(
         &self,
         execution_id: &str,
         request_key: &str,
@@ -112,7 +112,7 @@ impl Store {
 
     /// Marks an answer relayed, only when `worker_id` holds the execution's
     /// lease for `attempt`: false when it does not (nothing changes).
-    pub async fn mark_input_delivered(
+    pub(crate) async fn mark_input_delivered(
         &self,
         execution_id: &str,
         attempt: u32,
@@ -140,7 +140,7 @@ impl Store {
     }
 
     /// Answers not yet relayed for the open executions leased to `worker_id`.
-    pub async fn undelivered_answers(&self, worker_id: &str) -> Result<Vec<(String, InputRequestRow)>> {
+    pub(crate) async fn undelivered_answers(&self, worker_id: &str) -> Result<Vec<(String, InputRequestRow)>> {
         let rows = sqlx::query(
             "SELECT i.execution_id, i.request_key, i.remote_key, i.attempt, i.spec_ct, i.state, i.response_ct \
              FROM input_requests i JOIN executions e ON e.id = i.execution_id \

@@ -53,27 +53,25 @@ mod settings_tests;
 #[cfg(test)]
 mod webhooks_tests;
 
-pub use access::WithTool;
-pub use audit::{AuditEntry, AuditFilter};
+pub(crate) use access::WithTool;
+pub(crate) use audit::{AuditEntry, AuditFilter};
 pub use bulk::{SeedRun, Seeded, Step};
-pub use claimed::ClaimedNew;
-pub use create::Created;
-pub use dashboard_sessions::DashboardSession;
-pub use executions::{Applied, Claimed, EventRecord, ListFilter};
+pub(crate) use claimed::ClaimedNew;
+pub(crate) use create::Created;
+pub(crate) use executions::{Applied, Claimed, EventRecord, ListFilter};
 pub use faults::{CommitFault, Faults};
 pub use history::{HistoryRead, HistoryRow};
 pub use history_filter::HistoryFilter;
 pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
-pub use input::{Answered, InputRequestRow};
-pub use listing::{CredentialRow, GatewayRow, OrgRow, ProjectRow};
+pub(crate) use input::InputRequestRow;
 pub use migrations::{MigrateOptions, MigrationError, MigrationName, MigrationPlan, PendingMigration};
-pub use partitions::AUDIT_PERIOD_MS;
+pub(crate) use partitions::AUDIT_PERIOD_MS;
 pub use payload_keys::{KeyCounts, Replacement, SEALED_TABLES, SealedRow, SealedTable};
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
-pub use replica::ReplicaState;
-pub use retention::RetentionSettings;
-pub use sweep::{OpenExecution, SweepReport};
-pub use tool_owners::{OwnedElsewhere, ToolChange};
+pub(crate) use replica::ReplicaState;
+pub(crate) use retention::RetentionSettings;
+pub(crate) use sweep::{OpenExecution, SweepReport};
+pub(crate) use tool_owners::{OwnedElsewhere, ToolChange};
 pub use webhooks::{AttemptOutcome, ClaimedDelivery, DeliveryRecord, EndpointRecord};
 pub use write::{EventData, PublishedRequest};
 
@@ -111,7 +109,7 @@ pub enum Error {
 impl Error {
     /// Whether what was asked may have been done all the same: a commit whose
     /// answer was lost. Anything it reserved must stay reserved.
-    pub fn may_have_committed(&self) -> bool {
+    pub(crate) fn may_have_committed(&self) -> bool {
         matches!(self, Error::CommitUnknown(_))
     }
 
@@ -133,10 +131,10 @@ impl Error {
     }
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     Postgres,
     Sqlite,
 }
@@ -205,17 +203,13 @@ impl Store {
         Ok(Store { pool, dialect, replica: None, faults: None })
     }
 
-    pub fn dialect(&self) -> Dialect {
-        self.dialect
-    }
-
     /// The pool's connections (in use, idle).
-    pub fn pool_stats(&self) -> (u64, u64) {
+    pub(crate) fn pool_stats(&self) -> (u64, u64) {
         let idle = self.pool.num_idle() as u64;
         (u64::from(self.pool.size()).saturating_sub(idle), idle)
     }
 
-    pub async fn ping(&self) -> Result<()> {
+    pub(crate) async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(Error::Unavailable)?;
         Ok(())
     }

@@ -17,7 +17,7 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
 impl Store {
     /// Up to `limit` of the project's executions still retained at `now`,
     /// newest first; `after` is the (created_at, id) of the previous page's last row.
-    pub async fn project_executions(
+    pub(crate) async fn project_executions(
         &self,
         project_id: &str,
         now: Millis,

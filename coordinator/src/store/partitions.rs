@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 pub(super) const DAY_MS: i64 = 86_400_000;
 /// The audit log's partitions: periods of 30 days of `at`. The audit's fold
 /// windows (`crate::audit`) divide it, so a fold never spans two periods.
-pub const AUDIT_PERIOD_MS: i64 = 30 * DAY_MS;
+pub(crate) const AUDIT_PERIOD_MS: i64 = 30 * DAY_MS;
 /// The partitioned tables, parent first: a day is created and dropped for all four.
 const TABLES: [&str; 4] = ["executions", "execution_events", "attempts", "input_requests"];
 /// Days further ahead than this wait in the default partitions, so that a
@@ -38,7 +38,7 @@ pub(super) fn partition_name(table: &str, day: i64) -> String {
 
 impl Store {
     /// The days that have a partition (of `executions`; the four tables change together).
-    pub async fn partition_days(&self) -> Result<BTreeSet<i64>> {
+    pub(crate) async fn partition_days(&self) -> Result<BTreeSet<i64>> {
         self.attached("executions").await
     }
 
@@ -67,7 +67,7 @@ impl Store {
 
     /// Creates the audit log's partitions for `now`'s period and the next;
     /// how many it created.
-    pub async fn ensure_audit_partitions(&self, now: Millis) -> Result<usize> {
+    pub(crate) async fn ensure_audit_partitions(&self, now: Millis) -> Result<usize> {
         if self.dialect != Dialect::Postgres {
             return Ok(0);
         }
@@ -88,7 +88,7 @@ impl Store {
     }
 
     /// Drops the audit log's periods that ended by `before`; how many.
-    pub async fn drop_audit_periods_before(&self, before: Millis) -> Result<usize> {
+    pub(crate) async fn drop_audit_periods_before(&self, before: Millis) -> Result<usize> {
         let mut dropped = 0;
         for period in self.attached("audit_logs").await? {
             if (period + 1) * AUDIT_PERIOD_MS > before {
@@ -110,7 +110,7 @@ impl Store {
     /// The latest retention end a run created now can get: `max_ttl_ms`
     /// plus the longest window any organization, project or the default
     /// (`default_ms`) sets.
-    pub async fn retention_horizon(&self, now: Millis, max_ttl_ms: i64, default_ms: i64) -> Result<Millis> {
+    pub(crate) async fn retention_horizon(&self, now: Millis, max_ttl_ms: i64, default_ms: i64) -> Result<Millis> {
         let longest: Option<i64> = sqlx::query_scalar(
             "SELECT MAX(w) FROM (SELECT MAX(retention_ms) AS w FROM organizations \
              UNION ALL SELECT MAX(retention_ms) AS w FROM projects) AS windows",
@@ -158,7 +158,7 @@ impl Store {
     /// each day in one transaction with the history sums it leaves; how many
     /// days it dropped. A day whose parent lock is not free at once is left
     /// for the next pass.
-    pub async fn drop_expired_partitions(&self, now: Millis) -> Result<usize> {
+    pub(crate) async fn drop_expired_partitions(&self, now: Millis) -> Result<usize> {
         if self.dialect != Dialect::Postgres {
             return Ok(0);
         }

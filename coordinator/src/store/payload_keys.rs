@@ -25,7 +25,7 @@ enum KeyType {
 /// A table with sealed columns.
 #[derive(Debug)]
 pub struct SealedTable {
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Its primary key, the order rows are paged in (so each page is read
     /// along the key's index, and an update names one partition).
     key: &'static [(&'static str, KeyType)],
@@ -33,7 +33,7 @@ pub struct SealedTable {
     aad_id: &'static str,
     /// Whether rows end at `retention_expires_at`.
     expires: bool,
-    pub columns: &'static [(&'static str, Field)],
+    pub(crate) columns: &'static [(&'static str, Field)],
 }
 
 /// Every sealed column there is. A new `*_ct` column belongs here, or a key
@@ -87,26 +87,26 @@ enum KeyValue {
 
 /// A row's primary key, as read (opaque: it only goes back to the store).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RowKey(Vec<KeyValue>);
+pub(crate) struct RowKey(Vec<KeyValue>);
 
 /// A row holding values sealed by a key other than the sealing one.
 #[derive(Clone, Debug)]
 pub struct SealedRow {
-    pub key: RowKey,
-    pub org_id: String,
+    pub(crate) key: RowKey,
+    pub(crate) org_id: String,
     /// The id the values' associated data binds.
-    pub aad_id: String,
+    pub(crate) aad_id: String,
     /// (column, field, sealed value) of each such value.
-    pub values: Vec<(&'static str, Field, Vec<u8>)>,
+    pub(crate) values: Vec<(&'static str, Field, Vec<u8>)>,
 }
 
 /// Sets `column` of the row to `new` if it still holds `old`.
 #[derive(Clone, Debug)]
 pub struct Replacement {
-    pub key: RowKey,
-    pub column: &'static str,
-    pub old: Vec<u8>,
-    pub new: Vec<u8>,
+    pub(crate) key: RowKey,
+    pub(crate) column: &'static str,
+    pub(crate) old: Vec<u8>,
+    pub(crate) new: Vec<u8>,
 }
 
 /// Retained values per key id; a value too short to name one is counted
@@ -152,7 +152,7 @@ fn bind_key<'q>(
 impl Store {
     /// Retained values per key id, over every sealed column (a full read:
     /// for `baton admin payload-keys`, never on a request's path).
-    pub async fn sealed_counts(&self, now: Millis) -> Result<KeyCounts> {
+    pub(crate) async fn sealed_counts(&self, now: Millis) -> Result<KeyCounts> {
         let mut counts = KeyCounts::new();
         for t in &SEALED_TABLES {
             for (column, _) in t.columns {
@@ -180,7 +180,7 @@ impl Store {
     /// Up to `limit` retained rows of `t` after `after` (in key order) with a
     /// value not sealed by `sealing_key_id`. A plain read: the write that
     /// follows checks each value is still the one read.
-    pub async fn sealed_rows(
+    pub(crate) async fn sealed_rows(
         &self,
         t: &SealedTable,
         after: Option<&RowKey>,
@@ -246,7 +246,7 @@ impl Store {
     /// Writes each replacement whose column still holds its `old` value, in
     /// one transaction; says which were written. A value a concurrent write
     /// changed meanwhile keeps what that write wrote.
-    pub async fn replace_sealed(&self, t: &SealedTable, replacements: &[Replacement]) -> Result<Vec<bool>> {
+    pub(crate) async fn replace_sealed(&self, t: &SealedTable, replacements: &[Replacement]) -> Result<Vec<bool>> {
         let key_match: Vec<String> = t.key.iter().enumerate().map(|(i, (c, _))| format!("{c} = ${}", i + 2)).collect();
         let mut tx = self.pool.begin().await?;
         let mut written = Vec::with_capacity(replacements.len());
@@ -284,7 +284,7 @@ impl Store {
 
     /// The key ids that may seal a retained value, with when each was last
     /// noted; the empty id stands for values not surveyed yet.
-    pub async fn payload_keys_in_use(&self) -> Result<BTreeMap<String, Millis>> {
+    pub(crate) async fn payload_keys_in_use(&self) -> Result<BTreeMap<String, Millis>> {
         let rows = sqlx::query("SELECT key_id, noted_at FROM payload_keys_in_use").fetch_all(&self.pool).await?;
         rows.iter().map(|r| Ok((r.try_get("key_id")?, r.try_get("noted_at")?))).collect()
     }
@@ -292,7 +292,7 @@ impl Store {
     /// Records the key ids a survey of the retained values found (as noted
     /// by no one: a value names them, no sealer does), and that the survey
     /// is done.
-    pub async fn record_payload_key_survey(&self, found: &[&str]) -> Result<()> {
+    pub(crate) async fn record_payload_key_survey(&self, found: &[&str]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for id in found.iter().filter(|id| !id.is_empty()) {
             sqlx::query(
@@ -309,7 +309,7 @@ impl Store {
 
     /// Forgets `key_id` unless it was noted at or after `noted_before` (a
     /// coordinator still sealing with it notes it on every sweep pass).
-    pub async fn retire_payload_key(&self, key_id: &str, noted_before: Millis) -> Result<bool> {
+    pub(crate) async fn retire_payload_key(&self, key_id: &str, noted_before: Millis) -> Result<bool> {
         let done = sqlx::query("DELETE FROM payload_keys_in_use WHERE key_id = $1 AND noted_at < $2")
             .bind(key_id)
             .bind(noted_before)

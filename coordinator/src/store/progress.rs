@@ -6,13 +6,13 @@ use super::{Result, Store};
 use crate::domain::Millis;
 
 /// Longest progress message kept.
-pub const MAX_PROGRESS_MESSAGE: usize = 1_024;
+pub(super) const MAX_PROGRESS_MESSAGE: usize = 1_024;
 
 impl Store {
     /// Records progress for attempt `attempt` of `execution_id`, only while
     /// `worker_id` holds that attempt's lease and the execution is working:
     /// the row itself is the holder check. Returns whether it was recorded.
-    pub async fn record_progress(
+    pub(crate) async fn record_progress(
         &self,
         execution_id: &str,
         attempt: u32,

@@ -38,41 +38,41 @@ pub struct NewExecution {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecutionRecord {
     pub id: String,
-    pub org_id: String,
-    pub project_id: String,
-    pub gateway_id: String,
-    pub tool_name: String,
-    pub toolkit_name: String,
-    pub toolkit_version: String,
-    pub user_id: String,
-    pub started_by: String,
-    pub surface: String,
-    pub execution_type: String,
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) gateway_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) toolkit_name: String,
+    pub(crate) toolkit_version: String,
+    pub(crate) user_id: String,
+    pub(crate) started_by: String,
+    pub(crate) surface: String,
+    pub(crate) execution_type: String,
     pub state: State,
-    pub error_message: Option<String>,
-    pub summary: Option<String>,
-    pub created_at: Millis,
-    pub scheduled_at: Option<Millis>,
-    pub started_at: Option<Millis>,
-    pub finished_at: Option<Millis>,
-    pub updated_at: Millis,
-    pub execution_deadline: Millis,
-    pub retention_expires_at: Millis,
-    pub poll_interval_ms: i64,
-    pub idempotency_key: Option<String>,
-    pub request_fingerprint: Option<String>,
-    pub input_ct: Option<Vec<u8>>,
+    pub(crate) error_message: Option<String>,
+    pub(crate) summary: Option<String>,
+    pub(crate) created_at: Millis,
+    pub(crate) scheduled_at: Option<Millis>,
+    pub(crate) started_at: Option<Millis>,
+    pub(crate) finished_at: Option<Millis>,
+    pub(crate) updated_at: Millis,
+    pub(crate) execution_deadline: Millis,
+    pub(crate) retention_expires_at: Millis,
+    pub(crate) poll_interval_ms: i64,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) request_fingerprint: Option<String>,
+    pub(crate) input_ct: Option<Vec<u8>>,
     pub output_ct: Option<Vec<u8>>,
-    pub error_detail_ct: Option<Vec<u8>>,
-    pub payload_bytes: i64,
-    pub traceparent: Option<String>,
-    pub remote_task_id: Option<String>,
-    pub version: i64,
+    pub(crate) error_detail_ct: Option<Vec<u8>>,
+    pub(crate) payload_bytes: i64,
+    pub(crate) traceparent: Option<String>,
+    pub(crate) remote_task_id: Option<String>,
+    pub(crate) version: i64,
     /// The version of the latest change a caller can see (a heartbeat is
     /// none): what a wait's cursor names.
-    pub changed_version: i64,
+    pub(crate) changed_version: i64,
     /// The latest progress the running tool reported (`Store::record_progress`).
-    pub progress: Option<ProgressRecord>,
+    pub(crate) progress: Option<ProgressRecord>,
 }
 
 /// A tool's latest account of how far it is, kept on the execution row and
@@ -80,11 +80,11 @@ pub struct ExecutionRecord {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgressRecord {
     /// Finite and non-negative (`Store::record_progress` keeps it so).
-    pub current: f64,
+    pub(crate) current: f64,
     /// 0 = unknown.
-    pub total: f64,
-    pub message: String,
-    pub at: Millis,
+    pub(crate) total: f64,
+    pub(crate) message: String,
+    pub(crate) at: Millis,
 }
 
 // Only finite numbers are stored, so equality is an equivalence.
@@ -103,7 +103,7 @@ impl ExecutionRecord {
     }
 }
 
-pub const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
+pub(super) const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, toolkit_name, toolkit_version, \
     user_id, started_by, surface, execution_type, status, failure_reason, error_message, summary, not_before, \
     worker_id, lease_attempt, lease_expires_at, attempts, max_attempts, cancel_requested, owner_loss_detection_at, \
     created_at, scheduled_at, started_at, finished_at, updated_at, execution_deadline, retention_expires_at, \
@@ -119,16 +119,16 @@ fn to_u32(v: i64, what: &str, id: &str) -> Result<u32> {
 }
 
 /// The columns that encode `Phase` (status, reason, pending and lease data).
-pub struct PhaseColumns {
-    pub status: &'static str,
-    pub failure_reason: Option<&'static str>,
-    pub not_before: Option<Millis>,
-    pub worker_id: Option<String>,
-    pub lease_attempt: Option<i64>,
-    pub lease_expires_at: Option<Millis>,
+pub(super) struct PhaseColumns {
+    pub(crate) status: &'static str,
+    pub(crate) failure_reason: Option<&'static str>,
+    pub(crate) not_before: Option<Millis>,
+    pub(crate) worker_id: Option<String>,
+    pub(crate) lease_attempt: Option<i64>,
+    pub(crate) lease_expires_at: Option<Millis>,
 }
 
-pub fn phase_columns(phase: &Phase) -> PhaseColumns {
+pub(super) fn phase_columns(phase: &Phase) -> PhaseColumns {
     let mut cols = PhaseColumns {
         status: phase.status().as_str(),
         failure_reason: None,
@@ -150,7 +150,7 @@ pub fn phase_columns(phase: &Phase) -> PhaseColumns {
     cols
 }
 
-pub fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
+pub(super) fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
     let id: String = row.try_get("id")?;
     let status: String = row.try_get("status")?;
     let status = Status::parse(&status).ok_or_else(|| corrupt("status", &id))?;
@@ -243,17 +243,17 @@ fn progress_from_row(row: &AnyRow) -> Option<ProgressRecord> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptRecord {
-    pub attempt: u32,
-    pub worker_id: String,
-    pub started_at: Millis,
-    pub finished_at: Option<Millis>,
-    pub success: Option<bool>,
-    pub error_message: Option<String>,
-    pub output_ct: Option<Vec<u8>>,
-    pub error_detail_ct: Option<Vec<u8>>,
+    pub(crate) attempt: u32,
+    pub(crate) worker_id: String,
+    pub(crate) started_at: Millis,
+    pub(crate) finished_at: Option<Millis>,
+    pub(crate) success: Option<bool>,
+    pub(crate) error_message: Option<String>,
+    pub(crate) output_ct: Option<Vec<u8>>,
+    pub(crate) error_detail_ct: Option<Vec<u8>>,
 }
 
-pub fn attempt_from_row(row: &AnyRow, execution_id: &str) -> Result<AttemptRecord> {
+pub(super) fn attempt_from_row(row: &AnyRow, execution_id: &str) -> Result<AttemptRecord> {
     let success: Option<i64> = row.try_get("success")?;
     Ok(AttemptRecord {
         attempt: to_u32(row.try_get("attempt")?, "attempt number", execution_id)?,

@@ -38,7 +38,7 @@ pub(super) struct Replica {
 
 /// What one measure found.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ReplicaState {
+pub(crate) enum ReplicaState {
     /// Behind the primary by at most this long: heavy reads go to it.
     Fresh { lag_ms: i64 },
     /// Further behind than the bound allows.
@@ -93,7 +93,7 @@ async fn wal_position(pool: &AnyPool, sql: &'static str) -> Result<Option<i64>> 
 
 impl Store {
     /// Heavy reads go to `url` while it keeps within `max_lag_ms` of this store.
-    pub fn with_read_replica(mut self, url: &str, max_connections: u32, max_lag_ms: i64) -> Result<Store> {
+    pub(crate) fn with_read_replica(mut self, url: &str, max_connections: u32, max_lag_ms: i64) -> Result<Store> {
         if self.dialect != super::Dialect::Postgres
             || !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
         {
@@ -105,7 +105,7 @@ impl Store {
 
     /// Measures the replica's lag and decides whether heavy reads use it;
     /// None without a replica. Called about twice a second.
-    pub async fn measure_replica(&self, now: Millis) -> Option<ReplicaState> {
+    pub(crate) async fn measure_replica(&self, now: Millis) -> Option<ReplicaState> {
         let replica = self.replica.as_ref()?;
         let primary = wal_position(&self.pool, "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS lsn").await;
         let replayed =

@@ -10,10 +10,10 @@ use sqlx::Row;
 
 /// A project's retention as stored, and whether its organization logs executions.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetentionSettings {
-    pub project_ms: Option<i64>,
-    pub organization_ms: Option<i64>,
-    pub execution_logging: bool,
+pub(crate) struct RetentionSettings {
+    pub(crate) project_ms: Option<i64>,
+    pub(crate) organization_ms: Option<i64>,
+    pub(crate) execution_logging: bool,
 }
 
 impl RetentionSettings {
@@ -21,7 +21,7 @@ impl RetentionSettings {
     /// organization's default, else `default_ms`; none at all while execution
     /// logging is off (a record then lives until its execution deadline, so
     /// its owner can still collect the result).
-    pub fn effective_ms(&self, default_ms: i64) -> i64 {
+    pub(crate) fn effective_ms(&self, default_ms: i64) -> i64 {
         if !self.execution_logging {
             return 0;
         }
@@ -33,7 +33,7 @@ const TERMINAL: &str = "status IN ('completed', 'failed', 'cancelled')";
 
 impl Store {
     /// The settings of `project_id` in `org_id`; `None` when no such project.
-    pub async fn retention_settings(&self, org_id: &str, project_id: &str) -> Result<Option<RetentionSettings>> {
+    pub(crate) async fn retention_settings(&self, org_id: &str, project_id: &str) -> Result<Option<RetentionSettings>> {
         let row = sqlx::query(
             "SELECT p.retention_ms AS project_ms, o.retention_ms AS organization_ms, o.execution_logging AS logging \
              FROM projects p JOIN organizations o ON o.id = p.org_id WHERE p.id = $1 AND p.org_id = $2",
@@ -53,7 +53,7 @@ impl Store {
     }
 
     /// Whether `org_id` records execution history (true for an unknown org).
-    pub async fn execution_logging(&self, org_id: &str) -> Result<bool> {
+    pub(crate) async fn execution_logging(&self, org_id: &str) -> Result<bool> {
         let row = sqlx::query("SELECT execution_logging FROM organizations WHERE id = $1")
             .bind(org_id)
             .fetch_optional(&self.pool)
@@ -63,7 +63,7 @@ impl Store {
 
     /// Sets (or with `None` clears) a project's override and re-dates its rows.
     /// False when the project does not exist.
-    pub async fn set_project_retention(
+    pub(crate) async fn set_project_retention(
         &self,
         org_id: &str,
         project_id: &str,
@@ -88,7 +88,7 @@ impl Store {
 
     /// Sets (or clears) an organization's default and re-dates the rows of its
     /// projects that have no override. False when the organization does not exist.
-    pub async fn set_organization_retention(
+    pub(crate) async fn set_organization_retention(
         &self,
         org_id: &str,
         retention_ms: Option<i64>,
@@ -113,7 +113,13 @@ impl Store {
     /// history: every finished execution expires at `now` (gone from every read
     /// at once, deleted by the next sweeps), and work in flight is kept only
     /// until its execution deadline. On re-dates every row by the windows.
-    pub async fn set_execution_logging(&self, org_id: &str, on: bool, default_ms: i64, now: Millis) -> Result<bool> {
+    pub(crate) async fn set_execution_logging(
+        &self,
+        org_id: &str,
+        on: bool,
+        default_ms: i64,
+        now: Millis,
+    ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query("UPDATE organizations SET execution_logging = $1 WHERE id = $2")
             .bind(i64::from(on))

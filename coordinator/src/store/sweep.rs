@@ -16,9 +16,9 @@ use sqlx::{AssertSqlSafe, Row};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
-    pub deadline_exceeded: usize,
-    pub lease_lapsed: usize,
-    pub owner_lost: usize,
+    pub(crate) deadline_exceeded: usize,
+    pub(crate) lease_lapsed: usize,
+    pub(crate) owner_lost: usize,
     pub deleted: usize,
     /// Idempotency-Keys of expired runs deleted (their rows are not partitioned).
     pub keys_deleted: usize,
@@ -31,17 +31,17 @@ pub struct SweepReport {
 /// A non-terminal execution as admission sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenExecution {
-    pub id: String,
-    pub org_id: String,
-    pub project_id: String,
-    pub user_id: String,
+    pub(crate) id: String,
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) user_id: String,
     /// The payload bytes its record keeps (sealed input, and whatever was
     /// stored since).
-    pub payload_bytes: u64,
+    pub(crate) payload_bytes: u64,
     pub execution_deadline: Millis,
-    pub retention_expires_at: Millis,
+    pub(crate) retention_expires_at: Millis,
     /// Left the backlog: claimed at least once.
-    pub started: bool,
+    pub(crate) started: bool,
 }
 
 /// A sweep batch written, or the error and the ids to try one by one.
@@ -79,7 +79,7 @@ impl Store {
     /// The payload bytes retained executions keep, per project and retention
     /// hour (`admission::retention_bucket`): the byte totals a rebuild after
     /// a loss starts from. A scan of every retained record.
-    pub async fn retained_bytes(&self, now: Millis) -> Result<Vec<crate::admission::RetainedBytes>> {
+    pub(crate) async fn retained_bytes(&self, now: Millis) -> Result<Vec<crate::admission::RetainedBytes>> {
         // The hour's end in SQL, as `retention_bucket` computes it (times are positive).
         let rows = sqlx::query(
             "SELECT org_id, project_id, (retention_expires_at / 3600000 + 1) * 3600000 AS bucket, \
@@ -178,7 +178,7 @@ impl Store {
     }
 
     /// How many executions wait for a worker, per project.
-    pub async fn pending_by_project(&self) -> Result<std::collections::HashMap<String, i64>> {
+    pub(crate) async fn pending_by_project(&self) -> Result<std::collections::HashMap<String, i64>> {
         let rows = sqlx::query(
             "SELECT project_id, COUNT(*) AS n FROM executions WHERE status = 'pending' GROUP BY project_id",
         )

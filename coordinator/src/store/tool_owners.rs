@@ -16,7 +16,7 @@ const OWNER_LIVE: &str =
 
 /// What a registration did to one tool.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ToolChange {
+pub(crate) enum ToolChange {
     /// A name the project had not seen.
     Added,
     /// Taken over from an owner with no live token left, or unowned (`from` empty).
@@ -30,13 +30,13 @@ pub enum ToolChange {
 
 /// A registration refused: `tool` belongs to another live identity.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnedElsewhere {
-    pub tool: String,
+pub(crate) struct OwnedElsewhere {
+    pub(crate) tool: String,
 }
 
 impl Store {
     /// The identity of worker credential `credential_id`, if it is one.
-    pub async fn worker_group(&self, credential_id: &str) -> Result<Option<String>> {
+    pub(crate) async fn worker_group(&self, credential_id: &str) -> Result<Option<String>> {
         let group: Option<Option<String>> =
             sqlx::query_scalar("SELECT worker_group FROM credentials WHERE id = $1 AND kind = 'worker'")
                 .bind(credential_id)
@@ -51,7 +51,7 @@ impl Store {
     /// true when the id is (now) this identity's. Leases name the worker id, so
     /// an id claimed by another identity could otherwise take over its leases;
     /// a rotated token of the same identity takes the id over.
-    pub async fn bind_worker(
+    pub(crate) async fn bind_worker(
         &self,
         worker_id: &str,
         credential_id: &str,
@@ -81,7 +81,7 @@ impl Store {
     /// Records `tools` as identity `owner`'s, all or none: a name another live
     /// identity owns refuses the whole registration. Returns what changed, per
     /// tool, for the audit log.
-    pub async fn register_tools(
+    pub(crate) async fn register_tools(
         &self,
         project_id: &str,
         owner: &str,
@@ -168,7 +168,7 @@ impl Store {
     }
 
     /// Every tool of the project with its owner (empty: unowned).
-    pub async fn tool_owners(&self, project_id: &str) -> Result<Vec<(String, String)>> {
+    pub(crate) async fn tool_owners(&self, project_id: &str) -> Result<Vec<(String, String)>> {
         let rows = sqlx::query("SELECT name, owner FROM tools WHERE project_id = $1")
             .bind(project_id)
             .fetch_all(&self.pool)
@@ -178,7 +178,7 @@ impl Store {
 
     /// Gives tool `name` of the project to identity `owner`; the previous
     /// owner, or `None` when the project has no such tool.
-    pub async fn set_tool_owner(&self, project_id: &str, name: &str, owner: &str) -> Result<Option<String>> {
+    pub(crate) async fn set_tool_owner(&self, project_id: &str, name: &str, owner: &str) -> Result<Option<String>> {
         let mut tx = self.pool.begin().await?;
         let previous: Option<String> =
             sqlx::query_scalar("SELECT owner FROM tools WHERE project_id = $1 AND name = $2")

@@ -11,7 +11,7 @@ impl Store {
     /// when it was used before. Also drops the marks of tokens whose connect
     /// deadline has passed (they are refused for that reason alone), so the
     /// table holds only tokens still openable.
-    pub async fn use_watch_token(
+    pub(crate) async fn use_watch_token(
         &self,
         token_id: &str,
         credential_id: &str,

@@ -14,12 +14,12 @@ use sqlx::{Arguments, AssertSqlSafe, Row, Transaction};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointRecord {
     pub id: String,
-    pub org_id: String,
+    pub(crate) org_id: String,
     pub project_id: String,
     pub url: String,
     pub event_type: String,
-    pub secret_ct: Vec<u8>,
-    pub previous_secret_ct: Option<Vec<u8>>,
+    pub(crate) secret_ct: Vec<u8>,
+    pub(crate) previous_secret_ct: Option<Vec<u8>>,
     pub previous_until: Option<Millis>,
     pub enabled: bool,
     pub created_at: Millis,
@@ -30,7 +30,7 @@ pub struct EndpointRecord {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveryRecord {
     pub message_id: String,
-    pub endpoint_id: String,
+    pub(crate) endpoint_id: String,
     pub execution_id: String,
     pub state: String,
     /// pending | delivered | failed
@@ -48,27 +48,27 @@ pub struct DeliveryRecord {
 /// A delivery claimed for one attempt, with what is needed to make it.
 #[derive(Clone, Debug)]
 pub struct ClaimedDelivery {
-    pub id: String,
-    pub message_id: String,
-    pub endpoint_id: String,
-    pub body: String,
-    pub attempts: i64,
-    pub created_at: Millis,
-    pub url: String,
-    pub secret_ct: Vec<u8>,
-    pub previous_secret_ct: Option<Vec<u8>>,
-    pub previous_until: Option<Millis>,
+    pub(crate) id: String,
+    pub(crate) message_id: String,
+    pub(crate) endpoint_id: String,
+    pub(crate) body: String,
+    pub(crate) attempts: i64,
+    pub(crate) created_at: Millis,
+    pub(crate) url: String,
+    pub(crate) secret_ct: Vec<u8>,
+    pub(crate) previous_secret_ct: Option<Vec<u8>>,
+    pub(crate) previous_until: Option<Millis>,
 }
 
 /// How an attempt ended, as it is recorded.
 #[derive(Clone, Debug)]
 pub struct AttemptOutcome {
-    pub at: Millis,
-    pub status_code: Option<i64>,
-    pub error: Option<String>,
+    pub(crate) at: Millis,
+    pub(crate) status_code: Option<i64>,
+    pub(crate) error: Option<String>,
     /// delivered | pending | failed
-    pub status: &'static str,
-    pub next_attempt_at: Millis,
+    pub(crate) status: &'static str,
+    pub(crate) next_attempt_at: Millis,
 }
 
 const ENDPOINT_COLUMNS: &str = "id, org_id, project_id, url, event_type, secret_ct, previous_secret_ct, \
@@ -170,7 +170,7 @@ pub(super) fn enqueue_parts(
 
 impl Store {
     /// Stores `e` unless its project already has `cap` endpoints; false then.
-    pub async fn create_webhook(&self, e: &EndpointRecord, cap: u32) -> Result<bool> {
+    pub(crate) async fn create_webhook(&self, e: &EndpointRecord, cap: u32) -> Result<bool> {
         let done = sqlx::query(
             "INSERT INTO webhook_endpoints (id, org_id, project_id, url, event_type, secret_ct, previous_secret_ct, \
              previous_until, enabled, created_at, updated_at) SELECT $1, $2, $3, $4, $5, $6, NULL, NULL, $7, $8, $8 \
@@ -198,14 +198,14 @@ impl Store {
         rows.iter().map(endpoint_from_row).collect()
     }
 
-    pub async fn webhook(&self, id: &str) -> Result<Option<EndpointRecord>> {
+    pub(crate) async fn webhook(&self, id: &str) -> Result<Option<EndpointRecord>> {
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1");
         let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(endpoint_from_row).transpose()
     }
 
     /// False when there is no such endpoint.
-    pub async fn set_webhook_enabled(&self, id: &str, enabled: bool, now: Millis) -> Result<bool> {
+    pub(crate) async fn set_webhook_enabled(&self, id: &str, enabled: bool, now: Millis) -> Result<bool> {
         let done = sqlx::query("UPDATE webhook_endpoints SET enabled = $1, updated_at = $2 WHERE id = $3")
             .bind(i64::from(enabled))
             .bind(now)
@@ -216,7 +216,7 @@ impl Store {
     }
 
     /// Makes `secret_ct` current and keeps `previous_ct` signing until `previous_until`.
-    pub async fn rotate_webhook_secret(
+    pub(crate) async fn rotate_webhook_secret(
         &self,
         id: &str,
         secret_ct: &[u8],
@@ -239,7 +239,7 @@ impl Store {
     }
 
     /// Deletes the endpoint and the signals still owed to it.
-    pub async fn delete_webhook(&self, id: &str) -> Result<bool> {
+    pub(crate) async fn delete_webhook(&self, id: &str) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM webhook_deliveries WHERE endpoint_id = $1").bind(id).execute(&mut *tx).await?;
         let done = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1").bind(id).execute(&mut *tx).await?;
@@ -248,7 +248,7 @@ impl Store {
     }
 
     /// An endpoint's deliveries, newest first.
-    pub async fn webhook_deliveries(&self, endpoint_id: &str, limit: u32) -> Result<Vec<DeliveryRecord>> {
+    pub(crate) async fn webhook_deliveries(&self, endpoint_id: &str, limit: u32) -> Result<Vec<DeliveryRecord>> {
         let rows = sqlx::query(
             "SELECT message_id, endpoint_id, execution_id, state, status, attempts, created_at, next_attempt_at, \
              last_attempt_at, last_status_code, last_error, finished_at FROM webhook_deliveries \
@@ -263,7 +263,7 @@ impl Store {
 
     /// Takes up to `limit` due deliveries of enabled endpoints for `owner`
     /// until `lease_until`. Rows another replica is claiming are skipped.
-    pub async fn claim_webhook_deliveries(
+    pub(crate) async fn claim_webhook_deliveries(
         &self,
         owner: &str,
         now: Millis,
@@ -332,7 +332,7 @@ impl Store {
     }
 
     /// Records an attempt and releases the lease, if `owner` still holds it.
-    pub async fn finish_webhook_attempt(&self, id: &str, owner: &str, o: &AttemptOutcome) -> Result<bool> {
+    pub(crate) async fn finish_webhook_attempt(&self, id: &str, owner: &str, o: &AttemptOutcome) -> Result<bool> {
         let finished = (o.status != "pending").then_some(o.at);
         let done = sqlx::query(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $1, last_status_code = $2, \
@@ -353,7 +353,7 @@ impl Store {
     }
 
     /// Forgets settled deliveries that finished before `before`.
-    pub async fn prune_webhook_deliveries(&self, before: Millis) -> Result<u64> {
+    pub(crate) async fn prune_webhook_deliveries(&self, before: Millis) -> Result<u64> {
         let done = sqlx::query("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND finished_at < $1")
             .bind(before)
             .execute(&self.pool)

@@ -30,22 +30,22 @@ pub struct EventData {
 /// An input request a remote server made, published under a key Baton minted.
 #[derive(Clone, Debug)]
 pub struct PublishedRequest {
-    pub request_key: String,
+    pub(crate) request_key: String,
     /// The remote server's own identifier for it.
-    pub remote_key: String,
+    pub(crate) remote_key: String,
     /// The sealed `{"message", "requested_schema"}`.
-    pub spec_ct: Vec<u8>,
+    pub(crate) spec_ct: Vec<u8>,
 }
 
 /// One transition to write.
-pub struct Pending<'a> {
-    pub before: &'a ExecutionRecord,
-    pub event: &'a Event,
-    pub transition: &'a Transition,
-    pub data: &'a EventData,
+pub(super) struct Pending<'a> {
+    pub(crate) before: &'a ExecutionRecord,
+    pub(crate) event: &'a Event,
+    pub(crate) transition: &'a Transition,
+    pub(crate) data: &'a EventData,
 }
 
-pub fn default_message(reason: FailureReason) -> &'static str {
+pub(super) fn default_message(reason: FailureReason) -> &'static str {
     match reason {
         FailureReason::ToolError => "the tool reported an error",
         FailureReason::DeadlineExceeded => "the execution deadline passed before the tool finished",
@@ -120,7 +120,7 @@ fn reported_error(p: &Pending<'_>) -> Option<String> {
 
 /// The execution row after `p`: the one place that decides every column, used
 /// both for the statement's values and for the record handed back.
-pub fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
+pub(super) fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
     let (before, next) = (p.before, &p.transition.next);
     let started_now = p.transition.effects.iter().any(|e| matches!(e, Effect::Invoke { .. }));
     let mut after = before.clone();
@@ -156,7 +156,7 @@ pub fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
 /// statement of data-modifying CTEs: one round trip where there were up to five,
 /// inside the caller's transaction all the same. SQLite, which has no such
 /// statements, writes each part as its own.
-pub async fn persist_many(
+pub(super) async fn persist_many(
     tx: &mut Transaction<'_, Any>,
     items: &[Pending<'_>],
     now: Millis,

@@ -23,7 +23,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// After a claim that found nothing, the least time before a wake-up claims again.
 const QUIET_GAP: Duration = Duration::from_millis(50);
 
-pub struct Deliverer {
+pub(crate) struct Deliverer {
     store: Store,
     ring: Arc<KeyRing>,
     options: Options,
@@ -35,7 +35,7 @@ pub struct Deliverer {
 
 /// The wait before attempt `attempts + 1`, given `attempts` made: about
 /// `initial · 2^(attempts-1)`, at most `max`, drawn from its upper half.
-pub fn backoff(options: &Options, attempts: i64) -> Millis {
+pub(crate) fn backoff(options: &Options, attempts: i64) -> Millis {
     let exponent = u32::try_from(attempts.saturating_sub(1).clamp(0, 40)).unwrap_or(40);
     let base = options.retry_initial_ms.max(1).saturating_mul(1_i64 << exponent).min(options.retry_max_delay_ms.max(1));
     let mut bytes = [0u8; 8];
@@ -57,7 +57,12 @@ fn failure(e: &reqwest::Error) -> String {
 }
 
 impl Deliverer {
-    pub fn new(store: Store, ring: Arc<KeyRing>, options: Options, owner: String) -> Result<Self, reqwest::Error> {
+    pub(crate) fn new(
+        store: Store,
+        ring: Arc<KeyRing>,
+        options: Options,
+        owner: String,
+    ) -> Result<Self, reqwest::Error> {
         // reqwest needs a process-wide rustls provider; the binary installs
         // ring at start, and this covers library users (an error only means
         // one is installed already).
@@ -76,7 +81,7 @@ impl Deliverer {
     }
 
     /// Delivers until `shutdown`; `wake` is notified when this replica wrote signals.
-    pub async fn run(self: Arc<Self>, wake: Arc<Notify>, shutdown: CancellationToken) {
+    pub(crate) async fn run(self: Arc<Self>, wake: Arc<Notify>, shutdown: CancellationToken) {
         let concurrency = self.options.concurrency.max(1);
         let poll = Duration::from_millis(self.options.poll_interval_ms.max(10));
         // Attempts run as tasks of their own: they must make progress (and give

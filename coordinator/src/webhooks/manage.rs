@@ -27,15 +27,15 @@ pub enum Error {
 }
 
 /// The actions webhook management records.
-pub mod action {
-    pub const CREATE: &str = "webhook.create";
-    pub const LIST: &str = "webhook.list";
-    pub const GET: &str = "webhook.get";
-    pub const ENABLE: &str = "webhook.enable";
-    pub const DISABLE: &str = "webhook.disable";
-    pub const DELETE: &str = "webhook.delete";
-    pub const ROTATE_SECRET: &str = "webhook.rotate_secret";
-    pub const DELIVERIES: &str = "webhook.deliveries";
+pub(crate) mod action {
+    pub(crate) const CREATE: &str = "webhook.create";
+    pub(crate) const LIST: &str = "webhook.list";
+    pub(crate) const GET: &str = "webhook.get";
+    pub(crate) const ENABLE: &str = "webhook.enable";
+    pub(crate) const DISABLE: &str = "webhook.disable";
+    pub(crate) const DELETE: &str = "webhook.delete";
+    pub(crate) const ROTATE_SECRET: &str = "webhook.rotate_secret";
+    pub(crate) const DELIVERIES: &str = "webhook.deliveries";
 }
 
 /// An endpoint with its secret in the clear: the answer to a create or a
@@ -47,7 +47,7 @@ pub struct WithSecret {
 }
 
 /// The most deliveries one read returns.
-pub const MAX_DELIVERIES: u32 = 200;
+pub(crate) const MAX_DELIVERIES: u32 = 200;
 
 /// Records a change to `e` (never a secret).
 async fn audit(
@@ -69,7 +69,7 @@ async fn audit(
 }
 
 /// Records a refused webhook operation of a caller of the project.
-pub async fn audit_refused(
+pub(crate) async fn audit_refused(
     store: &Store,
     actor: &Actor,
     org_id: &str,
@@ -146,7 +146,7 @@ fn redacted(url: &reqwest::Url) -> String {
 /// Whether `id` could be an endpoint's id (`wh_` and letters or digits):
 /// anything else, a NUL byte Postgres would refuse included, is not found
 /// without a read.
-pub fn is_webhook_id(id: &str) -> bool {
+pub(crate) fn is_webhook_id(id: &str) -> bool {
     id.strip_prefix("wh_")
         .is_some_and(|rest| (1..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }

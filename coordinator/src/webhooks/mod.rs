@@ -10,11 +10,11 @@
 //! manage endpoints (the engine checks that before calling `manage`).
 //! A delivery never changes an execution: nothing here writes to `executions`.
 
-pub mod deliver;
+pub(crate) mod deliver;
 pub mod manage;
-pub mod sign;
-pub mod signal;
-pub mod target;
+pub(crate) mod sign;
+pub(crate) mod signal;
+pub(crate) mod target;
 
 /// The one event type there is.
 pub const EVENT_TYPE: &str = "tool.execution.lifecycle";

@@ -10,30 +10,30 @@ use sha2::Sha256;
 
 type HmacSha256 = hmac::Hmac<Sha256>;
 
-pub const SECRET_PREFIX: &str = "whsec_";
+pub(crate) const SECRET_PREFIX: &str = "whsec_";
 /// 256-bit secrets (the spec allows 24 to 64 bytes).
 const SECRET_BYTES: usize = 32;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("a webhook secret is `whsec_` followed by base64 of 24 to 64 bytes")]
-pub struct BadSecret;
+pub(crate) struct BadSecret;
 
 /// A fresh `whsec_…` secret.
-pub fn generate_secret() -> String {
+pub(crate) fn generate_secret() -> String {
     let mut key = [0u8; SECRET_BYTES];
     crate::domain::id::fill_random(&mut key);
     format!("{SECRET_PREFIX}{}", base64::engine::general_purpose::STANDARD.encode(key))
 }
 
 /// The HMAC key of a `whsec_…` secret.
-pub fn key_of(secret: &str) -> Result<Vec<u8>, BadSecret> {
+pub(crate) fn key_of(secret: &str) -> Result<Vec<u8>, BadSecret> {
     let encoded = secret.strip_prefix(SECRET_PREFIX).ok_or(BadSecret)?;
     let key = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|_| BadSecret)?;
     if (24..=64).contains(&key.len()) { Ok(key) } else { Err(BadSecret) }
 }
 
 /// One `v1,<base64>` signature of a message.
-pub fn signature(key: &[u8], message_id: &str, timestamp: i64, body: &[u8]) -> String {
+pub(crate) fn signature(key: &[u8], message_id: &str, timestamp: i64, body: &[u8]) -> String {
     // Keys are 24 to 64 bytes and HMAC takes any length: this cannot fail.
     let Ok(mut mac) = HmacSha256::new_from_slice(key) else { return String::new() };
     mac.update(message_id.as_bytes());
@@ -45,7 +45,7 @@ pub fn signature(key: &[u8], message_id: &str, timestamp: i64, body: &[u8]) -> S
 }
 
 /// The `webhook-signature` header value: one signature per key, newest first.
-pub fn header(keys: &[Vec<u8>], message_id: &str, timestamp: i64, body: &[u8]) -> String {
+pub(crate) fn header(keys: &[Vec<u8>], message_id: &str, timestamp: i64, body: &[u8]) -> String {
     keys.iter().map(|k| signature(k, message_id, timestamp, body)).collect::<Vec<_>>().join(" ")
 }
 

@@ -8,23 +8,20 @@ use crate::store::ExecutionRecord;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// The keys of every signal body, exactly.
-pub const KEYS: [&str; 5] = ["execution_id", "state", "created_at", "updated_at", "summary"];
-
 /// A signal to write with the transition that causes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Signal {
+pub(crate) struct Signal {
     /// The `webhook-id`: minted once, sent on every attempt to every endpoint.
-    pub message_id: String,
-    pub project_id: String,
-    pub execution_id: String,
-    pub state: &'static str,
+    pub(crate) message_id: String,
+    pub(crate) project_id: String,
+    pub(crate) execution_id: String,
+    pub(crate) state: &'static str,
     /// The exact body that is signed and sent.
-    pub body: String,
+    pub(crate) body: String,
 }
 
 /// Whether entering `status` is signalled (never pending or working).
-pub fn signalled(status: Status) -> bool {
+pub(crate) fn signalled(status: Status) -> bool {
     matches!(status, Status::InputRequired | Status::Completed | Status::Failed | Status::Cancelled)
 }
 
@@ -47,7 +44,7 @@ fn reason_text(reason: FailureReason) -> &'static str {
 }
 
 /// The summary line: metadata only.
-pub fn summary(after: &ExecutionRecord) -> String {
+pub(crate) fn summary(after: &ExecutionRecord) -> String {
     let tool = &after.tool_name;
     match after.status() {
         Status::InputRequired => format!("{tool} is waiting for input"),
@@ -63,7 +60,7 @@ pub fn summary(after: &ExecutionRecord) -> String {
 
 /// The signal a transition from `before` to `after` owes, if any: only on
 /// entering a signalled state.
-pub fn of_transition(before: &ExecutionRecord, after: &ExecutionRecord) -> Option<Signal> {
+pub(crate) fn of_transition(before: &ExecutionRecord, after: &ExecutionRecord) -> Option<Signal> {
     let status = after.status();
     if !signalled(status) || before.status() == status {
         return None;

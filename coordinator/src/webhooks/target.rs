@@ -10,14 +10,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// What an address is, for the purpose of being called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     Public,
     Loopback,
     /// Private, link-local, unique-local, shared, unspecified, multicast, reserved.
     Internal,
 }
 
-pub fn classify(ip: IpAddr) -> Class {
+pub(crate) fn classify(ip: IpAddr) -> Class {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
@@ -116,17 +116,17 @@ fn classify_v6(ip: Ipv6Addr) -> Class {
 
 /// The address policy of one coordinator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Policy {
-    pub allow_loopback: bool,
-    pub allow_private: bool,
+pub(crate) struct Policy {
+    pub(crate) allow_loopback: bool,
+    pub(crate) allow_private: bool,
 }
 
 impl Policy {
-    pub fn from_options(o: &super::Options) -> Policy {
+    pub(crate) fn from_options(o: &super::Options) -> Policy {
         Policy { allow_loopback: o.allow_loopback_targets, allow_private: o.allow_private_targets }
     }
 
-    pub fn allows(self, ip: IpAddr) -> bool {
+    pub(crate) fn allows(self, ip: IpAddr) -> bool {
         match classify(ip) {
             Class::Public => true,
             Class::Loopback => self.allow_loopback || self.allow_private,
@@ -148,7 +148,7 @@ pub enum Error {
 }
 
 /// Checks a URL's shape (before any lookup): absolute http(s), a host, no userinfo.
-pub fn parse(url: &str) -> Result<reqwest::Url, Error> {
+pub(crate) fn parse(url: &str) -> Result<reqwest::Url, Error> {
     if url.len() > 2048 {
         return Err(Error::Malformed);
     }
@@ -168,7 +168,7 @@ fn literal(url: &reqwest::Url) -> Option<IpAddr> {
 }
 
 /// Checks a target before it is stored: every address it resolves to now must be allowed.
-pub async fn check(url: &str, policy: Policy) -> Result<reqwest::Url, Error> {
+pub(crate) async fn check(url: &str, policy: Policy) -> Result<reqwest::Url, Error> {
     let parsed = parse(url)?;
     let addrs: Vec<IpAddr> = match literal(&parsed) {
         Some(ip) => vec![ip],
@@ -186,14 +186,14 @@ pub async fn check(url: &str, policy: Policy) -> Result<reqwest::Url, Error> {
 
 /// Whether a URL about to be called names an allowed IP literal (names are
 /// checked by the resolver as they are looked up).
-pub fn literal_allowed(url: &reqwest::Url, policy: Policy) -> bool {
+pub(crate) fn literal_allowed(url: &reqwest::Url, policy: Policy) -> bool {
     literal(url).is_none_or(|ip| policy.allows(ip))
 }
 
 /// The delivery client's resolver: system lookups with refused addresses
 /// dropped; a name left with none fails to connect.
-pub struct GuardedResolver {
-    pub policy: Policy,
+pub(crate) struct GuardedResolver {
+    pub(crate) policy: Policy,
 }
 
 impl reqwest::dns::Resolve for GuardedResolver {

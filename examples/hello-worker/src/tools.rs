@@ -8,21 +8,21 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub fn all() -> Vec<Arc<dyn Tool>> {
+pub(crate) fn all() -> Vec<Arc<dyn Tool>> {
     vec![typed(Greet), typed(Countdown)]
 }
 
 /// Whom to greet: a name, or a number of people.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum Recipient {
+pub(crate) enum Recipient {
     Name(String),
     Crowd(u32),
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GreetInput {
+pub(crate) struct GreetInput {
     /// A name ("Ada") or a number of people (3).
     pub to: Recipient,
     /// A language tag such as `en` or `fr-CA`; English when left out.
@@ -35,13 +35,13 @@ pub struct GreetInput {
 }
 
 #[derive(Debug, PartialEq, Serialize, JsonSchema)]
-pub struct Greeting {
+pub(crate) struct Greeting {
     pub greeting: String,
 }
 
 const STEPS: u32 = 5;
 
-pub struct Greet;
+pub(crate) struct Greet;
 
 impl TypedTool for Greet {
     type Input = GreetInput;
@@ -78,13 +78,13 @@ impl TypedTool for Greet {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CountdownInput {
+pub(crate) struct CountdownInput {
     /// Seconds to count down from (at most one hour).
     #[schemars(range(min = 0, max = 3600))]
     pub seconds: u32,
 }
 
-pub struct Countdown;
+pub(crate) struct Countdown;
 
 impl TypedTool for Countdown {
     type Input = CountdownInput;

@@ -10,12 +10,12 @@ use tonic::transport::Channel;
 
 /// What an audit read narrows to; `None` narrows nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AuditQuery {
-    pub action: Option<String>,
-    pub actor_id: Option<String>,
-    pub outcome: Option<String>,
-    pub start_ms: Option<i64>,
-    pub end_ms: Option<i64>,
+pub(crate) struct AuditQuery {
+    pub(crate) action: Option<String>,
+    pub(crate) actor_id: Option<String>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) start_ms: Option<i64>,
+    pub(crate) end_ms: Option<i64>,
 }
 
 impl Coordinator {
@@ -24,7 +24,7 @@ impl Coordinator {
     }
 
     /// One page of the project's audit log, newest first, and the total that match.
-    pub async fn audit_logs(
+    pub(crate) async fn audit_logs(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -47,14 +47,14 @@ impl Coordinator {
         self.call(bearer, request, None, |_, r| async move { client.list_audit_logs(r).await }).await
     }
 
-    pub async fn retention(&self, bearer: &Bearer, scope: &Scope) -> Result<pb::Retention, WireError> {
+    pub(crate) async fn retention(&self, bearer: &Bearer, scope: &Scope) -> Result<pb::Retention, WireError> {
         let request = pb::GetRetentionRequest { org_id: scope.org_id.clone(), project_id: scope.project_id.clone() };
         let mut client = self.project_admin();
         self.call(bearer, request, None, |_, r| async move { client.get_retention(r).await }).await
     }
 
     /// Sets (or with `None` clears) the project's retention override.
-    pub async fn set_retention(
+    pub(crate) async fn set_retention(
         &self,
         bearer: &Bearer,
         scope: &Scope,

@@ -10,15 +10,15 @@ use std::time::Duration;
 use tonic::{Code, Streaming};
 
 /// A started call whose settlement is still to be read.
-pub struct Calling {
-    pub started: pb::ExecutionView,
+pub(crate) struct Calling {
+    pub(crate) started: pb::ExecutionView,
     rest: Streaming<pb::StartExecutionResponse>,
 }
 
 /// The execution as the wait left it, with its tool result once completed.
-pub struct CallSettled {
-    pub view: pb::ExecutionView,
-    pub result_json: Option<String>,
+pub(crate) struct CallSettled {
+    pub(crate) view: pb::ExecutionView,
+    pub(crate) result_json: Option<String>,
 }
 
 fn missing() -> WireError {
@@ -30,7 +30,7 @@ impl Coordinator {
     /// `stop_on_input`, to ask for input). `None` from a coordinator that
     /// predates the call (during a rolling upgrade): the caller then starts
     /// and waits separately.
-    pub async fn call_execution(
+    pub(crate) async fn call_execution(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -59,7 +59,7 @@ impl Coordinator {
 
 impl Calling {
     /// The execution once the coordinator's wait ended.
-    pub async fn settled(mut self) -> Result<CallSettled, WireError> {
+    pub(crate) async fn settled(mut self) -> Result<CallSettled, WireError> {
         let last = self.rest.message().await.map_err(|s| WireError::from_status(&s))?.ok_or_else(missing)?;
         // Read to the end (the trailers): a stream dropped unfinished is reset,
         // and a server seeing many resets ends the whole connection.

@@ -10,16 +10,16 @@ use tonic::transport::Channel;
 
 /// What a history read narrows to; `None` narrows nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HistoryQuery {
-    pub tool_name: Option<String>,
-    pub toolkit_name: Option<String>,
-    pub user_id: Option<String>,
-    pub outcome: Option<pb::ExecutionOutcome>,
-    pub failure_reason: Option<pb::FailureReason>,
+pub(crate) struct HistoryQuery {
+    pub(crate) tool_name: Option<String>,
+    pub(crate) toolkit_name: Option<String>,
+    pub(crate) user_id: Option<String>,
+    pub(crate) outcome: Option<pb::ExecutionOutcome>,
+    pub(crate) failure_reason: Option<pb::FailureReason>,
     /// Runs created at or after this.
-    pub start_ms: Option<i64>,
+    pub(crate) start_ms: Option<i64>,
     /// Runs created before this.
-    pub end_ms: Option<i64>,
+    pub(crate) end_ms: Option<i64>,
 }
 
 impl HistoryQuery {
@@ -38,9 +38,9 @@ impl HistoryQuery {
 
 /// The payloads a detail read asks for (each needs an admin key).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Reveal {
-    pub inputs: bool,
-    pub outputs: bool,
+pub(crate) struct Reveal {
+    pub(crate) inputs: bool,
+    pub(crate) outputs: bool,
 }
 
 impl Coordinator {
@@ -49,7 +49,7 @@ impl Coordinator {
     }
 
     /// One page of the project's runs, newest first, and the total that match.
-    pub async fn history_list(
+    pub(crate) async fn history_list(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -69,7 +69,12 @@ impl Coordinator {
     }
 
     /// How many of the project's runs match.
-    pub async fn history_count(&self, bearer: &Bearer, scope: &Scope, query: &HistoryQuery) -> Result<u64, WireError> {
+    pub(crate) async fn history_count(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+        query: &HistoryQuery,
+    ) -> Result<u64, WireError> {
         let request = pb::CountHistoryRequest {
             org_id: scope.org_id.clone(),
             project_id: scope.project_id.clone(),
@@ -81,7 +86,7 @@ impl Coordinator {
     }
 
     /// One run with its timeline and attempts, and the payloads `reveal` asks for.
-    pub async fn history_detail(
+    pub(crate) async fn history_detail(
         &self,
         bearer: &Bearer,
         scope: &Scope,

@@ -21,7 +21,7 @@ impl Coordinator {
     }
 
     /// One page of every execution of the scope's project.
-    pub async fn operator_list(
+    pub(crate) async fn operator_list(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -34,7 +34,7 @@ impl Coordinator {
     }
 
     /// One execution's safe status.
-    pub async fn operator_status(
+    pub(crate) async fn operator_status(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -46,7 +46,7 @@ impl Coordinator {
     }
 
     /// One execution's input and result.
-    pub async fn operator_payload(
+    pub(crate) async fn operator_payload(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -58,7 +58,7 @@ impl Coordinator {
     }
 
     /// Asks the execution to stop.
-    pub async fn operator_cancel(
+    pub(crate) async fn operator_cancel(
         &self,
         bearer: &Bearer,
         scope: &Scope,

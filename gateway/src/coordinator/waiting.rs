@@ -16,7 +16,7 @@ impl Coordinator {
     /// burst of such reads together on the hub's stream, where a unary call
     /// each would queue (and be shed) one by one. A unary read while the
     /// hub's stream is down.
-    pub async fn read_before_wait(
+    pub(crate) async fn read_before_wait(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -33,7 +33,7 @@ impl Coordinator {
 
     /// Long-polls until the status differs from `known_status` (unspecified:
     /// from the status when the call arrives) or `wait` passes.
-    pub fn wait<'a>(
+    pub(crate) fn wait<'a>(
         &'a self,
         bearer: &'a Bearer,
         scope: &'a Scope,
@@ -56,7 +56,7 @@ impl Coordinator {
     /// shared by the waiters one change woke), and a time-out answers a fresh
     /// read. While the hub's stream is down the wait is unary calls, as
     /// before the hub, so nothing hangs on it.
-    pub async fn wait_until(
+    pub(crate) async fn wait_until(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -182,17 +182,12 @@ impl Coordinator {
         let timeout = wait.saturating_add(WAIT_GRACE);
         self.call(bearer, request, Some(timeout), |mut c, r| async move { c.wait_execution(r).await }).await
     }
-
-    /// Executions with an entry on this process's wait hub, and waiters on them.
-    pub fn parked(&self) -> (usize, usize) {
-        self.hub.counts()
-    }
 }
 
 /// What a wait waits for. Every condition also holds for a terminal
 /// execution, which will not change again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Until {
+pub(crate) enum Until {
     /// The status differs from this one (unspecified: from the first read's).
     StatusChange(pb::ExecutionStatus),
     /// Any change after this cursor (`ExecutionView.cursor`).
@@ -210,7 +205,7 @@ impl Until {
         self
     }
 
-    pub fn met(&self, view: &pb::ExecutionView) -> bool {
+    pub(crate) fn met(&self, view: &pb::ExecutionView) -> bool {
         view.status().is_terminal()
             || match *self {
                 Until::StatusChange(status) => view.status() != status,
@@ -222,19 +217,15 @@ impl Until {
 
 /// A set of execution statuses, a bit each.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatusSet(u32);
+pub(crate) struct StatusSet(u32);
 
 impl StatusSet {
-    pub fn with(self, status: pb::ExecutionStatus) -> StatusSet {
+    pub(crate) fn with(self, status: pb::ExecutionStatus) -> StatusSet {
         StatusSet(self.0 | 1 << (status as u32 & 31))
     }
 
-    pub fn contains(self, status: pb::ExecutionStatus) -> bool {
+    pub(crate) fn contains(self, status: pb::ExecutionStatus) -> bool {
         self.0 & 1 << (status as u32 & 31) != 0
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
     }
 }
 

@@ -16,7 +16,7 @@ impl Coordinator {
         WebhooksClient::new(self.channel.clone())
     }
 
-    pub async fn create_webhook(
+    pub(crate) async fn create_webhook(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -33,18 +33,22 @@ impl Coordinator {
         self.call(bearer, request, None, |_, r| async move { client.create_webhook(r).await }).await
     }
 
-    pub async fn list_webhooks(&self, bearer: &Bearer, scope: &Scope) -> Result<pb::ListWebhooksResponse, WireError> {
+    pub(crate) async fn list_webhooks(
+        &self,
+        bearer: &Bearer,
+        scope: &Scope,
+    ) -> Result<pb::ListWebhooksResponse, WireError> {
         let request = pb::ListWebhooksRequest { org_id: scope.org_id.clone(), project_id: scope.project_id.clone() };
         let mut client = self.webhooks();
         self.call(bearer, request, None, |_, r| async move { client.list_webhooks(r).await }).await
     }
 
-    pub async fn get_webhook(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::Webhook, WireError> {
+    pub(crate) async fn get_webhook(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<pb::Webhook, WireError> {
         let mut client = self.webhooks();
         self.call(bearer, request(scope, id), None, |_, r| async move { client.get_webhook(r).await }).await
     }
 
-    pub async fn set_webhook_enabled(
+    pub(crate) async fn set_webhook_enabled(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -61,13 +65,13 @@ impl Coordinator {
         self.call(bearer, request, None, |_, r| async move { client.set_webhook_enabled(r).await }).await
     }
 
-    pub async fn delete_webhook(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<(), WireError> {
+    pub(crate) async fn delete_webhook(&self, bearer: &Bearer, scope: &Scope, id: &str) -> Result<(), WireError> {
         let mut client = self.webhooks();
         self.call(bearer, request(scope, id), None, |_, r| async move { client.delete_webhook(r).await }).await?;
         Ok(())
     }
 
-    pub async fn rotate_webhook_secret(
+    pub(crate) async fn rotate_webhook_secret(
         &self,
         bearer: &Bearer,
         scope: &Scope,
@@ -77,7 +81,7 @@ impl Coordinator {
         self.call(bearer, request(scope, id), None, |_, r| async move { client.rotate_webhook_secret(r).await }).await
     }
 
-    pub async fn webhook_deliveries(
+    pub(crate) async fn webhook_deliveries(
         &self,
         bearer: &Bearer,
         scope: &Scope,

@@ -19,21 +19,21 @@ use http::{HeaderMap, StatusCode, header};
 
 /// A signed-in person, as checked on this request.
 #[derive(Debug)]
-pub struct Viewer {
-    pub bearer: Bearer,
-    pub scope: Scope,
+pub(super) struct Viewer {
+    pub(crate) bearer: Bearer,
+    pub(crate) scope: Scope,
     /// `/dashboard/orgs/{org}/projects/{project}`
-    pub base: String,
-    pub admin: bool,
+    pub(crate) base: String,
+    pub(crate) admin: bool,
     /// The key holds the operator `cancel` permission (and may act).
-    pub can_cancel: bool,
+    pub(crate) can_cancel: bool,
     /// The key holds the operator `status` permission: deadlines are shown.
-    pub can_status: bool,
-    pub csrf: String,
+    pub(crate) can_status: bool,
+    pub(crate) csrf: String,
 }
 
 impl Viewer {
-    pub fn header(&self) -> Header<'_> {
+    pub(super) fn header(&self) -> Header<'_> {
         Header {
             project_base: &self.base,
             project_id: &self.scope.project_id,
@@ -45,7 +45,7 @@ impl Viewer {
 
 /// Why a key cannot open this project's dashboard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(super) enum Refusal {
     /// Unknown, mistyped, revoked or expired.
     Unknown,
     EndUser,
@@ -55,14 +55,14 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    pub fn status(self) -> StatusCode {
+    pub(super) fn status(self) -> StatusCode {
         match self {
             Refusal::Unknown => StatusCode::UNAUTHORIZED,
             _ => StatusCode::FORBIDDEN,
         }
     }
 
-    pub fn title(self) -> &'static str {
+    pub(super) fn title(self) -> &'static str {
         match self {
             Refusal::Unknown => "Baton does not recognise this key",
             Refusal::EndUser => "End-user tokens cannot open the dashboard",
@@ -72,7 +72,7 @@ impl Refusal {
         }
     }
 
-    pub fn explanation(self) -> &'static str {
+    pub(super) fn explanation(self) -> &'static str {
         match self {
             Refusal::Unknown => "It may be mistyped, revoked or expired. Paste a current project API key.",
             Refusal::EndUser => {
@@ -96,13 +96,17 @@ impl Refusal {
 }
 
 /// What the coordinator says about a key, for this project.
-pub struct Access {
-    pub admin: bool,
-    pub permissions: Vec<String>,
+pub(super) struct Access {
+    pub(crate) admin: bool,
+    pub(crate) permissions: Vec<String>,
 }
 
 /// Checks `key` for the project of `path`: who it is, and whether it may look.
-pub async fn check_key(state: &AppState, key: &str, path: &ProjectPath) -> Result<Result<Access, Refusal>, WireError> {
+pub(super) async fn check_key(
+    state: &AppState,
+    key: &str,
+    path: &ProjectPath,
+) -> Result<Result<Access, Refusal>, WireError> {
     let who = match state.coordinator.who_am_i(&Bearer(key.to_owned()), None).await {
         Ok(who) => who,
         Err(e) if e.code == ErrorCode::Unauthenticated => return Ok(Err(Refusal::Unknown)),
@@ -126,7 +130,7 @@ pub async fn check_key(state: &AppState, key: &str, path: &ProjectPath) -> Resul
 
 /// Why a request gets no [`Viewer`].
 #[derive(Debug)]
-pub enum Denied {
+pub(super) enum Denied {
     /// No session for this project (none, expired, tampered, or its key was
     /// revoked): sign in again. `ended` says a session existed and ended.
     SignIn { ended: bool },
@@ -140,7 +144,7 @@ pub enum Denied {
 
 impl Denied {
     /// The answer for a page: a redirect to sign-in (coming back to `next`), or a page saying why.
-    pub fn page(self, path: &ProjectPath, next: &str, secure: bool) -> Response {
+    pub(super) fn page(self, path: &ProjectPath, next: &str, secure: bool) -> Response {
         let base = path.base();
         match self {
             Denied::SignIn { ended } => {
@@ -167,7 +171,7 @@ impl Denied {
     }
 
     /// The answer for the script's requests: JSON with a status the script understands.
-    pub fn json(self) -> Response {
+    pub(super) fn json(self) -> Response {
         let (status, code, message) = match self {
             Denied::SignIn { .. } => (StatusCode::UNAUTHORIZED, "signed_out", "Your session ended. Sign in again."),
             Denied::Refused(r) => (r.status(), "refused", r.title()),
@@ -179,7 +183,7 @@ impl Denied {
     }
 }
 
-pub fn set(r: &mut Response, cookie: &str) {
+pub(super) fn set(r: &mut Response, cookie: &str) {
     if let Ok(v) = http::HeaderValue::from_str(cookie) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
@@ -188,7 +192,7 @@ pub fn set(r: &mut Response, cookie: &str) {
 /// Whether the page reached the gateway over TLS (directly or through a proxy
 /// that says so): cookies are then `Secure`. A forged header only makes the
 /// cookie stricter.
-pub fn is_tls(headers: &HeaderMap, uri: &http::Uri) -> bool {
+pub(super) fn is_tls(headers: &HeaderMap, uri: &http::Uri) -> bool {
     uri.scheme_str() == Some("https")
         || headers
             .get("x-forwarded-proto")
@@ -199,7 +203,7 @@ pub fn is_tls(headers: &HeaderMap, uri: &http::Uri) -> bool {
 /// False for a request a browser marks as sent by another site, or whose
 /// `Origin` is not this host. Browsers that send `Sec-Fetch-Site` are judged by
 /// it; others by `Origin`. (The CSRF token is checked as well, always.)
-pub fn same_site(headers: &HeaderMap) -> bool {
+pub(super) fn same_site(headers: &HeaderMap) -> bool {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(site) = text("sec-fetch-site") {
         return site == "same-origin" || site == "none";
@@ -213,7 +217,7 @@ pub fn same_site(headers: &HeaderMap) -> bool {
 
 /// The signed-in viewer of the project in `path`. `csrf` is the token a
 /// state-changing request carried (`None` for reads).
-pub async fn viewer(
+pub(super) async fn viewer(
     state: &AppState,
     headers: &HeaderMap,
     path: &ProjectPath,
@@ -244,14 +248,14 @@ pub async fn viewer(
 }
 
 /// The session for this project, if the request carries one that opens.
-pub fn session_of(state: &AppState, headers: &HeaderMap, path: &ProjectPath) -> Option<Claims> {
+pub(super) fn session_of(state: &AppState, headers: &HeaderMap, path: &ProjectPath) -> Option<Claims> {
     let token = session::cookie(headers, session::COOKIE)?;
     let claims = session::open(&state.options.session_key, token, baton_proto::clock::now_ms()).ok()?;
     (claims.org_id == path.org_id && claims.project_id == path.project_id).then_some(claims)
 }
 
 /// A page explaining a refused key, with a way to sign in with another.
-pub fn refusal_page(path: &ProjectPath, refusal: Refusal, set_cookie: Option<&str>) -> Response {
+pub(super) fn refusal_page(path: &ProjectPath, refusal: Refusal, set_cookie: Option<&str>) -> Response {
     let mut r = message_page(path, refusal.status(), refusal.title(), refusal.explanation());
     if let Some(c) = set_cookie {
         set(&mut r, c);
@@ -260,7 +264,7 @@ pub fn refusal_page(path: &ProjectPath, refusal: Refusal, set_cookie: Option<&st
 }
 
 /// A page with a heading, a sentence and a way on.
-pub fn message_page(path: &ProjectPath, status: StatusCode, title: &str, text: &str) -> Response {
+pub(super) fn message_page(path: &ProjectPath, status: StatusCode, title: &str, text: &str) -> Response {
     let base = path.base();
     let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
     let body = format!(
@@ -299,13 +303,13 @@ fn failure_text(e: &WireError) -> (StatusCode, &'static str, &'static str) {
 }
 
 /// A page for a coordinator error.
-pub fn failure_page(path: &ProjectPath, e: &WireError) -> Response {
+pub(super) fn failure_page(path: &ProjectPath, e: &WireError) -> Response {
     let (status, title, text) = failure_text(e);
     message_page(path, status, title, text)
 }
 
 /// JSON for a coordinator error, for the script.
-pub fn failure_json(e: &WireError) -> Response {
+pub(super) fn failure_json(e: &WireError) -> Response {
     let (status, title, text) = failure_text(e);
     let body = serde_json::json!({"error": {"code": e.code.as_str(), "message": format!("{title}. {text}")}});
     (status, axum::Json(body)).into_response()

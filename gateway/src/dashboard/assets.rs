@@ -23,12 +23,12 @@ static VERSIONS: LazyLock<Vec<String>> = LazyLock::new(|| {
 });
 
 /// The URL of an embedded file, versioned by its content.
-pub fn url(name: &str) -> String {
+pub(super) fn url(name: &str) -> String {
     let version = FILES.iter().position(|(n, _, _)| *n == name).and_then(|i| VERSIONS.get(i)).cloned();
     format!("/dashboard/assets/{name}?v={}", version.unwrap_or_default())
 }
 
-pub async fn serve(Path(name): Path<String>) -> Response {
+pub(super) async fn serve(Path(name): Path<String>) -> Response {
     match FILES.iter().find(|(n, _, _)| *n == name) {
         Some((_, content_type, body)) => (
             StatusCode::OK,

@@ -13,26 +13,26 @@ use time::macros::format_description;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
 /// Rows per page.
-pub const PAGE: u32 = 50;
+pub(super) const PAGE: u32 = 50;
 /// Filter values are at most this many characters (as in the history API).
 const MAX_CHARS: usize = 512;
 const MAX_OFFSET: u32 = i32::MAX as u32;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Filters {
-    pub tool_name: Option<String>,
-    pub toolkit_name: Option<String>,
-    pub user_id: Option<String>,
-    pub outcome: Option<ExecutionOutcome>,
-    pub failure_reason: Option<FailureReason>,
-    pub start_ms: Option<i64>,
-    pub end_ms: Option<i64>,
-    pub offset: u32,
+pub(super) struct Filters {
+    pub(crate) tool_name: Option<String>,
+    pub(crate) toolkit_name: Option<String>,
+    pub(crate) user_id: Option<String>,
+    pub(crate) outcome: Option<ExecutionOutcome>,
+    pub(crate) failure_reason: Option<FailureReason>,
+    pub(crate) start_ms: Option<i64>,
+    pub(crate) end_ms: Option<i64>,
+    pub(crate) offset: u32,
 }
 
 /// A filter value the dashboard cannot use, named for the person who typed it.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Invalid(pub String);
+pub(super) struct Invalid(pub String);
 
 fn text(label: &str, v: &str) -> Result<Option<String>, Invalid> {
     let v = v.trim();
@@ -65,7 +65,7 @@ fn moment(label: &str, v: &str) -> Result<Option<i64>, Invalid> {
 }
 
 /// The value of a `datetime-local` field for `ms` (UTC, to the second).
-pub fn local_input(ms: i64) -> String {
+pub(super) fn local_input(ms: i64) -> String {
     let format = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
@@ -79,7 +79,7 @@ fn rfc3339(ms: i64) -> String {
 
 impl Filters {
     /// Reads the query's pairs; unknown names are ignored (the canonical URL drops them).
-    pub fn parse(pairs: &[(String, String)]) -> Result<Filters, Invalid> {
+    pub(super) fn parse(pairs: &[(String, String)]) -> Result<Filters, Invalid> {
         let mut f = Filters::default();
         for (name, v) in pairs {
             match name.as_str() {
@@ -122,7 +122,7 @@ impl Filters {
     }
 
     /// The canonical query string (no leading `?`), with `offset` when not 0.
-    pub fn query(&self) -> String {
+    pub(super) fn query(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         let mut push = |name: &str, v: Option<String>| {
             if let Some(v) = v {
@@ -141,21 +141,21 @@ impl Filters {
     }
 
     /// `?query`, or nothing when there is no filter.
-    pub fn suffix(&self) -> String {
+    pub(super) fn suffix(&self) -> String {
         let q = self.query();
         if q.is_empty() { q } else { format!("?{q}") }
     }
 
     /// The same filters on another page.
-    pub fn at(&self, offset: u32) -> Filters {
+    pub(super) fn at(&self, offset: u32) -> Filters {
         Filters { offset, ..self.clone() }
     }
 
-    pub fn is_filtered(&self) -> bool {
+    pub(super) fn is_filtered(&self) -> bool {
         self.at(0) != Filters::default()
     }
 
-    pub fn history(&self) -> HistoryQuery {
+    pub(super) fn history(&self) -> HistoryQuery {
         HistoryQuery {
             tool_name: self.tool_name.clone(),
             toolkit_name: self.toolkit_name.clone(),

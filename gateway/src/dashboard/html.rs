@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use time::macros::format_description;
 
 /// `s` escaped for HTML text and double-quoted attribute values.
-pub fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -25,7 +25,7 @@ pub fn esc(s: &str) -> String {
 }
 
 /// `s` percent-encoded for a URL query value or path segment.
-pub fn url_part(s: &str) -> String {
+pub(super) fn url_part(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
@@ -37,17 +37,17 @@ pub fn url_part(s: &str) -> String {
 }
 
 /// What the header shows about the project and who is signed in.
-pub struct Header<'a> {
+pub(super) struct Header<'a> {
     /// Empty on pages outside any project.
-    pub project_base: &'a str,
-    pub project_id: &'a str,
+    pub(crate) project_base: &'a str,
+    pub(crate) project_id: &'a str,
     /// `admin` or `member`; `None` on pages shown before sign-in.
-    pub role: Option<&'a str>,
-    pub csrf: Option<&'a str>,
+    pub(crate) role: Option<&'a str>,
+    pub(crate) csrf: Option<&'a str>,
 }
 
 /// A whole page: `title` in the tab, `body` inside `<main>`.
-pub fn page(title: &str, header: &Header<'_>, body: &str) -> String {
+pub(super) fn page(title: &str, header: &Header<'_>, body: &str) -> String {
     let csrf_meta =
         header.csrf.map(|t| format!(r#"<meta name="baton-csrf" content="{}">"#, esc(t))).unwrap_or_default();
     let who = match (header.role, header.csrf) {
@@ -104,7 +104,7 @@ pub fn page(title: &str, header: &Header<'_>, body: &str) -> String {
 }
 
 /// A status as colour and text (the colour is never the only cue).
-pub fn status_badge(status: ExecutionStatus) -> String {
+pub(super) fn status_badge(status: ExecutionStatus) -> String {
     let name = status.name();
     let label = match status {
         ExecutionStatus::Pending => "Pending",
@@ -119,7 +119,7 @@ pub fn status_badge(status: ExecutionStatus) -> String {
 }
 
 /// `2026-11-30 15:11:03 UTC`.
-pub fn absolute(ms: i64) -> String {
+pub(super) fn absolute(ms: i64) -> String {
     let format = format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
@@ -128,7 +128,7 @@ pub fn absolute(ms: i64) -> String {
 }
 
 /// `3 min ago`, `in 2 h`, `just now`.
-pub fn relative(ms: i64, now_ms: i64) -> String {
+pub(super) fn relative(ms: i64, now_ms: i64) -> String {
     let delta = now_ms.saturating_sub(ms);
     let secs = delta.unsigned_abs() / 1000;
     let amount = match secs {
@@ -142,7 +142,7 @@ pub fn relative(ms: i64, now_ms: i64) -> String {
 }
 
 /// A time shown both ways; the script keeps the relative part current.
-pub fn time(ms: i64, now_ms: i64) -> String {
+pub(super) fn time(ms: i64, now_ms: i64) -> String {
     format!(
         r#"<time datetime="{iso}" data-ms="{ms}"><span class="rel">{rel}</span> <span class="abs">{abs}</span></time>"#,
         iso = crate::json::rfc3339(ms).as_str().unwrap_or_default(),
@@ -151,12 +151,12 @@ pub fn time(ms: i64, now_ms: i64) -> String {
     )
 }
 
-pub fn opt_time(ms: Option<i64>, now_ms: i64) -> String {
+pub(super) fn opt_time(ms: Option<i64>, now_ms: i64) -> String {
     ms.map(|ms| time(ms, now_ms)).unwrap_or_else(|| r#"<span class="none">—</span>"#.to_owned())
 }
 
 /// `850 ms`, `12.4 s`, `3 min 5 s`.
-pub fn duration(ms: i64) -> String {
+pub(super) fn duration(ms: i64) -> String {
     let ms = ms.max(0);
     match ms {
         0..1000 => format!("{ms} ms"),

@@ -15,13 +15,13 @@ use http::{HeaderMap, StatusCode};
 use serde_json::json;
 
 /// The current URL's path and query, to come back to after sign-in.
-pub fn here(uri: &http::Uri) -> String {
+pub(super) fn here(uri: &http::Uri) -> String {
     uri.path_and_query().map(|pq| pq.as_str().to_owned()).unwrap_or_else(|| uri.path().to_owned())
 }
 
 /// What a page needs before it renders: a viewer and valid filters, or the
 /// response that replaces the page (sign-in, refusal, canonical redirect).
-pub async fn prepare(
+pub(super) async fn prepare(
     state: &AppState,
     headers: &HeaderMap,
     uri: &http::Uri,
@@ -41,7 +41,7 @@ pub async fn prepare(
     Ok((viewer, Ok(filters)))
 }
 
-pub async fn page(
+pub(super) async fn page(
     State(state): State<AppState>,
     Path(path): Path<ProjectPath>,
     Query(pairs): Query<Vec<(String, String)>>,
@@ -60,7 +60,7 @@ pub async fn page(
 }
 
 /// The list (filters, summary, table, pager); `selected` marks the open run.
-pub async fn list_section(
+pub(super) async fn list_section(
     state: &AppState,
     viewer: &Viewer,
     filters: Result<Filters, String>,
@@ -229,7 +229,7 @@ fn pager(viewer: &Viewer, f: &Filters, total: u64) -> String {
 }
 
 /// The script's poll: the page's rows as they are now, and the total.
-pub async fn live(
+pub(super) async fn live(
     State(state): State<AppState>,
     Path(path): Path<ProjectPath>,
     Query(pairs): Query<Vec<(String, String)>>,
@@ -260,7 +260,7 @@ pub async fn live(
 }
 
 /// For the details page: the list of the same filters beside the panel.
-pub async fn with_panel(
+pub(super) async fn with_panel(
     state: &AppState,
     viewer: &Viewer,
     path: &ExecutionPath,

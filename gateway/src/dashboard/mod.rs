@@ -32,7 +32,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use std::time::Duration;
 
-pub const BASE: &str = "/dashboard/orgs/{org_id}/projects/{project_id}";
+pub(crate) const BASE: &str = "/dashboard/orgs/{org_id}/projects/{project_id}";
 /// Forms are a key and a token; nothing the dashboard accepts is larger.
 const MAX_BODY_BYTES: usize = 16 * 1024;
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,7 +42,7 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     let executions = format!("{BASE}/tool-executions");
     Router::new()
         .route("/dashboard", get(index))
@@ -66,28 +66,28 @@ pub fn router() -> Router<AppState> {
 
 /// The project of a dashboard URL.
 #[derive(Clone, Debug, Deserialize)]
-pub struct ProjectPath {
-    pub org_id: String,
-    pub project_id: String,
+pub(crate) struct ProjectPath {
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
 }
 
 impl ProjectPath {
     /// `/dashboard/orgs/{org}/projects/{project}`, escaped for a URL.
-    pub fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         format!("/dashboard/orgs/{}/projects/{}", html::url_part(&self.org_id), html::url_part(&self.project_id))
     }
 }
 
 /// The run of a details URL.
 #[derive(Clone, Debug, Deserialize)]
-pub struct ExecutionPath {
-    pub org_id: String,
-    pub project_id: String,
-    pub execution_id: String,
+pub(crate) struct ExecutionPath {
+    pub(crate) org_id: String,
+    pub(crate) project_id: String,
+    pub(crate) execution_id: String,
 }
 
 impl ExecutionPath {
-    pub fn project(&self) -> ProjectPath {
+    pub(crate) fn project(&self) -> ProjectPath {
         ProjectPath { org_id: self.org_id.clone(), project_id: self.project_id.clone() }
     }
 }
@@ -109,12 +109,12 @@ async fn security_headers(mut response: Response) -> Response {
     response
 }
 
-pub fn html_response(status: StatusCode, body: String) -> Response {
+pub(crate) fn html_response(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
 /// 303 to a path of this dashboard.
-pub fn see_other(location: &str) -> Response {
+pub(crate) fn see_other(location: &str) -> Response {
     match HeaderValue::from_str(location) {
         Ok(v) => (StatusCode::SEE_OTHER, [(header::LOCATION, v)]).into_response(),
         Err(_) => StatusCode::BAD_REQUEST.into_response(),
@@ -122,7 +122,7 @@ pub fn see_other(location: &str) -> Response {
 }
 
 /// JSON for the script.
-pub fn json(status: StatusCode, value: serde_json::Value) -> Response {
+pub(crate) fn json(status: StatusCode, value: serde_json::Value) -> Response {
     (status, axum::Json(value)).into_response()
 }
 

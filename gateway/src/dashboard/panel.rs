@@ -45,7 +45,7 @@ async fn load(
     Ok((detail, status))
 }
 
-pub async fn page(
+pub(super) async fn page(
     State(state): State<AppState>,
     Path(path): Path<ExecutionPath>,
     Query(pairs): Query<Vec<(String, String)>>,
@@ -326,7 +326,11 @@ fn timeline(d: &pb::HistoryDetail, created: i64, now: i64) -> String {
 }
 
 /// The script's poll of an open panel.
-pub async fn live(State(state): State<AppState>, Path(path): Path<ExecutionPath>, headers: HeaderMap) -> Response {
+pub(super) async fn live(
+    State(state): State<AppState>,
+    Path(path): Path<ExecutionPath>,
+    headers: HeaderMap,
+) -> Response {
     let viewer = match access::viewer(&state, &headers, &path.project(), None).await {
         Ok(v) => v,
         Err(denied) => return denied.json(),
@@ -348,7 +352,7 @@ pub async fn live(State(state): State<AppState>, Path(path): Path<ExecutionPath>
 }
 
 #[derive(Deserialize)]
-pub struct RevealForm {
+pub(super) struct RevealForm {
     csrf: String,
     part: String,
 }
@@ -362,7 +366,7 @@ fn recorded(text: &Option<String>) -> Value {
 
 /// Fetches one part's payloads for the script; the coordinator checks the
 /// admin role and records the read.
-pub async fn reveal(
+pub(super) async fn reveal(
     State(state): State<AppState>,
     Path(path): Path<ExecutionPath>,
     headers: HeaderMap,
@@ -407,7 +411,7 @@ pub async fn reveal(
 }
 
 #[derive(Deserialize)]
-pub struct CancelForm {
+pub(super) struct CancelForm {
     csrf: String,
 }
 
@@ -428,7 +432,7 @@ fn outcome_text(outcome: pb::CancelOutcome) -> &'static str {
 
 /// Operator cancel: the coordinator checks the `cancel` permission and answers
 /// the provable outcome, shown as it came.
-pub async fn cancel(
+pub(super) async fn cancel(
     State(state): State<AppState>,
     Path(path): Path<ExecutionPath>,
     OriginalUri(uri): OriginalUri,

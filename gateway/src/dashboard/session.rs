@@ -22,15 +22,15 @@ const AAD: &[u8] = b"baton/dashboard-session/v2";
 /// Cookies above this length are refused before any decryption.
 const MAX_TOKEN_LEN: usize = 2048;
 /// The session cookie; the path keeps it off every other route.
-pub const COOKIE: &str = "baton_dashboard";
+pub(super) const COOKIE: &str = "baton_dashboard";
 /// The sign-in form's double-submit cookie (before there is a session).
-pub const SIGN_IN_COOKIE: &str = "baton_dashboard_sign_in";
-pub const COOKIE_PATH: &str = "/dashboard/";
+pub(super) const SIGN_IN_COOKIE: &str = "baton_dashboard_sign_in";
+pub(super) const COOKIE_PATH: &str = "/dashboard/";
 /// How long a sign-in form stays usable.
-pub const SIGN_IN_LIFETIME: Duration = Duration::from_secs(3600);
+pub(super) const SIGN_IN_LIFETIME: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
+pub(super) enum Error {
     #[error("the random number generator failed")]
     Random,
     #[error("sealing the session failed")]
@@ -43,20 +43,20 @@ pub enum Error {
 
 /// What a session holds. Short field names: the cookie travels with every request.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
+pub(super) struct Claims {
     /// The coordinator's session token (`bds_…`), checked on every request.
     #[serde(rename = "s")]
-    pub session: String,
+    pub(crate) session: String,
     #[serde(rename = "o")]
-    pub org_id: String,
+    pub(crate) org_id: String,
     #[serde(rename = "p")]
-    pub project_id: String,
+    pub(crate) project_id: String,
     /// Sent back with every state-changing request.
     #[serde(rename = "c")]
-    pub csrf: String,
+    pub(crate) csrf: String,
     /// Unix milliseconds after which the session is over.
     #[serde(rename = "x")]
-    pub expires_ms: i64,
+    pub(crate) expires_ms: i64,
 }
 
 impl std::fmt::Debug for Claims {
@@ -70,7 +70,7 @@ impl std::fmt::Debug for Claims {
 }
 
 /// 128 random bits, URL-safe.
-pub fn random_token() -> Result<String, Error> {
+pub(super) fn random_token() -> Result<String, Error> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|_| Error::Random)?;
     Ok(URL_SAFE_NO_PAD.encode(bytes))
@@ -84,7 +84,7 @@ fn derive(session_key: &[u8; 32]) -> [u8; 32] {
     h.finalize().into()
 }
 
-pub fn seal(session_key: &[u8; 32], claims: &Claims) -> Result<String, Error> {
+pub(super) fn seal(session_key: &[u8; 32], claims: &Claims) -> Result<String, Error> {
     let cipher = Aes256Gcm::new_from_slice(&derive(session_key)).map_err(|_| Error::Seal)?;
     let plaintext = serde_json::to_vec(claims).map_err(|_| Error::Seal)?;
     let mut nonce = [0u8; NONCE_LEN];
@@ -98,7 +98,7 @@ pub fn seal(session_key: &[u8; 32], claims: &Claims) -> Result<String, Error> {
 }
 
 /// The claims of a cookie this gateway (or a replica) sealed, unless expired at `now_ms`.
-pub fn open(session_key: &[u8; 32], token: &str, now_ms: i64) -> Result<Claims, Error> {
+pub(super) fn open(session_key: &[u8; 32], token: &str, now_ms: i64) -> Result<Claims, Error> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(Error::Invalid);
     }
@@ -119,25 +119,25 @@ pub fn open(session_key: &[u8; 32], token: &str, now_ms: i64) -> Result<Claims, 
 }
 
 /// Compares two secrets in time independent of where they differ.
-pub fn same_secret(a: &str, b: &str) -> bool {
+pub(super) fn same_secret(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     a.len() == b.len() && !a.is_empty() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A `Set-Cookie` value: HttpOnly, SameSite=Strict, on the dashboard's path,
 /// `Secure` when the page was served over TLS.
-pub fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> String {
+pub(super) fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> String {
     let secure = if secure { "; Secure" } else { "" };
     format!("{name}={value}; Path={COOKIE_PATH}; Max-Age={}; HttpOnly; SameSite=Strict{secure}", max_age.as_secs())
 }
 
 /// A `Set-Cookie` value that removes the cookie.
-pub fn clear_cookie(name: &str, secure: bool) -> String {
+pub(super) fn clear_cookie(name: &str, secure: bool) -> String {
     set_cookie(name, "", Duration::ZERO, secure)
 }
 
 /// The value of cookie `name` among the request's `Cookie` headers.
-pub fn cookie<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
+pub(super) fn cookie<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(http::header::COOKIE)
         .iter()

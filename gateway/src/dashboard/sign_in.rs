@@ -21,7 +21,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 #[derive(Deserialize, Default)]
-pub struct FormQuery {
+pub(super) struct FormQuery {
     next: Option<String>,
     ended: Option<String>,
     signed_out: Option<String>,
@@ -102,7 +102,7 @@ fn fresh_form(
     r
 }
 
-pub async fn form(
+pub(super) async fn form(
     Path(path): Path<ProjectPath>,
     Query(q): Query<FormQuery>,
     OriginalUri(uri): OriginalUri,
@@ -120,14 +120,14 @@ pub async fn form(
 }
 
 #[derive(Deserialize)]
-pub struct SignInForm {
+pub(super) struct SignInForm {
     key: String,
     csrf: String,
     #[serde(default)]
     next: String,
 }
 
-pub async fn submit(
+pub(super) async fn submit(
     State(state): State<AppState>,
     Path(path): Path<ProjectPath>,
     OriginalUri(uri): OriginalUri,
@@ -185,13 +185,13 @@ pub async fn submit(
 }
 
 #[derive(Deserialize)]
-pub struct SignOutForm {
+pub(super) struct SignOutForm {
     csrf: String,
 }
 
 /// Ends the session with the coordinator and clears the cookie. Needs the
 /// session's CSRF token, so another site cannot sign a person out either.
-pub async fn sign_out(
+pub(super) async fn sign_out(
     State(state): State<AppState>,
     Path(path): Path<ProjectPath>,
     OriginalUri(uri): OriginalUri,

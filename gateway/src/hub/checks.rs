@@ -30,7 +30,7 @@ struct Check {
 
 /// The process's re-checks in flight (or just finished), by bearer.
 #[derive(Default)]
-pub struct Checks {
+pub(crate) struct Checks {
     /// Keyed by a hash of the token, so no token outlives its waiters here.
     by_bearer: Mutex<HashMap<[u8; 32], Check>>,
 }
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Checks {
 impl Checks {
     /// Whether bearer token `token` is still good, by a check that began at
     /// or after `woken` (one is made with `ask` when none did).
-    pub async fn verify<F, Fut>(&self, token: &str, woken: Instant, ask: F) -> Outcome
+    pub(crate) async fn verify<F, Fut>(&self, token: &str, woken: Instant, ask: F) -> Outcome
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Outcome>,

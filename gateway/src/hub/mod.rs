@@ -11,7 +11,7 @@
 //! fallback while the stream is down) is `Coordinator::wait`'s; this module
 //! only keeps the stream and the entries.
 
-pub mod checks;
+pub(crate) mod checks;
 
 use baton_proto::coordinator::v1::{self as pb, waits_client::WaitsClient, watch_event, watch_request};
 use baton_proto::error::{ErrorCode, WireError};
@@ -34,20 +34,20 @@ const DIAL_WAIT: Duration = Duration::from_secs(2);
 
 /// An execution as the coordinator last reported it to this gateway.
 #[derive(Debug)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// The row's version: a higher one is a later state.
-    pub version: i64,
-    pub view: pb::ExecutionView,
+    pub(crate) version: i64,
+    pub(crate) view: pb::ExecutionView,
     /// SHA-256 of the `authorization` a push was read with (empty for an answer).
-    pub reader: Vec<u8>,
+    pub(crate) reader: Vec<u8>,
     /// When it arrived here: a credential check begun after this sees every
     /// revocation before the change it reports.
-    pub at: Instant,
+    pub(crate) at: Instant,
 }
 
 /// The latest news of one execution.
 #[derive(Clone, Debug, Default)]
-pub enum Latest {
+pub(crate) enum Latest {
     /// Nothing pushed yet.
     #[default]
     Unknown,
@@ -59,7 +59,7 @@ pub enum Latest {
 
 /// Why a `Watch` got no view.
 #[derive(Debug)]
-pub enum WatchError {
+pub(crate) enum WatchError {
     /// The coordinator refused the waiter's credential or scope.
     Refused(WireError),
     /// The stream is down: wait with a unary call instead.
@@ -68,7 +68,7 @@ pub enum WatchError {
 
 /// The hub of one gateway process. Cheap to clone.
 #[derive(Clone)]
-pub struct Hub {
+pub(crate) struct Hub {
     inner: Arc<Inner>,
 }
 
@@ -115,16 +115,16 @@ struct State {
 
 /// One waiter's place on an execution's entry; leaving gives it back, and
 /// the last to leave ends the coordinator's interest (`Unwatch`).
-pub struct Member {
+pub(crate) struct Member {
     inner: Arc<Inner>,
     id: String,
     serial: u64,
     link: mpsc::UnboundedSender<pb::WatchRequest>,
-    pub latest: watch::Receiver<Latest>,
+    pub(crate) latest: watch::Receiver<Latest>,
 }
 
 impl Hub {
-    pub fn new(channel: Channel) -> Hub {
+    pub(crate) fn new(channel: Channel) -> Hub {
         let state = State {
             link: Link::Down { retry_at: Instant::now(), backoff: FIRST_BACKOFF },
             entries: HashMap::new(),
@@ -143,14 +143,14 @@ impl Hub {
     }
 
     /// The credential re-checks of this process.
-    pub fn checks(&self) -> &checks::Checks {
+    pub(crate) fn checks(&self) -> &checks::Checks {
         &self.inner.checks
     }
 
     /// A place on `execution_id`'s entry, or `None` while the stream is down.
     /// A stream due to be dialled is dialled first, and the first waiters wait
     /// for it (up to `DIAL_WAIT`), so even the first wait parks on the hub.
-    pub async fn join(&self, execution_id: &str) -> Option<Member> {
+    pub(crate) async fn join(&self, execution_id: &str) -> Option<Member> {
         loop {
             let mut changed = {
                 let mut state = self.inner.lock();
@@ -188,8 +188,9 @@ impl Hub {
         Member { inner: Arc::clone(&self.inner), id: execution_id.to_owned(), serial, link, latest }
     }
 
-    /// Executions with an entry, and waiters on them (for tests and reports).
-    pub fn counts(&self) -> (usize, usize) {
+    /// Executions with an entry, and waiters on them (for tests).
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let state = self.inner.lock();
         (state.entries.len(), state.entries.values().map(|e| e.waiters).sum())
     }
@@ -211,7 +212,12 @@ impl Inner {
 impl Member {
     /// This waiter's own authenticated read (`authorization` as it would be
     /// sent in metadata), which also makes the stream follow the execution.
-    pub async fn watch(&self, authorization: String, org_id: &str, project_id: &str) -> Result<Arc<Seen>, WatchError> {
+    pub(crate) async fn watch(
+        &self,
+        authorization: String,
+        org_id: &str,
+        project_id: &str,
+    ) -> Result<Arc<Seen>, WatchError> {
         let (answer, answered) = oneshot::channel();
         let tag = {
             let mut state = self.inner.lock();

@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tool {
+pub(super) enum Tool {
     List,
     Get,
     Provide,
@@ -42,11 +42,11 @@ impl Tool {
         }
     }
 
-    pub fn name(self, prefix: &str) -> String {
+    pub(super) fn name(self, prefix: &str) -> String {
         format!("{prefix}_{}", self.suffix())
     }
 
-    pub fn parse(prefix: &str, name: &str) -> Option<Tool> {
+    pub(super) fn parse(prefix: &str, name: &str) -> Option<Tool> {
         let rest = name.strip_prefix(prefix)?.strip_prefix('_')?;
         Tool::ALL.into_iter().find(|t| t.suffix() == rest)
     }
@@ -56,7 +56,7 @@ fn prefix(ctx: &Ctx) -> &str {
     &ctx.caller.state.options.compat_prefix
 }
 
-pub fn definitions(ctx: &Ctx) -> Vec<Value> {
+pub(super) fn definitions(ctx: &Ctx) -> Vec<Value> {
     let p = prefix(ctx);
     let max_wait_ms = ctx.caller.state.options.wait_limits.max_wait_ms;
     let id = json!({"type": "string", "description": "The execution id from a handle or a listing."});
@@ -139,7 +139,7 @@ fn handle(ctx: &Ctx, view: &ExecutionView) -> Value {
 }
 
 /// The `tools/call` result of a business tool handed over as a handle.
-pub fn handle_result(ctx: &Ctx, view: &ExecutionView) -> Value {
+pub(super) fn handle_result(ctx: &Ctx, view: &ExecutionView) -> Value {
     let h = handle(ctx, view);
     let text = format!(
         "{} is still running in the background as execution {}. Call {} with {} to wait for its result.",
@@ -191,7 +191,7 @@ fn bounded(args: &Value, field: &str, min: u64, max: u64) -> Result<Option<u64>,
     }
 }
 
-pub async fn call(ctx: &Ctx, tool: Tool, args: &Value) -> Result<Value, RpcError> {
+pub(super) async fn call(ctx: &Ctx, tool: Tool, args: &Value) -> Result<Value, RpcError> {
     let outcome = match tool {
         Tool::List => list(ctx, args).await,
         Tool::Get => return get(ctx, args).await,

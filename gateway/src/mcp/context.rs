@@ -17,18 +17,18 @@ use sha2::{Digest, Sha256};
 
 /// An authenticated caller of one gateway; cheap to clone into streams.
 #[derive(Clone)]
-pub struct Caller {
-    pub state: AppState,
-    pub bearer: Bearer,
+pub(super) struct Caller {
+    pub(crate) state: AppState,
+    pub(crate) bearer: Bearer,
     /// The credential's org and project, and the gateway of the URL.
-    pub scope: Scope,
+    pub(crate) scope: Scope,
     /// Hash naming the principal, stored in legacy sessions.
-    pub principal: String,
+    pub(crate) principal: String,
 }
 
 /// The bearer of an MCP request: `Authorization: Bearer …`, or the anonymous
 /// token when one is configured and no credential was sent.
-pub fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Bearer, RpcError> {
+pub(super) fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Bearer, RpcError> {
     if headers.get(http::header::AUTHORIZATION).is_none()
         && let Some(token) = &state.options.anonymous_mcp_token
     {
@@ -40,7 +40,7 @@ pub fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Bearer, RpcError>
 /// The 401 for a request refused before authentication, when its credential
 /// is missing or invalid; `None` when it is good (or could not be checked),
 /// and the refusal stands. Asks the coordinator only on that error path.
-pub async fn credential_refusal(state: &AppState, headers: &HeaderMap) -> Option<RpcError> {
+pub(super) async fn credential_refusal(state: &AppState, headers: &HeaderMap) -> Option<RpcError> {
     match bearer(state, headers) {
         Err(missing) => Some(missing),
         Ok(bearer) => state.coordinator.credential_refused(&bearer).await.map(RpcError::from),
@@ -48,13 +48,17 @@ pub async fn credential_refusal(state: &AppState, headers: &HeaderMap) -> Option
 }
 
 impl Caller {
-    pub async fn authenticate(state: &AppState, headers: &HeaderMap, gateway_id: &str) -> Result<Caller, RpcError> {
+    pub(super) async fn authenticate(
+        state: &AppState,
+        headers: &HeaderMap,
+        gateway_id: &str,
+    ) -> Result<Caller, RpcError> {
         Self::authenticate_in_session(state, headers, gateway_id, None).await
     }
 
     /// As `authenticate`; with a legacy session id, an ended session (on any
     /// replica) reads as an unknown one.
-    pub async fn authenticate_in_session(
+    pub(super) async fn authenticate_in_session(
         state: &AppState,
         headers: &HeaderMap,
         gateway_id: &str,
@@ -83,51 +87,51 @@ impl Caller {
 
     /// The client every coordinator call of this caller goes through, with
     /// `self.bearer` and `self.scope`.
-    pub fn coordinator(&self) -> &Coordinator {
+    pub(super) fn coordinator(&self) -> &Coordinator {
         &self.state.coordinator
     }
 
     /// A place for one parked wait of this caller (-32025 over a bound).
-    pub fn admit_wait(&self) -> Result<WaitPermit, RpcError> {
+    pub(super) fn admit_wait(&self) -> Result<WaitPermit, RpcError> {
         Ok(self.state.admit_wait(&self.bearer)?)
     }
 
     /// The gateway of the URL this caller came through.
-    pub fn gateway_id(&self) -> &str {
+    pub(super) fn gateway_id(&self) -> &str {
         self.scope.gateway_id.as_deref().unwrap_or_default()
     }
 }
 
 /// Everything a method handler needs about the request it serves.
 #[derive(Clone)]
-pub struct Ctx {
-    pub caller: Caller,
-    pub era: Era,
+pub(super) struct Ctx {
+    pub(crate) caller: Caller,
+    pub(crate) era: Era,
     /// The JSON-RPC id of the request served.
-    pub request_id: Value,
+    pub(crate) request_id: Value,
     /// 2026-07-28: the request's declared client capabilities.
-    pub client_capabilities: Map<String, Value>,
+    pub(crate) client_capabilities: Map<String, Value>,
     /// Legacy: the negotiated version and what the session remembers.
-    pub legacy_version: String,
-    pub elicitation: bool,
+    pub(crate) legacy_version: String,
+    pub(crate) elicitation: bool,
 }
 
 impl Ctx {
-    pub fn native_enabled(&self) -> bool {
+    pub(super) fn native_enabled(&self) -> bool {
         self.caller.state.options.native_mcp_tasks
     }
 
-    pub fn compat_enabled(&self) -> bool {
+    pub(super) fn compat_enabled(&self) -> bool {
         self.caller.state.options.mcp_tasks_compatibility
     }
 
     /// 2026-07-28: this request declared the client capability `name`.
-    pub fn declares(&self, name: &str) -> bool {
+    pub(super) fn declares(&self, name: &str) -> bool {
         self.client_capabilities.get(name).is_some_and(Value::is_object)
     }
 
     /// 2026-07-28: this request declared the tasks extension.
-    pub fn declares_tasks_extension(&self) -> bool {
+    pub(super) fn declares_tasks_extension(&self) -> bool {
         self.client_capabilities
             .get("extensions")
             .and_then(Value::as_object)
@@ -135,19 +139,19 @@ impl Ctx {
     }
 
     /// Legacy: this session speaks the 2025-11-25 tasks utility with us.
-    pub fn legacy_tasks(&self) -> bool {
+    pub(super) fn legacy_tasks(&self) -> bool {
         self.era == Era::Legacy && self.native_enabled() && self.legacy_version == TASKS_LEGACY_VERSION
     }
 }
 
 /// A method's answer: one JSON result, or an SSE stream whose last item is the
 /// response.
-pub enum Reply {
+pub(super) enum Reply {
     Json(Value),
     Stream(BoxStream<'static, Outgoing>),
 }
 
-pub enum Outgoing {
+pub(super) enum Outgoing {
     /// A server→client request, sent as is.
     Message(Value),
     /// A server→client request, sent with the SSE event id a client that

@@ -9,92 +9,92 @@ use baton_proto::error::{ErrorCode, WireError};
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
-pub const HEADER_MISMATCH: i64 = -32020;
-pub const MISSING_CAPABILITY: i64 = -32021;
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+pub(super) const PARSE_ERROR: i64 = -32700;
+pub(super) const INVALID_REQUEST: i64 = -32600;
+pub(super) const METHOD_NOT_FOUND: i64 = -32601;
+pub(super) const INVALID_PARAMS: i64 = -32602;
+pub(super) const INTERNAL_ERROR: i64 = -32603;
+pub(super) const HEADER_MISMATCH: i64 = -32020;
+pub(super) const MISSING_CAPABILITY: i64 = -32021;
+pub(super) const UNSUPPORTED_VERSION: i64 = -32022;
 /// `tasks/cancel` (2026-07-28): the task cannot be cancelled; nothing was sent.
-pub const CANCEL_NOT_DELIVERED: i64 = -32023;
+pub(super) const CANCEL_NOT_DELIVERED: i64 = -32023;
 /// `tasks/cancel` (2026-07-28): the cancel is recorded, but whether the stop
 /// reached the tool is unknown; get the task before starting new work.
-pub const CANCEL_DELIVERY_UNKNOWN: i64 = -32024;
+pub(super) const CANCEL_DELIVERY_UNKNOWN: i64 = -32024;
 /// Capacity pressure (`capacity_exceeded`, `too_many_waits`): nothing was
 /// started or parked; retry after `data.retryAfterMs` (`data` also names the
 /// scope). Sent with HTTP 200 and `Retry-After`, not 429: python `mcp` 1.30's
 /// transport raises on any 4xx but 404 and ends the whole session, while
 /// every client tried surfaces a JSON-RPC error on 200 as a call error.
-pub const OVER_CAPACITY: i64 = -32025;
+pub(super) const OVER_CAPACITY: i64 = -32025;
 
 /// A JSON-RPC error on its way to the client. Messages are client-safe: they
 /// never carry tokens, payloads or internal addresses.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("json-rpc error {code}: {message}")]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
+pub(super) struct RpcError {
+    pub(crate) code: i64,
+    pub(crate) message: String,
+    pub(crate) data: Option<Value>,
     /// Set when the transport fixes the HTTP status (credentials, sessions,
     /// envelope validation); otherwise the era's table decides.
-    pub status: Option<StatusCode>,
-    pub retry_after_ms: Option<u64>,
+    pub(crate) status: Option<StatusCode>,
+    pub(crate) retry_after_ms: Option<u64>,
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(super) fn new(code: i64, message: impl Into<String>) -> Self {
         RpcError { code, message: message.into(), data: None, status: None, retry_after_ms: None }
     }
 
-    pub fn with_data(mut self, data: Value) -> Self {
+    pub(super) fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
         self
     }
 
-    pub fn with_status(mut self, status: StatusCode) -> Self {
+    pub(super) fn with_status(mut self, status: StatusCode) -> Self {
         self.status = Some(status);
         self
     }
 
-    pub fn parse_error() -> Self {
+    pub(super) fn parse_error() -> Self {
         RpcError::new(PARSE_ERROR, "parse error: the body is not valid JSON").with_status(StatusCode::BAD_REQUEST)
     }
 
-    pub fn invalid_request(message: impl Into<String>) -> Self {
+    pub(super) fn invalid_request(message: impl Into<String>) -> Self {
         RpcError::new(INVALID_REQUEST, message).with_status(StatusCode::BAD_REQUEST)
     }
 
-    pub fn method_not_found(method: &str) -> Self {
+    pub(super) fn method_not_found(method: &str) -> Self {
         RpcError::new(METHOD_NOT_FOUND, format!("method not found: {method}"))
     }
 
-    pub fn invalid_params(message: impl Into<String>) -> Self {
+    pub(super) fn invalid_params(message: impl Into<String>) -> Self {
         RpcError::new(INVALID_PARAMS, message)
     }
 
-    pub fn internal() -> Self {
+    pub(super) fn internal() -> Self {
         RpcError::new(INTERNAL_ERROR, "internal error")
     }
 
-    pub fn header_mismatch(message: impl Into<String>) -> Self {
+    pub(super) fn header_mismatch(message: impl Into<String>) -> Self {
         RpcError::new(HEADER_MISMATCH, message).with_status(StatusCode::BAD_REQUEST)
     }
 
     /// -32021 naming the tasks extension, as the 2026-07-28 schema shapes it.
-    pub fn missing_tasks_capability() -> Self {
+    pub(super) fn missing_tasks_capability() -> Self {
         RpcError::missing_capabilities(json!({"extensions": {TASKS_EXTENSION: {}}}))
     }
 
     /// -32021: `required` is a ClientCapabilities object of what the request lacked.
-    pub fn missing_capabilities(required: Value) -> Self {
+    pub(super) fn missing_capabilities(required: Value) -> Self {
         RpcError::new(MISSING_CAPABILITY, "missing required client capability")
             .with_data(json!({"requiredCapabilities": required}))
             .with_status(StatusCode::BAD_REQUEST)
     }
 
-    pub fn unsupported_version(requested: &str) -> Self {
+    pub(super) fn unsupported_version(requested: &str) -> Self {
         RpcError::new(UNSUPPORTED_VERSION, "unsupported protocol version")
             .with_data(json!({"supported": [MODERN_VERSION], "requested": requested}))
             .with_status(StatusCode::BAD_REQUEST)
@@ -102,26 +102,26 @@ impl RpcError {
 
     /// The one answer for unknown, foreign and expired task ids: identical bytes
     /// whichever it was.
-    pub fn task_not_found() -> Self {
+    pub(super) fn task_not_found() -> Self {
         RpcError::invalid_params("task not found")
     }
 
-    pub fn unauthenticated() -> Self {
+    pub(super) fn unauthenticated() -> Self {
         RpcError::new(INVALID_REQUEST, "missing or invalid bearer token").with_status(StatusCode::UNAUTHORIZED)
     }
 
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(super) fn forbidden(message: impl Into<String>) -> Self {
         RpcError::new(INVALID_REQUEST, message).with_status(StatusCode::FORBIDDEN)
     }
 
-    pub fn session_not_found() -> Self {
+    pub(super) fn session_not_found() -> Self {
         RpcError::new(INVALID_REQUEST, "session not found").with_status(StatusCode::NOT_FOUND)
     }
 
     /// The gateway is shutting down while `execution_id` goes on: a stream
     /// waiting for it ends now. `resumable` when the same request may simply
     /// be sent again (to any replica) to wait on.
-    pub fn shutting_down(execution_id: &str, resumable: bool) -> Self {
+    pub(super) fn shutting_down(execution_id: &str, resumable: bool) -> Self {
         let mut data = json!({"code": ErrorCode::Unavailable.as_str(), "shutdown": true, "executionId": execution_id});
         let retry = resumable.then_some(0);
         if let Some(ms) = retry {
@@ -132,7 +132,7 @@ impl RpcError {
     }
 
     /// The HTTP status that carries this error in `era`.
-    pub fn http_status(&self, era: Era) -> StatusCode {
+    pub(super) fn http_status(&self, era: Era) -> StatusCode {
         if let Some(status) = self.status {
             return status;
         }
@@ -146,7 +146,7 @@ impl RpcError {
 
     /// The error object (`{code, message, data?}`) as it appears inside a
     /// response or a failed task.
-    pub fn object(&self) -> Value {
+    pub(super) fn object(&self) -> Value {
         let mut error = json!({"code": self.code, "message": self.message});
         if let Some(data) = &self.data {
             error["data"] = data.clone();
@@ -156,7 +156,7 @@ impl RpcError {
 
     /// The full JSON-RPC error response; `id` is null when the request could
     /// not be read far enough to know it.
-    pub fn response(&self, id: Option<&Value>) -> Value {
+    pub(super) fn response(&self, id: Option<&Value>) -> Value {
         json!({"jsonrpc": "2.0", "id": id.cloned().unwrap_or(Value::Null), "error": self.object()})
     }
 }
@@ -219,7 +219,7 @@ impl From<MissingBearer> for RpcError {
 
 /// Like `From<WireError>`, but for a request naming a task: every not-found
 /// becomes the uniform task-not-found answer.
-pub fn task_error(e: WireError) -> RpcError {
+pub(super) fn task_error(e: WireError) -> RpcError {
     if e.code == ErrorCode::NotFound {
         return RpcError::task_not_found();
     }

@@ -9,14 +9,14 @@ use base64::Engine;
 use http::{HeaderMap, header};
 
 /// The protocol version header both eras send (with different rules).
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+pub(crate) const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
 const LOOPBACK: [&str; 4] = ["localhost", "127.0.0.1", "[::1]", "::1"];
 
 /// True when the `Host` (or URI authority) and any `Origin` are acceptable.
 /// A refusal is logged naming the setting: behind an Ingress the usual cause
 /// is a public host name missing from `gateway.allowed_hosts`.
-pub fn host_and_origin_allowed(headers: &HeaderMap, authority: Option<&str>, allowed: &[String]) -> bool {
+pub(crate) fn host_and_origin_allowed(headers: &HeaderMap, authority: Option<&str>, allowed: &[String]) -> bool {
     let ok = host_and_origin_checked(headers, authority, allowed);
     if !ok {
         let (host, origin) = (headers.get(header::HOST), headers.get(header::ORIGIN));
@@ -60,7 +60,7 @@ fn host_and_origin_checked(headers: &HeaderMap, authority: Option<&str>, allowed
 
 /// `host[:port]`, compared without the port against loopback names, and with
 /// or without it against the configured list.
-pub fn authority_allowed(authority: &str, allowed: &[String]) -> bool {
+pub(crate) fn authority_allowed(authority: &str, allowed: &[String]) -> bool {
     let authority = authority.trim();
     if authority.is_empty() || authority.contains('@') {
         return false;
@@ -86,12 +86,12 @@ fn hostname(authority: &str) -> &str {
 }
 
 /// What the client's `Accept` header admits.
-pub struct Accepts {
-    pub json: bool,
-    pub sse: bool,
+pub(crate) struct Accepts {
+    pub(crate) json: bool,
+    pub(crate) sse: bool,
 }
 
-pub fn accepts(headers: &HeaderMap) -> Accepts {
+pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {
     let mut out = Accepts { json: false, sse: false };
     for value in headers.get_all(header::ACCEPT) {
         let Ok(value) = value.to_str() else { continue };
@@ -119,7 +119,7 @@ pub fn accepts(headers: &HeaderMap) -> Accepts {
     out
 }
 
-pub fn content_type_is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -130,11 +130,11 @@ pub fn content_type_is_json(headers: &HeaderMap) -> bool {
 /// A header value that is not text, or not valid in its `=?base64?…?=` form.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the header value is not valid text")]
-pub struct BadHeader;
+pub(crate) struct BadHeader;
 
 /// A header value with surrounding whitespace removed and the
 /// `=?base64?…?=` form decoded.
-pub fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, BadHeader> {
+pub(crate) fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, BadHeader> {
     let Some(value) = headers.get(name) else { return Ok(None) };
     let text = value.to_str().map_err(|_| BadHeader)?.trim_matches([' ', '\t']);
     if let Some(encoded) = text.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {

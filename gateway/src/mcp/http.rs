@@ -36,7 +36,7 @@ const LAST_EVENT_ID: &str = "last-event-id";
 /// Terminated legacy sessions remembered by this replica.
 const TERMINATED_CAPACITY: usize = 100_000;
 
-pub fn router() -> Router<AppState> {
+pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/mcp/{gateway_id}", post(post_message).get(get_stream).delete(delete_session))
         .layer(Extension(Arc::new(Terminated::new(TERMINATED_CAPACITY))))

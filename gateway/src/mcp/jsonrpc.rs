@@ -6,7 +6,7 @@ use super::error::RpcError;
 use serde_json::{Map, Value, json};
 
 #[derive(Debug)]
-pub enum Message {
+pub(super) enum Message {
     Request {
         id: Value,
         method: String,
@@ -22,7 +22,7 @@ pub enum Message {
 }
 
 impl Message {
-    pub fn parse(raw: &[u8]) -> Result<Message, RpcError> {
+    pub(super) fn parse(raw: &[u8]) -> Result<Message, RpcError> {
         let value: Value = serde_json::from_slice(raw).map_err(|_| RpcError::parse_error())?;
         let Value::Object(mut map) = value else {
             if value.is_array() {
@@ -62,16 +62,16 @@ impl Message {
     }
 }
 
-pub fn result(id: &Value, result: Value) -> Value {
+pub(super) fn result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-pub fn request(id: &str, method: &str, params: Value) -> Value {
+pub(super) fn request(id: &str, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// A string parameter, if present and a string.
-pub fn str_param<'a>(params: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+pub(super) fn str_param<'a>(params: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     params.get(key).and_then(Value::as_str)
 }
 

@@ -13,15 +13,15 @@ use super::{tasks_v1, tools};
 use http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The version answered to an `initialize` asking for `requested`.
-pub fn negotiate(requested: Option<&str>) -> &'static str {
+pub(super) fn negotiate(requested: Option<&str>) -> &'static str {
     LEGACY_VERSIONS.iter().copied().find(|v| Some(*v) == requested).unwrap_or(TASKS_LEGACY_VERSION)
 }
 
 /// Handles `initialize`: the result and the sealed session id to send back.
-pub fn initialize(caller: &Caller, params: &Map<String, Value>) -> Result<(Value, String), RpcError> {
+pub(super) fn initialize(caller: &Caller, params: &Map<String, Value>) -> Result<(Value, String), RpcError> {
     let version = negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let caps = params.get("capabilities").and_then(Value::as_object);
     let has = |name: &str| caps.is_some_and(|c| c.get(name).is_some_and(Value::is_object));
@@ -48,7 +48,7 @@ pub fn initialize(caller: &Caller, params: &Map<String, Value>) -> Result<(Value
 
 /// Checks that an opened session belongs to this caller and that any version
 /// header agrees with it; a session of someone else reads as unknown.
-pub fn check(claims: &Claims, caller: &Caller, headers: &HeaderMap) -> Result<(), RpcError> {
+pub(super) fn check(claims: &Claims, caller: &Caller, headers: &HeaderMap) -> Result<(), RpcError> {
     if claims.principal != caller.principal {
         return Err(RpcError::session_not_found());
     }
@@ -62,7 +62,7 @@ pub fn check(claims: &Claims, caller: &Caller, headers: &HeaderMap) -> Result<()
 
 /// Opens the session a non-initialize message brings; any failure to prove it
 /// is a live session of this gateway reads as an unknown session.
-pub fn claims(
+pub(super) fn claims(
     key: &[u8; 32],
     headers: &HeaderMap,
     gateway_id: &str,
@@ -79,7 +79,7 @@ pub fn claims(
     Ok(claims)
 }
 
-pub async fn dispatch(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+pub(super) async fn dispatch(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> Result<Reply, RpcError> {
     let tasks = ctx.legacy_tasks();
     match method {
         "ping" => Ok(Reply::Json(json!({}))),

@@ -43,9 +43,7 @@ use crate::app::AppState;
 use axum::Router;
 use axum::response::Response;
 
-pub use protocol::{Era, LEGACY_VERSIONS, MODERN_VERSION, RELATED_TASK, TASKS_EXTENSION, TASKS_LEGACY_VERSION};
-
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     http::router()
 }
 

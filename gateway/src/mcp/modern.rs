@@ -22,7 +22,7 @@ const OLDER_VERSIONS: [&str; 2] = ["2025-03-26", "2024-11-05"];
 /// A message belongs to the stateless era when its `_meta` names a protocol
 /// version, or its `MCP-Protocol-Version` header names one that is not a
 /// legacy version.
-pub fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
+pub(super) fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
     if let Message::Request { params, .. } = message
         && params.get("_meta").and_then(|m| m.get(META_VERSION)).is_some()
     {
@@ -45,7 +45,7 @@ fn name_field(method: &str) -> Option<&'static str> {
 }
 
 /// Validates a request's envelope and returns its declared client capabilities.
-pub fn envelope(
+pub(super) fn envelope(
     headers: &HeaderMap,
     method: &str,
     params: &Map<String, Value>,
@@ -92,7 +92,7 @@ pub fn envelope(
 }
 
 /// Methods this era serves; anything else is HTTP 404 / -32601.
-pub fn serves(method: &str, native_tasks: bool) -> bool {
+pub(super) fn serves(method: &str, native_tasks: bool) -> bool {
     match method {
         "server/discover" | "tools/list" | "tools/call" => true,
         "tasks/get" | "tasks/update" | "tasks/cancel" => native_tasks,
@@ -100,7 +100,7 @@ pub fn serves(method: &str, native_tasks: bool) -> bool {
     }
 }
 
-pub fn discover(native_tasks: bool) -> Value {
+pub(super) fn discover(native_tasks: bool) -> Value {
     let mut capabilities = json!({"tools": {}});
     if native_tasks {
         capabilities["extensions"] = json!({TASKS_EXTENSION: {}});
@@ -113,7 +113,7 @@ pub fn discover(native_tasks: bool) -> Value {
     })
 }
 
-pub async fn dispatch(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+pub(super) async fn dispatch(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> Result<Reply, RpcError> {
     if method.starts_with("tasks/") && !ctx.declares_tasks_extension() {
         return Err(RpcError::missing_tasks_capability());
     }

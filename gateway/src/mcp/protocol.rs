@@ -5,23 +5,23 @@
 use serde_json::{Value, json};
 
 /// The stateless protocol revision.
-pub const MODERN_VERSION: &str = "2026-07-28";
+pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 /// The legacy revision that carries the tasks utility.
-pub const TASKS_LEGACY_VERSION: &str = "2025-11-25";
+pub(crate) const TASKS_LEGACY_VERSION: &str = "2025-11-25";
 /// Legacy revisions `initialize` negotiates, newest first.
-pub const LEGACY_VERSIONS: [&str; 2] = [TASKS_LEGACY_VERSION, "2025-06-18"];
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub(crate) const LEGACY_VERSIONS: [&str; 2] = [TASKS_LEGACY_VERSION, "2025-06-18"];
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// Which protocol generation a message belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Era {
+pub(crate) enum Era {
     /// 2025-11-25 and 2025-06-18: `initialize` and a session.
     Legacy,
     /// 2026-07-28: stateless, per-request `_meta`.
     Modern,
 }
 
-pub fn server_info() -> Value {
+pub(super) fn server_info() -> Value {
     json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")})
 }

@@ -14,22 +14,22 @@ const AAD: &[u8] = b"baton/mcp-request-state/v1";
 
 /// What a request state says. Field names are short: it travels in every retry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestState {
+pub(super) struct RequestState {
     #[serde(rename = "e")]
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     #[serde(rename = "t")]
-    pub tool: String,
+    pub(crate) tool: String,
     /// Hash of the principal the round was answered to (`Caller::principal`).
     #[serde(rename = "p")]
-    pub principal: String,
+    pub(crate) principal: String,
 }
 
-pub fn seal(key: &[u8; 32], state: &RequestState) -> Result<String, Error> {
+pub(super) fn seal(key: &[u8; 32], state: &RequestState) -> Result<String, Error> {
     session::seal_json(key, PREFIX, AAD, state)
 }
 
 /// The state `token` names, if it was sealed here for this principal and tool.
-pub fn open_for(key: &[u8; 32], token: &str, principal: &str, tool: &str) -> Option<RequestState> {
+pub(super) fn open_for(key: &[u8; 32], token: &str, principal: &str, tool: &str) -> Option<RequestState> {
     let state: RequestState = session::open_json(key, PREFIX, AAD, token).ok()?;
     (state.principal == principal && state.tool == tool).then_some(state)
 }

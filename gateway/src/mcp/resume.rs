@@ -16,30 +16,30 @@ use serde_json::Value;
 
 const PREFIX: &str = "rs1.";
 /// A longer `Last-Event-ID` is refused unread.
-pub const MAX_EVENT_ID_BYTES: usize = 4096;
+pub(super) const MAX_EVENT_ID_BYTES: usize = 4096;
 /// Input requests named in one id; a stream that sent more resends the rest.
 const MAX_SENT: usize = 32;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResumePoint {
+pub(super) struct ResumePoint {
     /// The task (execution id).
     #[serde(rename = "t")]
-    pub task_id: String,
+    pub(crate) task_id: String,
     /// The JSON-RPC id of the `tasks/result` request the stream answers.
     #[serde(rename = "i")]
-    pub request_id: Value,
+    pub(crate) request_id: Value,
     /// Request keys of the input requests already sent on the stream.
     #[serde(rename = "s", default)]
-    pub sent: Vec<String>,
+    pub(crate) sent: Vec<String>,
     /// The stream sent its last message: nothing more will come on it.
     #[serde(rename = "d", default, skip_serializing_if = "std::ops::Not::not")]
-    pub done: bool,
+    pub(crate) done: bool,
 }
 
 impl ResumePoint {
     /// The SSE event id.
-    pub fn event_id(&self) -> String {
+    pub(super) fn event_id(&self) -> String {
         let mut point = self.clone();
         point.sent.truncate(MAX_SENT);
         // A struct of strings and a JSON value always serializes.
@@ -48,7 +48,7 @@ impl ResumePoint {
     }
 
     /// The point a `Last-Event-ID` names; None for anything this gateway did not mint.
-    pub fn parse(event_id: &str) -> Option<ResumePoint> {
+    pub(super) fn parse(event_id: &str) -> Option<ResumePoint> {
         if event_id.len() > MAX_EVENT_ID_BYTES {
             return None;
         }

@@ -22,7 +22,7 @@ const AAD: &[u8] = b"baton/mcp-session/v1";
 const MAX_TOKEN_LEN: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(super) enum Error {
     #[error("the random number generator failed")]
     Random,
     #[error("sealing the token failed")]
@@ -34,37 +34,37 @@ pub enum Error {
 /// What a session remembers. Field names are short: the token travels in a
 /// header on every request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
+pub(super) struct Claims {
     /// Random session id, the key of the terminated set.
     #[serde(rename = "s")]
-    pub sid: String,
+    pub(crate) sid: String,
     /// Hash of the principal that opened the session.
     #[serde(rename = "p")]
-    pub principal: String,
+    pub(crate) principal: String,
     #[serde(rename = "g")]
-    pub gateway_id: String,
+    pub(crate) gateway_id: String,
     /// Negotiated protocol version.
     #[serde(rename = "v")]
-    pub version: String,
+    pub(crate) version: String,
     /// The client can answer `elicitation/create`.
     #[serde(rename = "e", default)]
-    pub elicitation: bool,
+    pub(crate) elicitation: bool,
     /// The client declared the `tasks` capability.
     #[serde(rename = "t", default)]
-    pub tasks: bool,
+    pub(crate) tasks: bool,
 }
 
-pub fn random_sid() -> Result<String, Error> {
+pub(super) fn random_sid() -> Result<String, Error> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|_| Error::Random)?;
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
-pub fn seal(key: &[u8; 32], claims: &Claims) -> Result<String, Error> {
+pub(super) fn seal(key: &[u8; 32], claims: &Claims) -> Result<String, Error> {
     seal_json(key, PREFIX, AAD, claims)
 }
 
-pub fn open(key: &[u8; 32], token: &str) -> Result<Claims, Error> {
+pub(super) fn open(key: &[u8; 32], token: &str) -> Result<Claims, Error> {
     open_json(key, PREFIX, AAD, token)
 }
 
@@ -108,17 +108,17 @@ pub(super) fn open_json<T: DeserializeOwned>(
 /// Session ids this replica ended by DELETE, oldest evicted first: a fast
 /// local answer. The truth is the coordinator's (`EndMcpSession`, checked with
 /// every legacy message through `WhoAmI`), so every replica sees the end.
-pub struct Terminated {
+pub(super) struct Terminated {
     inner: Mutex<(HashSet<String>, VecDeque<String>)>,
     capacity: usize,
 }
 
 impl Terminated {
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         Terminated { inner: Mutex::new((HashSet::new(), VecDeque::new())), capacity: capacity.max(1) }
     }
 
-    pub fn insert(&self, sid: &str) {
+    pub(super) fn insert(&self, sid: &str) {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let (set, order) = &mut *guard;
         if set.insert(sid.to_owned()) {
@@ -131,7 +131,7 @@ impl Terminated {
         }
     }
 
-    pub fn contains(&self, sid: &str) -> bool {
+    pub(super) fn contains(&self, sid: &str) -> bool {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).0.contains(sid)
     }
 }

@@ -21,15 +21,15 @@ use serde_json::{Map, Value, json};
 
 /// An execution plus its tool result once it completed, or the detail the
 /// tool attached to its own failure.
-pub struct Snapshot {
-    pub view: ExecutionView,
-    pub result: Option<Value>,
-    pub error_detail: Option<Value>,
+pub(super) struct Snapshot {
+    pub(crate) view: ExecutionView,
+    pub(crate) result: Option<Value>,
+    pub(crate) error_detail: Option<Value>,
 }
 
 impl Snapshot {
     /// A view alone, for an execution not finished (or not read further).
-    pub fn bare(view: ExecutionView) -> Snapshot {
+    pub(super) fn bare(view: ExecutionView) -> Snapshot {
         Snapshot { view, result: None, error_detail: None }
     }
 
@@ -39,21 +39,21 @@ impl Snapshot {
 }
 
 /// Reads the execution and, when it completed, its result.
-pub async fn snapshot(caller: &Caller, id: &str) -> Result<Snapshot, WireError> {
+pub(super) async fn snapshot(caller: &Caller, id: &str) -> Result<Snapshot, WireError> {
     let view = caller.coordinator().execution(&caller.bearer, &caller.scope, id).await?;
     complete(caller, view).await
 }
 
 /// As [`snapshot`], for a caller about to wait on the execution: read
 /// through the wait hub (see `Coordinator::read_before_wait`).
-pub async fn snapshot_before_wait(caller: &Caller, id: &str) -> Result<Snapshot, WireError> {
+pub(super) async fn snapshot_before_wait(caller: &Caller, id: &str) -> Result<Snapshot, WireError> {
     let view = caller.coordinator().read_before_wait(&caller.bearer, &caller.scope, id).await?;
     complete(caller, view).await
 }
 
 /// Adds the result (or the tool's error detail) to a view already read, when
 /// it completed (or the tool failed).
-pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
+pub(super) async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
     if view.status() != ExecutionStatus::Completed && !is_tool_failure(&view) {
         return Ok(Snapshot::bare(view));
     }
@@ -66,17 +66,17 @@ pub async fn complete(caller: &Caller, view: ExecutionView) -> Result<Snapshot, 
 /// What a 2025-11-25 status needs and no more: the result of a completed
 /// execution (an `isError` one reads `failed`); a failed one reads `failed`
 /// without its detail, so no result read is made for it.
-pub async fn for_v1_status(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
+pub(super) async fn for_v1_status(caller: &Caller, view: ExecutionView) -> Result<Snapshot, WireError> {
     if view.status() == ExecutionStatus::Completed { complete(caller, view).await } else { Ok(Snapshot::bare(view)) }
 }
 
 /// The snapshot a settled `CallExecution` carries: its view and tool result.
-pub fn settled(view: ExecutionView, result_json: Option<&str>) -> Snapshot {
+pub(super) fn settled(view: ExecutionView, result_json: Option<&str>) -> Snapshot {
     Snapshot { view, result: result_json.map(parse_result), error_detail: None }
 }
 
 /// Whether the execution ended because the tool itself reported a failure.
-pub fn is_tool_failure(view: &ExecutionView) -> bool {
+pub(super) fn is_tool_failure(view: &ExecutionView) -> bool {
     view.status() == ExecutionStatus::Failed && view.failure_reason == FailureReason::ToolError.name()
 }
 
@@ -109,7 +109,7 @@ fn parse_result(raw: &str) -> Value {
 /// result (an `isError` one when the tool failed), or the JSON-RPC error of an
 /// execution the system failed or the caller cancelled. `None` while it still
 /// runs.
-pub fn outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
+pub(super) fn outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
     match s.view.status() {
         ExecutionStatus::Completed => {
             Some(Ok(s.result.clone().unwrap_or_else(|| json!({"content": [], "isError": false}))))
@@ -148,14 +148,14 @@ fn v2_ttl_ms(view: &ExecutionView) -> Value {
     if ttl > 0 { ttl.into() } else { Value::Null }
 }
 
-pub fn poll_interval_ms(view: &ExecutionView) -> i64 {
+pub(super) fn poll_interval_ms(view: &ExecutionView) -> i64 {
     if view.poll_interval_ms > 0 { view.poll_interval_ms } else { 1000 }
 }
 
 /// The 2025-11-25 status (MCP's words): a requested cancel already reads
 /// `cancelled` (that dialect promises it never changes afterwards), and a tool
 /// error `failed`.
-pub fn v1_status(s: &Snapshot) -> &'static str {
+pub(super) fn v1_status(s: &Snapshot) -> &'static str {
     if s.view.cancel_state() == CancelState::Requested {
         return "cancelled";
     }
@@ -166,7 +166,7 @@ pub fn v1_status(s: &Snapshot) -> &'static str {
 }
 
 /// The 2025-11-25 outcome: like `outcome`, but a requested cancel ends it.
-pub fn v1_outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
+pub(super) fn v1_outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
     if v1_status(s) == "cancelled" {
         return Some(Err(
             RpcError::new(INTERNAL_ERROR, "the execution was cancelled").with_data(json!({"code": "cancelled"}))
@@ -188,7 +188,7 @@ fn status_message(s: &Snapshot, status: &str) -> Option<String> {
 }
 
 /// 2025-11-25 `Task`.
-pub fn v1_task(s: &Snapshot) -> Value {
+pub(super) fn v1_task(s: &Snapshot) -> Value {
     let status = v1_status(s);
     let mut task = json!({
         "taskId": s.view.execution_id,
@@ -208,7 +208,7 @@ pub fn v1_task(s: &Snapshot) -> Value {
 /// a pending execution is already `working` to MCP.
 /// An execution status as an MCP task state: `pending` reads `working`, as
 /// the seed's handle and both task dialects use only task states.
-pub fn mcp_status(status: ExecutionStatus) -> &'static str {
+pub(super) fn mcp_status(status: ExecutionStatus) -> &'static str {
     match status {
         ExecutionStatus::InputRequired => "input_required",
         ExecutionStatus::Completed => "completed",
@@ -220,12 +220,12 @@ pub fn mcp_status(status: ExecutionStatus) -> &'static str {
 
 /// The 2026-07-28 status: the tool's own failure is a `completed` task whose
 /// result says `isError: true`.
-pub fn v2_status(view: &ExecutionView) -> &'static str {
+pub(super) fn v2_status(view: &ExecutionView) -> &'static str {
     if is_tool_failure(view) { "completed" } else { mcp_status(view.status()) }
 }
 
 /// 2026-07-28 `Task` fields (the body of a CreateTaskResult).
-pub fn v2_task(view: &ExecutionView) -> Map<String, Value> {
+pub(super) fn v2_task(view: &ExecutionView) -> Map<String, Value> {
     let mut task = Map::new();
     task.insert("taskId".into(), view.execution_id.clone().into());
     task.insert("status".into(), v2_status(view).into());
@@ -244,7 +244,7 @@ pub fn v2_task(view: &ExecutionView) -> Map<String, Value> {
 
 /// 2026-07-28 `DetailedTask`: the result, the error or every open input
 /// request inline.
-pub fn v2_detailed(s: &Snapshot) -> Map<String, Value> {
+pub(super) fn v2_detailed(s: &Snapshot) -> Map<String, Value> {
     let mut task = v2_task(&s.view);
     match outcome(s) {
         Some(Ok(result)) => {
@@ -263,7 +263,7 @@ pub fn v2_detailed(s: &Snapshot) -> Map<String, Value> {
 }
 
 /// Open input requests as `elicitation/create` requests keyed by request key.
-pub fn input_requests(view: &ExecutionView) -> Map<String, Value> {
+pub(super) fn input_requests(view: &ExecutionView) -> Map<String, Value> {
     view.input_requests
         .iter()
         .filter(|r| r.state() == InputRequestState::Open)
@@ -274,7 +274,7 @@ pub fn input_requests(view: &ExecutionView) -> Map<String, Value> {
         .collect()
 }
 
-pub fn requested_schema(raw: &str) -> Value {
+pub(super) fn requested_schema(raw: &str) -> Value {
     match serde_json::from_str::<Value>(raw) {
         Ok(v @ Value::Object(_)) => v,
         _ => json!({"type": "object", "properties": {}}),

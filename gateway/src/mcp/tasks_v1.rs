@@ -39,12 +39,12 @@ const INPUT_WAIT_SLICE: Duration = Duration::from_secs(25);
 /// every 25 s was most of what 10,000 parked streams cost).
 const STATUS_WAIT_SLICE: Duration = Duration::from_secs(3600);
 
-pub fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+pub(super) fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
     let id = str_param(params, "taskId").ok_or_else(|| RpcError::invalid_params("`taskId` must be a string"))?;
     if is_execution_id(id) { Ok(id) } else { Err(RpcError::task_not_found()) }
 }
 
-pub async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+pub(super) async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let snap = task_view::snapshot(&ctx.caller, id).await.map_err(task_error)?;
     Ok(task_view::v1_task(&snap))
@@ -65,7 +65,7 @@ fn finished(snap: &Snapshot) -> Option<Result<Value, RpcError>> {
     task_view::v1_outcome(snap).map(|o| o.map(|r| with_related_task(r, &id)))
 }
 
-pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+pub(super) async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
     let snap = task_view::snapshot_before_wait(&ctx.caller, id).await.map_err(task_error)?;
     if let Some(done) = finished(&snap) {
@@ -80,7 +80,7 @@ pub async fn result(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, Rpc
 /// requests it had not sent, then the result; on any replica. Anything that
 /// stops it (the task is unknown to this caller, too many waits) is the
 /// stream's one error.
-pub async fn resume(ctx: &Ctx, point: ResumePoint) -> BoxStream<'static, Outgoing> {
+pub(super) async fn resume(ctx: &Ctx, point: ResumePoint) -> BoxStream<'static, Outgoing> {
     let opened = async {
         if !ctx.legacy_tasks() {
             return Err(RpcError::method_not_found("tasks/result"));
@@ -205,12 +205,12 @@ impl ResultStream {
     }
 }
 
-pub fn input_id(execution_id: &str, request_key: &str) -> String {
+pub(super) fn input_id(execution_id: &str, request_key: &str) -> String {
     format!("{INPUT_ID_PREFIX}{execution_id}.{}", URL_SAFE_NO_PAD.encode(request_key))
 }
 
 /// The execution id and request key a server→client request id encodes.
-pub fn parse_input_id(id: &Value) -> Option<(String, String)> {
+pub(super) fn parse_input_id(id: &Value) -> Option<(String, String)> {
     let rest = id.as_str()?.strip_prefix(INPUT_ID_PREFIX)?;
     let (execution_id, key) = rest.split_once('.')?;
     let key = String::from_utf8(URL_SAFE_NO_PAD.decode(key).ok()?).ok()?;
@@ -220,7 +220,7 @@ pub fn parse_input_id(id: &Value) -> Option<(String, String)> {
 /// The client's answer to an `elicitation/create` sent on a `tasks/result`
 /// stream: forwarded as the input for that request key. A JSON-RPC error
 /// answer cancels the request.
-pub async fn answer(caller: &Caller, id: &Value, result: Option<&Value>) -> Result<(), RpcError> {
+pub(super) async fn answer(caller: &Caller, id: &Value, result: Option<&Value>) -> Result<(), RpcError> {
     let Some((execution_id, key)) = parse_input_id(id) else {
         return Err(RpcError::invalid_request("unknown response id"));
     };
@@ -240,7 +240,7 @@ pub async fn answer(caller: &Caller, id: &Value, result: Option<&Value>) -> Resu
     }
 }
 
-pub async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+pub(super) async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let caller = &ctx.caller;
     let cursor = match params.get("cursor") {
         None | Some(Value::Null) => "",
@@ -263,7 +263,7 @@ pub async fn list(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcEr
     Ok(out)
 }
 
-pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+pub(super) async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let caller = &ctx.caller;
     let id = task_id(params)?;
     let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;

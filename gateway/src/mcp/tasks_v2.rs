@@ -15,13 +15,13 @@ use baton_proto::error::{ErrorCode, WireError};
 use baton_proto::worker::v1::InputAction;
 use serde_json::{Map, Value, json};
 
-pub async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+pub(super) async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let snap = task_view::snapshot(&ctx.caller, id).await.map_err(task_error)?;
     Ok(Value::Object(task_view::v2_detailed(&snap)))
 }
 
-pub async fn update(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+pub(super) async fn update(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let caller = &ctx.caller;
     let id = task_id(params)?;
     let Some(responses) = params.get("inputResponses").and_then(Value::as_object) else {
@@ -36,7 +36,7 @@ pub async fn update(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, Rpc
 /// already answered keys are ignored and a subset of the keys may be answered
 /// (both as the extension asks). Shared by `tasks/update` and the MRTR retry
 /// of a `tools/call`.
-pub async fn forward_responses(
+pub(super) async fn forward_responses(
     ctx: &Ctx,
     view: &ExecutionView,
     responses: &Map<String, Value>,
@@ -63,7 +63,7 @@ pub async fn forward_responses(
 /// asked for, or the task had already ended; the outcomes that mean anything
 /// else are distinct errors carrying the outcome, so a client knows whether
 /// retrying or inspecting the task is the safe next step.
-pub async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
+pub(super) async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let caller = &ctx.caller;
     let id = task_id(params)?;
     let answer = caller.coordinator().cancel(&caller.bearer, &caller.scope, id).await.map_err(task_error)?;

@@ -55,7 +55,7 @@ fn policy(def: &pb::ToolDefinition) -> Policy {
     }
 }
 
-pub async fn list(ctx: &Ctx) -> Result<Value, RpcError> {
+pub(super) async fn list(ctx: &Ctx) -> Result<Value, RpcError> {
     let caller = &ctx.caller;
     let defs = caller.coordinator().tools(&caller.bearer, &caller.scope).await?;
     let mut tools: Vec<Value> = defs.iter().map(|d| tool(ctx, d)).collect();
@@ -161,7 +161,7 @@ async fn planned(ctx: &Ctx, name: &str, params: &Map<String, Value>) -> Result<C
     plan_call(ctx, name, params, &defs)
 }
 
-pub async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
+pub(super) async fn call(ctx: &Ctx, params: &Map<String, Value>) -> Result<Reply, RpcError> {
     let name = str_param(params, "name").ok_or_else(|| RpcError::invalid_params("`name` must be a string"))?;
     let args = match params.get("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),

@@ -3,7 +3,7 @@
 //! and the retention window (`GET`/`PUT …/retention`). Only the project's
 //! admin API keys may call them; the coordinator decides (`authz::admin`).
 
-pub mod openapi;
+pub(crate) mod openapi;
 
 use super::ScopePath;
 use super::body::RetentionBody;
@@ -22,16 +22,16 @@ use axum::routing::get;
 use baton_proto::coordinator::v1 as pb;
 use serde_json::{Value, json};
 
-pub const AUDIT: &str = "/v1/orgs/{org_id}/projects/{project_id}/audit_logs";
-pub const RETENTION: &str = "/v1/orgs/{org_id}/projects/{project_id}/retention";
+pub(crate) const AUDIT: &str = "/v1/orgs/{org_id}/projects/{project_id}/audit_logs";
+pub(crate) const RETENTION: &str = "/v1/orgs/{org_id}/projects/{project_id}/retention";
 /// The page size when `limit` is not given.
-pub const DEFAULT_LIMIT: u32 = 100;
+pub(crate) const DEFAULT_LIMIT: u32 = 100;
 /// The largest `limit`.
-pub const MAX_LIMIT: u32 = 1_000;
+pub(crate) const MAX_LIMIT: u32 = 1_000;
 
 const FILTERS: [&str; 5] = ["action", "actor_id", "outcome", "start_time", "end_time"];
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new().route(AUDIT, get(audit_logs)).route(RETENTION, get(retention).put(set_retention))
 }
 

@@ -52,7 +52,7 @@ fn integer(v: &Value, field: &str) -> Result<i64, ApiError> {
 }
 
 /// Parses a query-string integer within `[min, max]`.
-pub fn parse_bounded_int(s: &str, field: &str, min: i64, max: i64) -> Result<i64, ApiError> {
+pub(crate) fn parse_bounded_int(s: &str, field: &str, min: i64, max: i64) -> Result<i64, ApiError> {
     let v = s
         .parse::<i64>()
         .ok()
@@ -65,18 +65,18 @@ pub fn parse_bounded_int(s: &str, field: &str, min: i64, max: i64) -> Result<i64
 }
 
 /// The longest retention window a project may set: ten years, in seconds.
-pub const MAX_RETENTION_SECONDS: i64 = 10 * 366 * 86_400;
+pub(crate) const MAX_RETENTION_SECONDS: i64 = 10 * 366 * 86_400;
 
 /// `PUT …/retention`: `{"retention_seconds": N}` sets the project's window,
 /// `{"retention_seconds": null}` clears it. The field is required, so an empty
 /// body never clears a window by accident.
 #[derive(Debug, PartialEq, Eq)]
-pub struct RetentionBody {
-    pub retention_ms: Option<i64>,
+pub(crate) struct RetentionBody {
+    pub(crate) retention_ms: Option<i64>,
 }
 
 impl RetentionBody {
-    pub fn parse(raw: &[u8]) -> Result<Self, ApiError> {
+    pub(crate) fn parse(raw: &[u8]) -> Result<Self, ApiError> {
         let map = object(raw)?;
         reject_unknown(&map, &["retention_seconds"])?;
         let retention_ms = match map.get("retention_seconds") {
@@ -95,17 +95,17 @@ impl RetentionBody {
 }
 
 #[derive(Debug)]
-pub struct StartBody {
-    pub gateway_id: String,
-    pub tool_name: String,
-    pub input: Value,
-    pub user_id: Option<String>,
-    pub run_at_ms: Option<i64>,
-    pub ttl_ms: Option<i64>,
+pub(crate) struct StartBody {
+    pub(crate) gateway_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) input: Value,
+    pub(crate) user_id: Option<String>,
+    pub(crate) run_at_ms: Option<i64>,
+    pub(crate) ttl_ms: Option<i64>,
 }
 
 impl StartBody {
-    pub fn parse(raw: &[u8]) -> Result<Self, ApiError> {
+    pub(crate) fn parse(raw: &[u8]) -> Result<Self, ApiError> {
         let map = object(raw)?;
         reject_unknown(&map, &["gateway_id", "tool_name", "input", "user_id", "run_at", "ttl_ms"])?;
         let input = match map.get("input") {
@@ -144,7 +144,7 @@ impl StartBody {
 
     /// The start this body asks for through `gateway_id`; the client
     /// fingerprints it (`coordinator::fingerprint`).
-    pub fn new_execution<'a>(&'a self, idempotency_key: Option<&'a str>) -> NewExecution<'a> {
+    pub(crate) fn new_execution<'a>(&'a self, idempotency_key: Option<&'a str>) -> NewExecution<'a> {
         NewExecution {
             user_id: self.user_id.as_deref(),
             run_at_ms: self.run_at_ms,
@@ -156,14 +156,14 @@ impl StartBody {
 }
 
 #[derive(Debug)]
-pub struct InputBody {
-    pub request_key: String,
-    pub action: InputAction,
-    pub content: Value,
+pub(crate) struct InputBody {
+    pub(crate) request_key: String,
+    pub(crate) action: InputAction,
+    pub(crate) content: Value,
 }
 
 impl InputBody {
-    pub fn parse(raw: &[u8]) -> Result<Self, ApiError> {
+    pub(crate) fn parse(raw: &[u8]) -> Result<Self, ApiError> {
         let map = object(raw)?;
         reject_unknown(&map, &["request_key", "response"])?;
         let request_key = required_string(&map, "request_key")?;
@@ -184,10 +184,10 @@ impl InputBody {
 }
 
 /// Cancel takes no body; an empty body or `{}` are both fine.
-pub struct CancelBody;
+pub(crate) struct CancelBody;
 
 impl CancelBody {
-    pub fn parse(raw: &[u8]) -> Result<Self, ApiError> {
+    pub(crate) fn parse(raw: &[u8]) -> Result<Self, ApiError> {
         if raw.iter().all(u8::is_ascii_whitespace) {
             return Ok(CancelBody);
         }

@@ -5,7 +5,7 @@
 //! naming the parameter), makes one call and shapes the answer. List and count
 //! never carry payloads; the detail carries them only when asked for.
 
-pub mod openapi;
+pub(crate) mod openapi;
 
 use super::{ExecutionPath, ScopePath};
 use crate::app::AppState;
@@ -24,20 +24,20 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-pub const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/tool_executions";
+pub(crate) const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/tool_executions";
 /// The page size when `limit` is not given.
-pub const DEFAULT_LIMIT: u32 = 100;
+pub(crate) const DEFAULT_LIMIT: u32 = 100;
 /// The largest `limit`.
-pub const MAX_LIMIT: u32 = 1_000;
+pub(crate) const MAX_LIMIT: u32 = 1_000;
 /// The largest `offset`.
-pub const MAX_OFFSET: u32 = i32::MAX as u32;
+pub(crate) const MAX_OFFSET: u32 = i32::MAX as u32;
 /// Filter values are at most this many characters.
-pub const MAX_FILTER_CHARS: usize = 512;
+pub(crate) const MAX_FILTER_CHARS: usize = 512;
 
 const FILTERS: [&str; 7] =
     ["tool_name", "toolkit_name", "user_id", "outcome", "failure_reason", "start_time", "end_time"];
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(BASE, get(list))
         .route(&format!("{BASE}/count"), get(count))
@@ -182,7 +182,7 @@ fn payload(text: &Option<String>) -> Value {
 }
 
 /// One run as the list shows it (seed 002's item).
-pub fn item(i: &pb::HistoryItem) -> Value {
+pub(crate) fn item(i: &pb::HistoryItem) -> Value {
     json!({
         "id": i.execution_id,
         "created_at": rfc3339(i.created_at_ms),
@@ -218,7 +218,7 @@ fn attempt(execution_id: &str, a: &pb::HistoryAttempt, reveal: Reveal) -> Value 
 
 /// One run in full: the list's fields, timing, the timeline and the attempts,
 /// and the payloads that were asked for.
-pub fn detail_view(d: &pb::HistoryDetail, reveal: Reveal) -> Value {
+pub(crate) fn detail_view(d: &pb::HistoryDetail, reveal: Reveal) -> Value {
     let item_of = d.item.clone().unwrap_or_default();
     let mut v = item(&item_of);
     let id = item_of.execution_id.as_str();

@@ -7,15 +7,15 @@
 //! configuration (`gateway.max_wait_ms`), and a longer one is refused, not
 //! shortened. `?delivery=websocket|any` answers with a watch instead (`watch`).
 
-pub mod admin;
-pub mod body;
-pub mod history;
-pub mod openapi;
+pub(crate) mod admin;
+pub(crate) mod body;
+pub(crate) mod history;
+pub(crate) mod openapi;
 mod openapi_pieces;
-pub mod operator;
-pub mod view;
-pub mod watch;
-pub mod webhooks;
+pub(crate) mod operator;
+pub(crate) mod view;
+pub(crate) mod watch;
+pub(crate) mod webhooks;
 
 use crate::app::AppState;
 use crate::coordinator::{Bearer, InputAnswer, Scope, StatusSet, Until};
@@ -40,7 +40,7 @@ const SHUTDOWN_READ: Duration = Duration::from_secs(2);
 
 const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/tool-executions";
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(BASE, post(start).get(list))
         .route(&format!("{BASE}/{{execution_id}}"), get(get_execution))

@@ -10,7 +10,7 @@ use baton_proto::error::ErrorCode;
 use baton_proto::worker::v1::InputAction;
 use serde_json::{Value, json};
 
-pub async fn document() -> Json<Value> {
+pub(crate) async fn document() -> Json<Value> {
     Json(spec())
 }
 
@@ -90,7 +90,7 @@ fn too_many_waits() -> Value {
     ))
 }
 
-pub fn spec() -> Value {
+pub(crate) fn spec() -> Value {
     let scope = json!([
         {"name": "org_id", "in": "path", "required": true, "schema": {"type": "string"}},
         {"name": "project_id", "in": "path", "required": true, "schema": {"type": "string"}}

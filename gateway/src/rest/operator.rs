@@ -3,7 +3,7 @@
 //! permission, its payload for `payload`, its cancellation for `cancel`. Who
 //! may call what is the coordinator's table (`authz::operator`).
 
-pub mod openapi;
+pub(crate) mod openapi;
 
 use super::body::CancelBody;
 use super::history::Params;
@@ -21,12 +21,12 @@ use axum::routing::{get, post};
 use baton_proto::error::ErrorCode;
 use serde_json::{Value, json};
 
-pub const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/operator/tool-executions";
+pub(crate) const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/operator/tool-executions";
 /// The page size when `limit` is not given, and the largest.
-pub const DEFAULT_LIMIT: u32 = 50;
-pub const MAX_LIMIT: u32 = 200;
+pub(crate) const DEFAULT_LIMIT: u32 = 50;
+pub(crate) const MAX_LIMIT: u32 = 200;
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(BASE, get(list))
         .route(&format!("{BASE}/{{execution_id}}"), get(status))

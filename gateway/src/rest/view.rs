@@ -13,7 +13,7 @@ fn non_empty(s: &str) -> Value {
 }
 
 /// What the owner sees: status, timing, deadlines, open input requests. Never payloads.
-pub fn owner(e: &ExecutionView) -> Value {
+pub(crate) fn owner(e: &ExecutionView) -> Value {
     let requests: Vec<Value> = e
         .input_requests
         .iter()
@@ -55,7 +55,7 @@ pub fn owner(e: &ExecutionView) -> Value {
 
 /// How a read by id ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// At once (no wait), or because what the wait waited for happened.
     Answered,
     /// `wait_ms` passed without it.
@@ -67,7 +67,7 @@ pub enum Ending {
 /// The owner view answered by `GET …/{id}`: with `timed_out` and `shutdown`,
 /// which say why a long poll ended, and `next_cursor`, the `since_cursor` of
 /// a wait that must not miss a change after this view.
-pub fn read(e: &ExecutionView, ending: Ending) -> Value {
+pub(crate) fn read(e: &ExecutionView, ending: Ending) -> Value {
     let mut view = owner(e);
     view["timed_out"] = (ending == Ending::TimedOut).into();
     view["shutdown"] = (ending == Ending::Shutdown).into();

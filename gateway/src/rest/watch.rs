@@ -16,7 +16,7 @@
 //! bearer sealed in its token, checked by the coordinator on use and on every
 //! read). A foreign caller gets the uniform not-found.
 
-pub mod openapi;
+pub(crate) mod openapi;
 
 use super::view;
 use super::{BASE, ExecutionPath, json};
@@ -42,7 +42,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Where sockets are opened.
-pub const WATCH_PATH: &str = "/v1/watch";
+pub(crate) const WATCH_PATH: &str = "/v1/watch";
 
 /// How long a `wait_id` outlives its watch.
 const WAIT_GRACE_MS: i64 = 60_000;
@@ -52,7 +52,7 @@ const CLIENT_FRAME_LIMIT: usize = 4096;
 /// Each socket's read buffer: a client frame's header and a little more.
 const WATCH_READ_BUFFER: usize = 512;
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(WATCH_PATH, get(connect))
         .route(&format!("{BASE}/{{execution_id}}/waits/{{wait_id}}"), get(poll_wait))
@@ -60,14 +60,14 @@ pub fn router() -> Router<AppState> {
 
 /// How a caller wants to hear about changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
+pub(crate) enum Delivery {
     Poll,
     Websocket,
     Any,
 }
 
 impl Delivery {
-    pub fn parse(s: Option<&str>) -> Result<Delivery, ApiError> {
+    pub(crate) fn parse(s: Option<&str>) -> Result<Delivery, ApiError> {
         match s {
             None | Some("poll") => Ok(Delivery::Poll),
             Some("websocket") => Ok(Delivery::Websocket),
@@ -122,11 +122,11 @@ fn socket_base(state: &AppState, headers: &HeaderMap) -> String {
 
 /// What a caller asked of a watch.
 pub(crate) struct Asked {
-    pub delivery: Delivery,
+    pub(crate) delivery: Delivery,
     /// How long the watch lasts (the default when absent).
-    pub timeout_seconds: Option<u64>,
+    pub(crate) timeout_seconds: Option<u64>,
     /// Resuming after this cursor: the socket replays what came after it.
-    pub after: Option<i64>,
+    pub(crate) after: Option<i64>,
 }
 
 /// The answer to `GET …/{id}?delivery=websocket|any`: the owner view as it

@@ -3,7 +3,7 @@
 //! enable, delete, rotate the secret, and read the delivery state. Only an
 //! admin API key of the project may call them (the coordinator decides).
 
-pub mod openapi;
+pub(crate) mod openapi;
 
 use super::ScopePath;
 use crate::app::AppState;
@@ -21,14 +21,14 @@ use baton_proto::error::ErrorCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-pub const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/webhooks";
+pub(crate) const BASE: &str = "/v1/orgs/{org_id}/projects/{project_id}/webhooks";
 /// The deliveries page size when `limit` is not given, and the largest.
-pub const DEFAULT_LIMIT: u32 = 50;
-pub const MAX_LIMIT: u32 = 200;
+pub(crate) const DEFAULT_LIMIT: u32 = 50;
+pub(crate) const MAX_LIMIT: u32 = 200;
 /// The longest target URL accepted.
-pub const MAX_URL: usize = 2048;
+pub(crate) const MAX_URL: usize = 2048;
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(BASE, post(create).get(list))
         .route(&format!("{BASE}/{{webhook_id}}"), get(read).delete(remove))
@@ -63,7 +63,7 @@ fn optional_time(ms: Option<i64>) -> Value {
     ms.map_or(Value::Null, rfc3339)
 }
 
-pub fn view(w: &pb::Webhook) -> Value {
+pub(crate) fn view(w: &pb::Webhook) -> Value {
     json!({
         "webhook_id": w.webhook_id,
         "url": w.url,

@@ -5,5 +5,5 @@
 //! token opens on any replica holding the same key, and only its single use is
 //! shared, recorded by the coordinator.
 
-pub mod socket;
-pub mod token;
+pub(crate) mod socket;
+pub(crate) mod token;

@@ -28,22 +28,22 @@ use tokio::time::Instant;
 const INPUT_WAIT_CHUNK: Duration = Duration::from_secs(10);
 
 /// An admitted watch: whose, of what, until when, and the first view.
-pub struct Watch {
-    pub state: AppState,
-    pub bearer: Bearer,
-    pub scope: Scope,
-    pub execution_id: String,
-    pub until: Instant,
+pub(crate) struct Watch {
+    pub(crate) state: AppState,
+    pub(crate) bearer: Bearer,
+    pub(crate) scope: Scope,
+    pub(crate) execution_id: String,
+    pub(crate) until: Instant,
     /// The view read and not yet sent: the first, then each change. Once
     /// sent only its status is kept (below), not the whole view, and the
     /// view is boxed so that a parked watch does not keep room for one.
-    pub view: Option<Box<ExecutionView>>,
+    pub(crate) view: Option<Box<ExecutionView>>,
     /// The status of the last view sent.
-    pub status: ExecutionStatus,
+    pub(crate) status: ExecutionStatus,
     /// Resuming: the missed changes, sent before the first view.
-    pub replay: Vec<Value>,
+    pub(crate) replay: Vec<Value>,
     /// The wait place this socket holds while it is open (kept for its drop).
-    pub _place: WaitPermit,
+    pub(crate) _place: WaitPermit,
 }
 
 /// Why a watch ended.
@@ -103,7 +103,7 @@ impl Sent {
 
 /// The frames a resuming watch starts with: each change after `after`, in
 /// order, or `events_gone` when those changes are no longer kept.
-pub fn replay(execution_id: &str, after: i64, missed: &ListExecutionChangesResponse) -> Vec<Value> {
+pub(crate) fn replay(execution_id: &str, after: i64, missed: &ListExecutionChangesResponse) -> Vec<Value> {
     if missed.gone {
         return vec![json!({"type": "events_gone", "execution_id": execution_id, "after": after})];
     }
@@ -159,7 +159,7 @@ async fn while_connected<F: std::future::Future>(
 /// The watch is boxed, and read in place rather than taken apart: a socket's
 /// task lives as long as the socket, and every copy laid out in its future
 /// is paid per open watch.
-pub async fn run(mut socket: WebSocket, mut watch: Box<Watch>) {
+pub(crate) async fn run(mut socket: WebSocket, mut watch: Box<Watch>) {
     let mut sent = Sent::default();
     for message in std::mem::take(&mut watch.replay) {
         if !send(&mut socket, &message).await {

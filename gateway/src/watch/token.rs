@@ -21,7 +21,7 @@ const NONCE_LEN: usize = 12;
 const MAX_LEN: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("the random number generator failed")]
     Random,
     #[error("sealing failed")]
@@ -33,27 +33,27 @@ pub enum Error {
 /// What a `websocket_url` grants: one connection, opened before
 /// `connect_deadline_ms`, watching until `until_ms`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ticket {
+pub(crate) struct Ticket {
     /// Random; the coordinator records its single use.
     #[serde(rename = "i")]
-    pub id: String,
+    pub(crate) id: String,
     /// The caller's bearer token, re-checked before every send.
     #[serde(rename = "b")]
-    pub bearer: String,
+    pub(crate) bearer: String,
     #[serde(rename = "o")]
-    pub org_id: String,
+    pub(crate) org_id: String,
     #[serde(rename = "p")]
-    pub project_id: String,
+    pub(crate) project_id: String,
     #[serde(rename = "x")]
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     #[serde(rename = "d")]
-    pub connect_deadline_ms: i64,
+    pub(crate) connect_deadline_ms: i64,
     #[serde(rename = "u")]
-    pub until_ms: i64,
+    pub(crate) until_ms: i64,
     /// Resuming: the cursor the watcher last saw; the socket first replays
     /// every change after it.
     #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<i64>,
+    pub(crate) after: Option<i64>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -64,18 +64,18 @@ impl std::fmt::Debug for Ticket {
 
 /// What a `wait_id` names: polling one execution, by one credential, until `until_ms`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WaitClaims {
+pub(crate) struct WaitClaims {
     #[serde(rename = "o")]
-    pub org_id: String,
+    pub(crate) org_id: String,
     #[serde(rename = "p")]
-    pub project_id: String,
+    pub(crate) project_id: String,
     #[serde(rename = "x")]
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     /// [`principal`] of the credential that asked for the watch.
     #[serde(rename = "h")]
-    pub principal: String,
+    pub(crate) principal: String,
     #[serde(rename = "u")]
-    pub until_ms: i64,
+    pub(crate) until_ms: i64,
 }
 
 /// The two kinds, each with its own prefix and derived key.
@@ -109,7 +109,7 @@ impl Kind {
 }
 
 /// A hash naming a credential inside a sealed value; never the token.
-pub fn principal(bearer: &str) -> String {
+pub(crate) fn principal(bearer: &str) -> String {
     let mut hash = Sha256::new();
     hash.update(b"baton/watch-principal/v1");
     hash.update(bearer.as_bytes());
@@ -117,7 +117,7 @@ pub fn principal(bearer: &str) -> String {
 }
 
 /// A fresh random id for a ticket.
-pub fn random_id() -> Result<String, Error> {
+pub(crate) fn random_id() -> Result<String, Error> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|_| Error::Random)?;
     Ok(URL_SAFE_NO_PAD.encode(bytes))
@@ -154,21 +154,21 @@ fn open<T: DeserializeOwned>(kind: Kind, session_key: &[u8; 32], sealed: &str) -
 }
 
 impl Ticket {
-    pub fn seal(&self, session_key: &[u8; 32]) -> Result<String, Error> {
+    pub(crate) fn seal(&self, session_key: &[u8; 32]) -> Result<String, Error> {
         seal(Kind::Ticket, session_key, self)
     }
 
-    pub fn open(session_key: &[u8; 32], sealed: &str) -> Result<Ticket, Error> {
+    pub(crate) fn open(session_key: &[u8; 32], sealed: &str) -> Result<Ticket, Error> {
         open(Kind::Ticket, session_key, sealed)
     }
 }
 
 impl WaitClaims {
-    pub fn seal(&self, session_key: &[u8; 32]) -> Result<String, Error> {
+    pub(crate) fn seal(&self, session_key: &[u8; 32]) -> Result<String, Error> {
         seal(Kind::Wait, session_key, self)
     }
 
-    pub fn open(session_key: &[u8; 32], sealed: &str) -> Result<WaitClaims, Error> {
+    pub(crate) fn open(session_key: &[u8; 32], sealed: &str) -> Result<WaitClaims, Error> {
         open(Kind::Wait, session_key, sealed)
     }
 }

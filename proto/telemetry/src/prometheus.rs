@@ -118,7 +118,7 @@ fn metric<T: Number>(out: &mut String, m: &Metric, data: &MetricData<T>) {
     }
 }
 
-pub fn render(rm: &ResourceMetrics) -> String {
+pub(crate) fn render(rm: &ResourceMetrics) -> String {
     let mut out = String::new();
     for scope in rm.scope_metrics() {
         for m in scope.metrics() {

@@ -10,11 +10,11 @@ use baton_coordinator::store::{HistoryFilter, HistoryRead, Store};
 use std::time::{Duration, Instant};
 
 /// The page size the API uses when the caller names none.
-pub const LIMIT: u32 = 100;
-pub const OFFSETS: [u32; 4] = [0, 1_000, 10_000, 100_000];
+pub(super) const LIMIT: u32 = 100;
+pub(super) const OFFSETS: [u32; 4] = [0, 1_000, 10_000, 100_000];
 
 /// One named filter.
-pub struct Case {
+pub(super) struct Case {
     pub name: String,
     pub filter: HistoryFilter,
 }
@@ -23,7 +23,7 @@ pub struct Case {
 /// toolkit and user (the largest result sets of their kind), a quiet user,
 /// both outcomes, a rare failure reason, a one-day window and windows
 /// holding most of the project.
-pub fn cases(now: Millis) -> Vec<Case> {
+pub(super) fn cases(now: Millis) -> Vec<Case> {
     let tools = mix::tools();
     let (kit, name) = tools[0];
     let tool = format!("{kit}.{name}");
@@ -82,14 +82,14 @@ pub fn cases(now: Millis) -> Vec<Case> {
 }
 
 /// Latencies of one case, in milliseconds, sorted.
-pub struct Timings {
+pub(super) struct Timings {
     pub ms: Vec<f64>,
     /// What the last read returned: rows of a page, or the count.
     pub result: u64,
 }
 
 impl Timings {
-    pub fn quantile(&self, q: f64) -> f64 {
+    pub(super) fn quantile(&self, q: f64) -> f64 {
         if self.ms.is_empty() {
             return f64::NAN;
         }
@@ -100,7 +100,7 @@ impl Timings {
 
 /// Runs `read` up to `samples` times (at least 5, and no more once `budget`
 /// is spent), after one unmeasured warm-up.
-pub async fn time<F, Fut>(samples: usize, budget: Duration, mut read: F) -> anyhow::Result<Timings>
+pub(super) async fn time<F, Fut>(samples: usize, budget: Duration, mut read: F) -> anyhow::Result<Timings>
 where
     F: FnMut(usize) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<u64>>,
@@ -120,17 +120,17 @@ where
     Ok(Timings { ms, result })
 }
 
-pub async fn page(store: &Store, f: &HistoryFilter, now: Millis, offset: u32) -> anyhow::Result<u64> {
+pub(super) async fn page(store: &Store, f: &HistoryFilter, now: Millis, offset: u32) -> anyhow::Result<u64> {
     Ok(store.history_page(f, now, LIMIT, offset).await?.len() as u64)
 }
 
-pub async fn count(store: &Store, f: &HistoryFilter, now: Millis) -> anyhow::Result<u64> {
+pub(super) async fn count(store: &Store, f: &HistoryFilter, now: Millis) -> anyhow::Result<u64> {
     Ok(store.history_count(f, now).await?)
 }
 
 /// The detail route's reads: the caller's credential joined with the run,
 /// then its event log and its attempts.
-pub async fn detail(store: &Store, token_hash: &[u8], id: &str) -> anyhow::Result<u64> {
+pub(super) async fn detail(store: &Store, token_hash: &[u8], id: &str) -> anyhow::Result<u64> {
     let (_, record) =
         store.credential_with_execution(token_hash, id).await?.ok_or_else(|| anyhow::anyhow!("no credential"))?;
     anyhow::ensure!(record.is_some(), "execution {id} missing");
@@ -141,7 +141,7 @@ pub async fn detail(store: &Store, token_hash: &[u8], id: &str) -> anyhow::Resul
 
 /// The scans of a plan in one line: each scan node with its index, and the
 /// heap fetches of index-only scans (e.g. `Index Only Scan using x (heap 0)`).
-pub fn plan_summary(plan: &str) -> String {
+pub(super) fn plan_summary(plan: &str) -> String {
     let mut parts: Vec<String> = Vec::new();
     for line in plan.lines() {
         let t = line.trim_start().trim_start_matches("->").trim();
@@ -165,7 +165,7 @@ pub fn plan_summary(plan: &str) -> String {
     if parts.is_empty() { plan.lines().next().unwrap_or("-").to_owned() } else { parts.join(" + ") }
 }
 
-pub async fn explain(store: &Store, f: &HistoryFilter, now: Millis, read: HistoryRead) -> String {
+pub(super) async fn explain(store: &Store, f: &HistoryFilter, now: Millis, read: HistoryRead) -> String {
     match store.history_explain(f, now, read).await {
         Ok(plan) => plan,
         Err(e) => format!("(no plan: {e})"),

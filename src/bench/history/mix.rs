@@ -9,20 +9,20 @@ use baton_coordinator::domain::policy::retry_backoff_ms;
 use baton_coordinator::domain::{Event, ExecutionId, Millis, Outcome};
 use baton_coordinator::store::{EventData, NewExecution, SeedRun, Step};
 
-pub const ORG: &str = "org_bench_history";
-pub const PROJECT: &str = "prj_bench_history";
-pub const GATEWAY: &str = "gw_bench_history";
+pub(crate) const ORG: &str = "org_bench_history";
+pub(crate) const PROJECT: &str = "prj_bench_history";
+pub(crate) const GATEWAY: &str = "gw_bench_history";
 
 const MINUTE: Millis = 60_000;
 const HOUR: Millis = 60 * MINUTE;
 const DAY: Millis = 24 * HOUR;
 /// The project's retention window (the default, seven days).
-pub const RETENTION: Millis = 7 * DAY;
+pub(crate) const RETENTION: Millis = 7 * DAY;
 const LEASE: Millis = 30_000;
 const USERS: u64 = 20_000;
 
 /// Toolkits and their tools; earlier ones are called more often.
-pub const TOOLKITS: [(&str, &[&str]); 8] = [
+pub(crate) const TOOLKITS: [(&str, &[&str]); 8] = [
     ("Github", &["CreateIssue", "ListPullRequests", "GetFile", "CommentOnIssue", "SearchCode", "MergePullRequest"]),
     ("Slack", &["SendMessage", "ListChannels", "GetThread", "AddReaction"]),
     ("Gmail", &["SendEmail", "ListEmails", "GetEmail", "WriteDraft", "Search"]),
@@ -42,14 +42,14 @@ const TOOL_ERRORS: [&str; 5] = [
 ];
 
 /// splitmix64: small, fast, good enough to shape a data set.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -58,7 +58,7 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
@@ -68,7 +68,7 @@ impl Rng {
     }
 
     /// Roughly Zipf over `0..n`: index k with weight about 1/(k+1).
-    pub fn zipf(&mut self, n: u64) -> u64 {
+    pub(crate) fn zipf(&mut self, n: u64) -> u64 {
         // Inverse of the continuous 1/x law over [1, n+1).
         let x = ((n as f64 + 1.0).ln() * self.unit()).exp();
         (x as u64).saturating_sub(1).min(n - 1)
@@ -92,7 +92,7 @@ impl Rng {
 }
 
 /// Every (toolkit, tool) in popularity order.
-pub fn tools() -> Vec<(&'static str, &'static str)> {
+pub(crate) fn tools() -> Vec<(&'static str, &'static str)> {
     // Interleave toolkits so popularity is spread, not one toolkit first.
     let mut out = Vec::new();
     let deepest = TOOLKITS.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
@@ -106,7 +106,7 @@ pub fn tools() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-pub fn user(k: u64) -> String {
+pub(crate) fn user(k: u64) -> String {
     format!("user_{k:05}")
 }
 
@@ -141,7 +141,7 @@ fn fate(rng: &mut Rng) -> Fate {
 /// `count` runs, every `stride`-th from `first`, of a history of `total`
 /// runs created in the retention window before `now`, oldest first. Runs too
 /// young to have finished are left pending or working, as they would be.
-pub fn runs(seed: u64, first: u64, count: u64, stride: u64, total: u64, now: Millis) -> Vec<SeedRun> {
+pub(crate) fn runs(seed: u64, first: u64, count: u64, stride: u64, total: u64, now: Millis) -> Vec<SeedRun> {
     let tools = tools();
     let mut out = Vec::with_capacity(count as usize);
     for i in (0..count).map(|k| first + k * stride) {

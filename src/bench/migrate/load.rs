@@ -11,19 +11,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One load request's fate.
-pub struct Outcome {
+pub(super) struct Outcome {
     pub at: Instant,
     pub took: Duration,
     pub error: Option<String>,
 }
 
 impl Outcome {
-    pub fn failed(&self) -> bool {
+    pub(super) fn failed(&self) -> bool {
         self.error.is_some() || self.took > GATEWAY_DEADLINE
     }
 }
 
-pub struct Load {
+pub(super) struct Load {
     stop: Arc<AtomicBool>,
     ticker: tokio::task::JoinHandle<()>,
     outcomes: Arc<Mutex<Vec<Outcome>>>,
@@ -33,7 +33,7 @@ pub struct Load {
 type RunKey = (String, i64);
 
 impl Load {
-    pub async fn start(url: &str, rate: u64, pool_size: u32) -> anyhow::Result<Load> {
+    pub(super) async fn start(url: &str, rate: u64, pool_size: u32) -> anyhow::Result<Load> {
         // As the coordinator's pool (`Store::connect`): at most `pool_size`
         // connections, five seconds to get one.
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -80,7 +80,7 @@ impl Load {
         Ok(Load { stop, ticker, outcomes })
     }
 
-    pub async fn stop(self) -> Vec<Outcome> {
+    pub(super) async fn stop(self) -> Vec<Outcome> {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.ticker.await;
         std::mem::take(&mut *self.outcomes.lock().unwrap_or_else(|p| p.into_inner()))

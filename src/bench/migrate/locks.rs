@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A lock seen by the sampler, from its first sight to its last.
-pub struct Seen {
+pub(super) struct Seen {
     pub migration: i64,
     pub relation: String,
     pub mode: String,
@@ -20,13 +20,13 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn held(&self) -> Duration {
+    pub(super) fn held(&self) -> Duration {
         self.last - self.first
     }
 }
 
 #[derive(Default)]
-pub struct Locks {
+pub(super) struct Locks {
     /// Write-blocking locks the migrating connection held, by (migration, relation oid, mode).
     pub held: BTreeMap<(i64, i64, String), Seen>,
     /// Lock waits of the load's statements, by (pid, query start): the longest wait seen, and on what.
@@ -37,7 +37,7 @@ pub struct Locks {
     pub sample_time: Samples,
 }
 
-pub struct Sampler {
+pub(super) struct Sampler {
     pub current: Arc<AtomicI64>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<anyhow::Result<Locks>>,
@@ -46,7 +46,7 @@ pub struct Sampler {
 type LockRow = (i32, String, String, bool, i64, Option<String>, String, f64, String);
 
 impl Sampler {
-    pub async fn start(url: &str, every_ms: u64) -> anyhow::Result<Sampler> {
+    pub(super) async fn start(url: &str, every_ms: u64) -> anyhow::Result<Sampler> {
         let db = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(url).await?;
         let current = Arc::new(AtomicI64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -111,7 +111,7 @@ impl Sampler {
         Ok(Sampler { current, stop, task })
     }
 
-    pub async fn stop(self) -> Locks {
+    pub(super) async fn stop(self) -> Locks {
         self.stop.store(true, Ordering::Relaxed);
         match self.task.await {
             Ok(Ok(locks)) => locks,
@@ -129,7 +129,7 @@ impl Sampler {
 
 /// The longest-held of the locks `which` picks, and every table its
 /// migration held a lock of that mode on about as long (within 100 ms).
-pub fn longest(locks: &Locks, which: impl Fn(&Seen) -> bool) -> Option<(&Seen, String)> {
+pub(super) fn longest(locks: &Locks, which: impl Fn(&Seen) -> bool) -> Option<(&Seen, String)> {
     let top = locks.held.values().filter(|s| which(s)).max_by_key(|s| s.held())?;
     let near = Duration::from_millis(100);
     let tables: Vec<&str> = locks

@@ -2,7 +2,7 @@
 
 /// Knobs a test may turn; the rest are fast defaults for tests.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub principal_concurrency: u64,
     pub project_concurrency: u64,
     pub organization_concurrency: u64,

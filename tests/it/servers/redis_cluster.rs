@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::{Child, Command};
 
-pub struct PrivateRedisCluster {
+pub(crate) struct PrivateRedisCluster {
     dir: PathBuf,
     nodes: Vec<Node>,
 }
@@ -63,7 +63,7 @@ async fn text(port: u16, cmd: &redis::Cmd) -> Result<String> {
 
 impl PrivateRedisCluster {
     /// `masters` masters with `replicas` replicas each, serving every slot.
-    pub async fn start(masters: usize, replicas: usize) -> Result<PrivateRedisCluster> {
+    pub(crate) async fn start(masters: usize, replicas: usize) -> Result<PrivateRedisCluster> {
         let dir = std::env::temp_dir().join(format!("baton-redis-cluster-{}-{}", std::process::id(), rand_u16()));
         std::fs::create_dir_all(&dir)?;
         let mut c = PrivateRedisCluster { dir, nodes: Vec::new() };
@@ -107,7 +107,7 @@ impl PrivateRedisCluster {
     }
 
     /// Every node's URL: any of them seeds a client.
-    pub fn seeds(&self) -> Vec<String> {
+    pub(crate) fn seeds(&self) -> Vec<String> {
         self.nodes.iter().map(|n| format!("redis://127.0.0.1:{}/", n.port)).collect()
     }
 
@@ -117,7 +117,7 @@ impl PrivateRedisCluster {
 
     /// Until every live node sees every slot served and each replica has
     /// its master's data (so it can take over).
-    pub async fn wait_healthy(&self) -> Result<()> {
+    pub(crate) async fn wait_healthy(&self) -> Result<()> {
         let ports: Vec<u16> = self.live().map(|(_, p)| p).collect();
         eventually(Duration::from_secs(30), "redis cluster healthy", || {
             let ports = ports.clone();
@@ -139,7 +139,7 @@ impl PrivateRedisCluster {
     }
 
     /// The node (by index) that is a master now and holds a key matching `pattern`.
-    pub async fn master_holding(&self, pattern: &str) -> Result<usize> {
+    pub(crate) async fn master_holding(&self, pattern: &str) -> Result<usize> {
         for (i, port) in self.live() {
             let role = text(port, redis::cmd("INFO").arg("replication")).await?;
             if !role.contains("role:master") {
@@ -155,7 +155,7 @@ impl PrivateRedisCluster {
     }
 
     /// The node (by index) that is the live master serving `key`'s slot now.
-    pub async fn master_of_key(&self, key: &str) -> Result<usize> {
+    pub(crate) async fn master_of_key(&self, key: &str) -> Result<usize> {
         let (_, any) = self.live().next().ok_or_else(|| anyhow!("no live node"))?;
         let slot: i64 =
             redis::FromRedisValue::from_redis_value(query(any, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key)).await?)?;
@@ -182,7 +182,7 @@ impl PrivateRedisCluster {
     }
 
     /// The replica of master `i` (by index).
-    pub async fn replica_of(&self, i: usize) -> Result<usize> {
+    pub(crate) async fn replica_of(&self, i: usize) -> Result<usize> {
         let port = self.nodes.get(i).map(|n| n.port).ok_or_else(|| anyhow!("no node {i}"))?;
         let info = text(port, redis::cmd("INFO").arg("replication")).await?;
         // slave0:ip=127.0.0.1,port=20001,state=online,offset=…,lag=…
@@ -194,7 +194,7 @@ impl PrivateRedisCluster {
     }
 
     /// Until replica `r` has everything its master `m` wrote so far.
-    pub async fn wait_replicated(&self, m: usize, r: usize) -> Result<()> {
+    pub(crate) async fn wait_replicated(&self, m: usize, r: usize) -> Result<()> {
         let (mp, rp) = (self.nodes[m].port, self.nodes[r].port);
         let offset = |info: String, key: &str| {
             info.lines().find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok()).unwrap_or(0)
@@ -210,7 +210,7 @@ impl PrivateRedisCluster {
     /// Replica `r` stops hearing master `m`: it is stopped (SIGSTOP) and the
     /// master drops its link, so what `m` writes from now on never reaches
     /// it. `freeze(r, false)` lets it run again.
-    pub async fn cut_off(&self, m: usize, r: usize) -> Result<()> {
+    pub(crate) async fn cut_off(&self, m: usize, r: usize) -> Result<()> {
         self.freeze(r, true).await?;
         let _: redis::Value =
             query(self.nodes[m].port, redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica")).await?;
@@ -218,7 +218,7 @@ impl PrivateRedisCluster {
     }
 
     /// SIGSTOP (`stop`) or SIGCONT node `i`.
-    pub async fn freeze(&self, i: usize, stop: bool) -> Result<()> {
+    pub(crate) async fn freeze(&self, i: usize, stop: bool) -> Result<()> {
         let pid = self.nodes[i].child.as_ref().and_then(Child::id).ok_or_else(|| anyhow!("node {i} is not running"))?;
         let signal = if stop { "-STOP" } else { "-CONT" };
         let status = Command::new("kill").arg(signal).arg(pid.to_string()).status().await?;
@@ -229,7 +229,7 @@ impl PrivateRedisCluster {
     }
 
     /// SIGKILL node `i`; its replica takes over after the node timeout.
-    pub async fn kill9(&mut self, i: usize) {
+    pub(crate) async fn kill9(&mut self, i: usize) {
         if let Some(mut child) = self.nodes.get_mut(i).and_then(|n| n.child.take()) {
             let _ = child.start_kill();
             let _ = child.wait().await;
@@ -237,7 +237,7 @@ impl PrivateRedisCluster {
     }
 
     /// The URL of node `i`.
-    pub fn url(&self, i: usize) -> Option<String> {
+    pub(crate) fn url(&self, i: usize) -> Option<String> {
         self.nodes.get(i).map(|n| format!("redis://127.0.0.1:{}/", n.port))
     }
 }

@@ -22,7 +22,7 @@ const DEFAULT_POLL: Duration = Duration::from_secs(1);
 
 /// How an attempt ends here.
 #[derive(Debug, PartialEq)]
-pub enum Flow {
+pub(crate) enum Flow {
     Settle(Outcome),
     /// Leave the remote task alone and settle nothing: the worker is going
     /// away or the coordinator gave the attempt to another owner.

@@ -7,10 +7,10 @@ use baton_coordinator::admission::memory::MemoryAdmission;
 use baton_coordinator::admission::{Admission, Admitted, Error, Rejection, RetainedBytes, Ticket};
 use std::sync::{Arc, Mutex};
 
-pub struct Shared(Mutex<Option<Arc<MemoryAdmission>>>);
+pub(super) struct Shared(Mutex<Option<Arc<MemoryAdmission>>>);
 
 impl Shared {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Shared(Mutex::new(Some(super::world::memory_admission())))
     }
 
@@ -19,7 +19,7 @@ impl Shared {
         held.clone().ok_or_else(|| Error::Unavailable("admission lost its state; not yet rebuilt".into()))
     }
 
-    pub fn lose(&self) {
+    pub(super) fn lose(&self) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }

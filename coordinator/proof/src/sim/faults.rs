@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[derive(Debug)]
-pub struct StoreFaults {
+pub(super) struct StoreFaults {
     rng: Mutex<Rng>,
     /// In a hundred commits: refused, and applied with the answer lost.
     refused_percent: u32,
@@ -19,7 +19,7 @@ pub struct StoreFaults {
 }
 
 impl StoreFaults {
-    pub fn new(seed: u64, refused_percent: u32, unknown_percent: u32) -> Self {
+    pub(super) fn new(seed: u64, refused_percent: u32, unknown_percent: u32) -> Self {
         StoreFaults {
             rng: Mutex::new(Rng::new(seed ^ 0xFA17)),
             refused_percent,

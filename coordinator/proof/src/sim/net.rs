@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-pub struct Link {
+pub(super) struct Link {
     pub coordinator: usize,
     pub session: Arc<Session>,
     outgoing: Option<Outgoing>,
@@ -26,7 +26,7 @@ pub struct Link {
 }
 
 impl Link {
-    pub fn new(coordinator: usize, session: Arc<Session>, outgoing: Outgoing) -> Self {
+    pub(super) fn new(coordinator: usize, session: Arc<Session>, outgoing: Outgoing) -> Self {
         let (up_tx, up_rx) = mpsc::channel(1024);
         Link {
             coordinator,
@@ -42,7 +42,7 @@ impl Link {
 
     /// Moves one message from the coordinator's outbox onto the wire; false
     /// when there was none.
-    pub fn pull_down(&mut self) -> bool {
+    pub(super) fn pull_down(&mut self) -> bool {
         let Some(outgoing) = self.outgoing.as_mut() else { return false };
         match outgoing.next().now_or_never() {
             Some(Some(Ok(m))) => {
@@ -60,7 +60,7 @@ impl Link {
     }
 
     /// Whatever the worker sent goes on the wire.
-    pub fn pull_up(&mut self) {
+    pub(super) fn pull_up(&mut self) {
         while let Ok(m) = self.up_rx.try_recv() {
             self.up.push_back(m);
         }
@@ -68,7 +68,7 @@ impl Link {
 
     /// The stream broke with the coordinator alive: it learns of it and
     /// reports what never left its outbox.
-    pub async fn broken(mut self) -> Arc<Session> {
+    pub(super) async fn broken(mut self) -> Arc<Session> {
         if let Some(outgoing) = self.outgoing.take() {
             outgoing.close().await;
         }
@@ -76,7 +76,7 @@ impl Link {
     }
 
     /// The coordinator died: nothing of its side is reported.
-    pub fn crashed(mut self) {
+    pub(super) fn crashed(mut self) {
         if let Some(outgoing) = self.outgoing.take() {
             outgoing.crashed();
         }
@@ -84,7 +84,7 @@ impl Link {
 }
 
 /// A message to a worker, for the trace.
-pub fn describe_down(m: &baton_proto::worker::v1::coordinator_message::Msg) -> String {
+pub(super) fn describe_down(m: &baton_proto::worker::v1::coordinator_message::Msg) -> String {
     use baton_proto::worker::v1::coordinator_message::Msg;
     match m {
         Msg::Registered(r) => format!("registered (stop {})", r.stop.len()),
@@ -98,7 +98,7 @@ pub fn describe_down(m: &baton_proto::worker::v1::coordinator_message::Msg) -> S
 }
 
 /// A message from a worker, for the trace.
-pub fn describe_up(m: &WorkerMessage) -> String {
+pub(super) fn describe_up(m: &WorkerMessage) -> String {
     use baton_proto::worker::v1::{settlement::Outcome, worker_message::Msg};
     match &m.msg {
         Some(Msg::Heartbeat(h)) => format!("heartbeat (running {}, settling {})", h.running.len(), h.settling.len()),

@@ -2,14 +2,14 @@
 //! names a run exactly.
 
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub(super) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
+    pub(super) fn new(seed: u64) -> Self {
         Rng(seed ^ 0x5EED_BA70_0000_0000)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(super) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -18,17 +18,17 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         if n == 0 { 0 } else { (self.next_u64() % n as u64) as usize }
     }
 
     /// True with probability `percent` in 100.
-    pub fn chance(&mut self, percent: u32) -> bool {
+    pub(super) fn chance(&mut self, percent: u32) -> bool {
         self.next_u64() % 100 < u64::from(percent)
     }
 
     /// One of `items`, each as likely as its weight; None when all weigh 0.
-    pub fn weighted<T: Copy>(&mut self, items: &[(T, u32)]) -> Option<T> {
+    pub(super) fn weighted<T: Copy>(&mut self, items: &[(T, u32)]) -> Option<T> {
         let total: u64 = items.iter().map(|(_, w)| u64::from(*w)).sum();
         if total == 0 {
             return None;

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 /// What every run starts from: a migrated database with one organization,
 /// project, gateway, owner and worker credential.
-pub struct Template {
+pub(super) struct Template {
     pub db: PathBuf,
     pub org_id: String,
     pub project_id: String,
@@ -29,13 +29,13 @@ pub struct Template {
 }
 
 /// Owners may hold this many unfinished executions (the bound the runs press on).
-pub const PRINCIPAL_BOUND: u64 = 3;
+pub(super) const PRINCIPAL_BOUND: u64 = 3;
 
 static TEMPLATE: OnceLock<Result<Template, String>> = OnceLock::new();
 
 /// The template, made on first use (on a thread of its own: its ids need not
 /// replay, and it must not touch the caller's simulated clock).
-pub fn template() -> Result<&'static Template, String> {
+pub(super) fn template() -> Result<&'static Template, String> {
     TEMPLATE
         .get_or_init(|| {
             std::thread::spawn(|| {
@@ -69,13 +69,13 @@ async fn make_template() -> Result<Template, String> {
     Ok(Template { db, org_id, project_id, gateway_id, owner_token, worker_token, ring: Arc::new(ring) })
 }
 
-pub async fn open(db: &Path) -> Result<Store, String> {
+pub(super) async fn open(db: &Path) -> Result<Store, String> {
     Store::connect(&format!("sqlite://{}", db.display()), 1).await.map_err(|e| e.to_string())
 }
 
 /// A fresh copy of the template's database for one run (runs of the same
 /// seed may go on at once, in tests on other threads).
-pub fn copy_template(t: &Template, seed: u64) -> Result<PathBuf, String> {
+pub(super) fn copy_template(t: &Template, seed: u64) -> Result<PathBuf, String> {
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let db = t.db.with_file_name(format!("seed-{seed}-run-{run}.db"));
@@ -83,7 +83,7 @@ pub fn copy_template(t: &Template, seed: u64) -> Result<PathBuf, String> {
     Ok(db)
 }
 
-pub fn bounds() -> Bounds {
+pub(super) fn bounds() -> Bounds {
     Bounds {
         principal_concurrency: PRINCIPAL_BOUND,
         project_concurrency: 100,
@@ -94,9 +94,9 @@ pub fn bounds() -> Bounds {
 }
 
 /// Lease and grace short enough for a run to see them lapse.
-pub const LEASE_MS: i64 = 10_000;
-pub const OWNER_LOSS_GRACE_MS: i64 = 5_000;
-pub const TTL_MS: i64 = 120_000;
+pub(super) const LEASE_MS: i64 = 10_000;
+pub(super) const OWNER_LOSS_GRACE_MS: i64 = 5_000;
+pub(super) const TTL_MS: i64 = 120_000;
 
 fn options(t: &Template, id: &str) -> Options {
     Options {
@@ -110,17 +110,17 @@ fn options(t: &Template, id: &str) -> Options {
 /// The coordinators' `Peer` service, in process: a stop or an answer for a
 /// session on another coordinator reaches it only while that one is up.
 #[derive(Default)]
-pub struct Peers(Mutex<Vec<(String, Weak<Engine>)>>);
+pub(super) struct Peers(Mutex<Vec<(String, Weak<Engine>)>>);
 
 impl Peers {
-    pub fn up(&self, engine: &Arc<Engine>) {
+    pub(super) fn up(&self, engine: &Arc<Engine>) {
         let url = engine.options().advertise_url.clone();
         let mut up = self.0.lock().unwrap_or_else(|p| p.into_inner());
         up.retain(|(u, _)| *u != url);
         up.push((url, Arc::downgrade(engine)));
     }
 
-    pub fn down(&self, url: &str) {
+    pub(super) fn down(&self, url: &str) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).retain(|(u, _)| u != url);
     }
 
@@ -131,7 +131,7 @@ impl Peers {
 }
 
 /// Peers reach each other through `Arc<Peers>`, shared by every engine of a run.
-pub struct PeerHandle(pub Arc<Peers>);
+pub(super) struct PeerHandle(pub Arc<Peers>);
 
 impl PeerLink for PeerHandle {
     fn deliver_stop<'a>(
@@ -162,7 +162,13 @@ impl PeerLink for PeerHandle {
 }
 
 /// A coordinator's engine: `id` names the replica, the same across restarts.
-pub fn engine(t: &Template, store: &Store, admission: Arc<dyn Admission>, peers: &Arc<Peers>, id: &str) -> Arc<Engine> {
+pub(super) fn engine(
+    t: &Template,
+    store: &Store,
+    admission: Arc<dyn Admission>,
+    peers: &Arc<Peers>,
+    id: &str,
+) -> Arc<Engine> {
     let engine = Engine::new(Parts {
         store: store.clone(),
         admission,
@@ -176,6 +182,6 @@ pub fn engine(t: &Template, store: &Store, admission: Arc<dyn Admission>, peers:
     engine
 }
 
-pub fn memory_admission() -> Arc<MemoryAdmission> {
+pub(super) fn memory_admission() -> Arc<MemoryAdmission> {
     Arc::new(MemoryAdmission::new(bounds()))
 }

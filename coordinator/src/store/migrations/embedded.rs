@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType};
 
 /// A migration whose text starts with this line runs statement by statement,
 /// outside any transaction (sqlx's spelling for its own migration folders).
-pub const NO_TRANSACTION: &str = "-- no-transaction";
+pub(super) const NO_TRANSACTION: &str = "-- no-transaction";
 
 macro_rules! files {
     ($dir:literal; $($version:literal => $file:literal,)*) => {
@@ -76,7 +76,7 @@ fn files(dialect: Dialect) -> Files {
 }
 
 /// The migrations of `dialect`, named by their file stem after the number.
-pub fn migrations(dialect: Dialect) -> Vec<Migration> {
+pub(super) fn migrations(dialect: Dialect) -> Vec<Migration> {
     files(dialect)
         .iter()
         .map(|(version, file, sql)| {

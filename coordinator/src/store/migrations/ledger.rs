@@ -8,24 +8,24 @@ use sqlx::migrate::Migration;
 use sqlx::{AnyConnection, Row as _};
 
 /// sqlx's table, kept so databases migrated before this runner existed go on.
-pub const TABLE: &str = "_sqlx_migrations";
+pub(super) const TABLE: &str = "_sqlx_migrations";
 
-pub struct Recorded {
-    pub version: i64,
-    pub description: String,
-    pub checksum: Vec<u8>,
-    pub success: bool,
+pub(super) struct Recorded {
+    pub(crate) version: i64,
+    pub(crate) description: String,
+    pub(crate) checksum: Vec<u8>,
+    pub(crate) success: bool,
 }
 
 #[derive(Default)]
-pub struct Ledger {
-    pub recorded: Vec<Recorded>,
+pub(super) struct Ledger {
+    pub(crate) recorded: Vec<Recorded>,
 }
 
 impl Ledger {
     /// The ledger, or an empty one where no migration ever ran (the table is
     /// not created: a plan writes nothing).
-    pub async fn read(conn: &mut AnyConnection, dialect: Dialect) -> Result<Ledger, sqlx::Error> {
+    pub(super) async fn read(conn: &mut AnyConnection, dialect: Dialect) -> Result<Ledger, sqlx::Error> {
         let exists = match dialect {
             Dialect::Postgres => {
                 "SELECT COUNT(*) FROM pg_tables WHERE tablename = '_sqlx_migrations' AND schemaname = current_schema()"
@@ -60,7 +60,7 @@ impl Ledger {
     /// versions this binary does not know (a newer binary migrated the
     /// database), a migration left half done, or a file that changed since
     /// the database applied it.
-    pub fn refusal(&self, known: &[Migration]) -> Option<MigrationError> {
+    pub(super) fn refusal(&self, known: &[Migration]) -> Option<MigrationError> {
         let unknown: Vec<MigrationName> = self
             .recorded
             .iter()
@@ -81,12 +81,12 @@ impl Ledger {
     }
 
     /// The migrations of `known` not recorded yet, in version order.
-    pub fn pending<'k>(&self, known: &'k [Migration]) -> Vec<&'k Migration> {
+    pub(super) fn pending<'k>(&self, known: &'k [Migration]) -> Vec<&'k Migration> {
         known.iter().filter(|m| !self.recorded.iter().any(|r| r.version == m.version)).collect()
     }
 
     /// How many of `known` are recorded.
-    pub fn applied(&self, known: &[Migration]) -> usize {
+    pub(super) fn applied(&self, known: &[Migration]) -> usize {
         known.len() - self.pending(known).len()
     }
 }

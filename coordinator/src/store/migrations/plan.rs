@@ -37,7 +37,7 @@ impl PendingMigration {
     }
 }
 
-pub async fn read(
+pub(super) async fn read(
     conn: &mut AnyConnection,
     dialect: Dialect,
     known: &[Migration],

@@ -21,7 +21,7 @@ use sqlx::{AnyConnection, AssertSqlSafe, Executor as _};
 const LOCK_NOT_AVAILABLE: &str = "55P03";
 const QUERY_CANCELED: &str = "57014";
 
-pub async fn apply(
+pub(super) async fn apply(
     conn: &mut AnyConnection,
     dialect: Dialect,
     known: &[Migration],

@@ -10,7 +10,7 @@
 
 /// The statements of `sql` in order, each trimmed; comments before a
 /// statement stay with it, and pieces holding only comments are dropped.
-pub fn split(sql: &str) -> Vec<String> {
+pub(super) fn split(sql: &str) -> Vec<String> {
     let mut statements = Vec::new();
     let mut start = 0;
     let mut rest = sql;
@@ -36,7 +36,7 @@ pub fn split(sql: &str) -> Vec<String> {
 }
 
 /// The first line of `statement` that is not a comment, for a listing.
-pub fn first_line(statement: &str) -> &str {
+pub(super) fn first_line(statement: &str) -> &str {
     statement.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("--")).unwrap_or_default()
 }
 

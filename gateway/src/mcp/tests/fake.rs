@@ -43,7 +43,7 @@ struct Inner {
 }
 
 #[derive(Clone)]
-pub struct Fake(Arc<Inner>);
+pub(crate) struct Fake(Arc<Inner>);
 
 fn tool(name: &str, background: &str) -> ToolDefinition {
     ToolDefinition {
@@ -63,7 +63,7 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-pub fn text_result(text: &str, is_error: bool) -> String {
+pub(super) fn text_result(text: &str, is_error: bool) -> String {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error}).to_string()
 }
 
@@ -82,7 +82,7 @@ fn not_found() -> Status {
 }
 
 impl Fake {
-    pub fn new() -> Fake {
+    pub(crate) fn new() -> Fake {
         let tools = vec![
             tool("echo", "forbidden"),
             tool("slow", "optional"),
@@ -105,7 +105,7 @@ impl Fake {
     }
 
     /// Serves the fake on an ephemeral loopback port.
-    pub async fn serve(&self) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    pub(crate) async fn serve(&self) -> (SocketAddr, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake coordinator");
         let addr = listener.local_addr().expect("fake coordinator address");
         let service = CoordinatorServer::new(self.clone());
@@ -130,7 +130,7 @@ impl Fake {
         self.0.changed.send_modify(|v| *v += 1);
     }
 
-    pub fn finish(&self, id: &str, result_json: &str) {
+    pub(crate) fn finish(&self, id: &str, result_json: &str) {
         self.update(id, |e| {
             e.view.set_status(ExecutionStatus::Completed);
             e.result = Some(result_json.to_owned());
@@ -138,12 +138,12 @@ impl Fake {
     }
 
     /// The tool itself failed, with `message` and no detail.
-    pub fn fail(&self, id: &str, message: &str) {
+    pub(crate) fn fail(&self, id: &str, message: &str) {
         self.fail_with(id, "tool_error", message, None);
     }
 
     /// The execution failed for `reason`; `detail` is what the tool attached.
-    pub fn fail_with(&self, id: &str, reason: &str, message: &str, detail: Option<&str>) {
+    pub(crate) fn fail_with(&self, id: &str, reason: &str, message: &str, detail: Option<&str>) {
         self.update(id, |e| {
             e.view.set_status(ExecutionStatus::Failed);
             e.view.failure_reason = reason.into();
@@ -152,7 +152,7 @@ impl Fake {
         });
     }
 
-    pub fn ask(&self, id: &str, key: &str, message: &str) {
+    pub(crate) fn ask(&self, id: &str, key: &str, message: &str) {
         self.update(id, |e| {
             e.view.set_status(ExecutionStatus::InputRequired);
             e.view.input_requests.push(InputRequest {
@@ -164,47 +164,47 @@ impl Fake {
         });
     }
 
-    pub fn status(&self, id: &str) -> &'static str {
+    pub(crate) fn status(&self, id: &str) -> &'static str {
         self.lock().executions.get(id).map(|e| e.view.status().name()).unwrap_or_default()
     }
 
-    pub fn cancel_state(&self, id: &str) -> &'static str {
+    pub(crate) fn cancel_state(&self, id: &str) -> &'static str {
         self.lock().executions.get(id).map(|e| e.view.cancel_state().name()).unwrap_or_default()
     }
 
-    pub fn surface(&self, id: &str) -> i32 {
+    pub(crate) fn surface(&self, id: &str) -> i32 {
         self.lock().executions.get(id).map(|e| e.view.surface).unwrap_or_default()
     }
 
-    pub fn last_id(&self) -> String {
+    pub(crate) fn last_id(&self) -> String {
         self.lock().executions.keys().next_back().cloned().unwrap_or_default()
     }
 
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.lock().executions.len()
     }
 
     /// `(execution, key, action, content_json)` of every input provided.
-    pub fn provided(&self) -> Vec<(String, String, String, String)> {
+    pub(crate) fn provided(&self) -> Vec<(String, String, String, String)> {
         self.lock().provided.clone()
     }
 
-    pub fn fail_next_start(&self, e: WireError) {
+    pub(crate) fn fail_next_start(&self, e: WireError) {
         self.lock().next_start_error = Some(e);
     }
 
     /// The next cancel of a running execution answers `outcome`.
-    pub fn next_cancel_answers(&self, outcome: CancelOutcome) {
+    pub(crate) fn next_cancel_answers(&self, outcome: CancelOutcome) {
         self.lock().next_cancel_outcome = Some(outcome);
     }
 
     /// WaitExecution calls started so far.
-    pub fn waits(&self) -> u64 {
+    pub(crate) fn waits(&self) -> u64 {
         *self.0.waits.borrow()
     }
 
     /// Resolves once more than `seen` WaitExecution calls have started.
-    pub async fn until_waits_exceed(&self, seen: u64) {
+    pub(crate) async fn until_waits_exceed(&self, seen: u64) {
         let mut rx = self.0.waits.subscribe();
         rx.wait_for(|n| *n > seen).await.expect("fake alive");
     }

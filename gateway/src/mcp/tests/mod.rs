@@ -21,14 +21,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-pub const URL: &str = "/mcp/gw1";
-pub const EXT: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const URL: &str = "/mcp/gw1";
+pub(crate) const EXT: &str = "io.modelcontextprotocol/tasks";
 
-pub struct Harness {
-    pub fake: Fake,
-    pub app: Router,
+pub(crate) struct Harness {
+    pub(crate) fake: Fake,
+    pub(crate) app: Router,
     /// This gateway's graceful shutdown signal.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     options: Options,
     /// The fake's gRPC server, owned by the harness that started it.
     server: Option<tokio::task::JoinHandle<()>>,
@@ -42,11 +42,11 @@ impl Drop for Harness {
     }
 }
 
-pub async fn harness() -> Harness {
+pub(crate) async fn harness() -> Harness {
     harness_with(|_| {}).await
 }
 
-pub async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harness {
+pub(crate) async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harness {
     let fake = Fake::new();
     let (addr, server) = fake.serve().await;
     let mut options = Options {
@@ -76,23 +76,23 @@ pub async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harness {
 
 /// A response as a client sees it: status, headers and the JSON-RPC
 /// messages of the body (one for JSON, every `data:` line for SSE).
-pub struct Answer {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub messages: Vec<Value>,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) messages: Vec<Value>,
 }
 
 impl Answer {
     /// The last message: the response to the request.
-    pub fn body(&self) -> &Value {
+    pub(crate) fn body(&self) -> &Value {
         self.messages.last().unwrap_or(&Value::Null)
     }
 
-    pub fn result(&self) -> &Value {
+    pub(crate) fn result(&self) -> &Value {
         &self.body()["result"]
     }
 
-    pub fn error_code(&self) -> i64 {
+    pub(crate) fn error_code(&self) -> i64 {
         self.body()["error"]["code"].as_i64().unwrap_or(0)
     }
 }
@@ -113,13 +113,13 @@ fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Vec<Value> {
 
 impl Harness {
     /// Another gateway replica with the same options and coordinator.
-    pub fn replica(&self) -> Harness {
+    pub(crate) fn replica(&self) -> Harness {
         let shutdown = CancellationToken::new();
         let app = crate::router(crate::state(self.options.clone(), shutdown.clone()).expect("gateway state"));
         Harness { fake: self.fake.clone(), app, shutdown, options: self.options.clone(), server: None }
     }
 
-    pub async fn send(&self, request: Request<Body>) -> Answer {
+    pub(crate) async fn send(&self, request: Request<Body>) -> Answer {
         let response = self.app.clone().oneshot(request).await.expect("router answers");
         let status = response.status();
         let headers = response.headers().clone();
@@ -129,17 +129,17 @@ impl Harness {
     }
 
     /// Sends without reading the body, for streams a test drives step by step.
-    pub async fn open(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Body) {
+    pub(crate) async fn open(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Body) {
         let response = self.app.clone().oneshot(request).await.expect("router answers");
         (response.status(), response.headers().clone(), response.into_body())
     }
 
-    pub async fn modern(&self, token: &str, method: &str, params: Value, ext: bool) -> Answer {
+    pub(crate) async fn modern(&self, token: &str, method: &str, params: Value, ext: bool) -> Answer {
         self.send(modern_request(token, method, params, ext)).await
     }
 
     /// `initialize` then `notifications/initialized`; returns the session id.
-    pub async fn initialize(&self, token: &str, version: &str, capabilities: Value) -> (Answer, String) {
+    pub(crate) async fn initialize(&self, token: &str, version: &str, capabilities: Value) -> (Answer, String) {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": version, "capabilities": capabilities,
             "clientInfo": {"name": "test", "version": "0"}}});
@@ -153,13 +153,13 @@ impl Harness {
         (answer, session)
     }
 
-    pub async fn legacy(&self, token: &str, session: &str, method: &str, params: Value) -> Answer {
+    pub(crate) async fn legacy(&self, token: &str, session: &str, method: &str, params: Value) -> Answer {
         self.send(legacy_request(token, session, method, params)).await
     }
 }
 
 /// A POST with the transport headers every era needs.
-pub fn post(token: &str) -> http::request::Builder {
+pub(crate) fn post(token: &str) -> http::request::Builder {
     let builder = Request::post(URL)
         .header("host", "127.0.0.1:8080")
         .header("content-type", "application/json")
@@ -167,17 +167,17 @@ pub fn post(token: &str) -> http::request::Builder {
     if token.is_empty() { builder } else { builder.header("authorization", format!("Bearer {token}")) }
 }
 
-pub fn legacy_post(token: &str, session: &str, version: &str) -> http::request::Builder {
+pub(crate) fn legacy_post(token: &str, session: &str, version: &str) -> http::request::Builder {
     post(token).header("mcp-session-id", session).header("mcp-protocol-version", version)
 }
 
-pub fn legacy_request(token: &str, session: &str, method: &str, params: Value) -> Request<Body> {
+pub(crate) fn legacy_request(token: &str, session: &str, method: &str, params: Value) -> Request<Body> {
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     legacy_post(token, session, "2025-11-25").body(Body::from(body.to_string())).expect("request")
 }
 
 /// The `_meta` envelope of a 2026-07-28 request.
-pub fn meta(ext: bool) -> Value {
+pub(crate) fn meta(ext: bool) -> Value {
     let mut caps = json!({"elicitation": {}});
     if ext {
         caps["extensions"] = json!({EXT: {}});
@@ -190,7 +190,7 @@ pub fn meta(ext: bool) -> Value {
 }
 
 /// A conformant 2026-07-28 request: `_meta`, version, method and name headers.
-pub fn modern_builder(token: &str, method: &str, params: &Value) -> http::request::Builder {
+pub(crate) fn modern_builder(token: &str, method: &str, params: &Value) -> http::request::Builder {
     let mut builder = post(token).header("mcp-protocol-version", "2026-07-28").header("mcp-method", method);
     let name = match method {
         "tools/call" => params.get("name"),
@@ -203,19 +203,19 @@ pub fn modern_builder(token: &str, method: &str, params: &Value) -> http::reques
     builder
 }
 
-pub fn modern_body(method: &str, mut params: Value, ext: bool) -> Body {
+pub(crate) fn modern_body(method: &str, mut params: Value, ext: bool) -> Body {
     if params.get("_meta").is_none() {
         params["_meta"] = meta(ext);
     }
     Body::from(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
 }
 
-pub fn modern_request(token: &str, method: &str, params: Value, ext: bool) -> Request<Body> {
+pub(crate) fn modern_request(token: &str, method: &str, params: Value, ext: bool) -> Request<Body> {
     modern_builder(token, method, &params).body(modern_body(method, params, ext)).expect("request")
 }
 
 /// Reads SSE messages from a streaming body until `stop` accepts one.
-pub async fn read_until(
+pub(crate) async fn read_until(
     body: &mut futures_util::stream::BoxStream<'static, Value>,
     stop: impl Fn(&Value) -> bool,
 ) -> Value {
@@ -228,7 +228,7 @@ pub async fn read_until(
 }
 
 /// The JSON-RPC messages of an SSE body, as they arrive.
-pub fn sse_messages(body: Body) -> futures_util::stream::BoxStream<'static, Value> {
+pub(crate) fn sse_messages(body: Body) -> futures_util::stream::BoxStream<'static, Value> {
     let chunks = body.into_data_stream();
     futures_util::stream::unfold(
         (chunks, String::new(), Vec::<Value>::new()),

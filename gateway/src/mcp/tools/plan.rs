@@ -21,24 +21,24 @@ pub(super) enum Handoff {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Inputs<'a> {
     /// The tool's name, for the refusals.
-    pub name: &'a str,
-    pub era: Era,
+    pub(crate) name: &'a str,
+    pub(crate) era: Era,
     /// The tool's background policy (one this gateway does not know is forbidden).
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// The caller takes a task: before 2026-07-28, the request asks for one
     /// (its `task` member, once the session negotiated tasks); at 2026-07-28,
     /// native tasks are on and the request declared the tasks extension.
-    pub takes_task: bool,
+    pub(crate) takes_task: bool,
     /// The compatibility surface is on.
-    pub compat: bool,
+    pub(crate) compat: bool,
     /// The tool may ask for input while it runs.
-    pub task_time_input: bool,
+    pub(crate) task_time_input: bool,
     /// 2026-07-28: the request declared the elicitation capability.
-    pub elicitation: bool,
+    pub(crate) elicitation: bool,
     /// The request carries a `requestState` (it answers an MRTR round).
-    pub retry: bool,
+    pub(crate) retry: bool,
     /// A foreground budget is configured.
-    pub budget: bool,
+    pub(crate) budget: bool,
 }
 
 /// How a call goes.
@@ -63,13 +63,13 @@ pub(super) enum CallPlan {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Foreground {
     /// How the execution is given to the caller if the budget runs out first.
-    pub handoff: Handoff,
-    pub origin: Origin,
+    pub(crate) handoff: Handoff,
+    pub(crate) origin: Origin,
     /// Input the tool asks for while the caller waits travels as an MRTR
     /// round (InputRequiredResult, then a retry carrying the answers).
-    pub mrtr: bool,
+    pub(crate) mrtr: bool,
     /// The call holds a wait place.
-    pub holds_place: bool,
+    pub(crate) holds_place: bool,
 }
 
 /// Where a foreground call's execution comes from.

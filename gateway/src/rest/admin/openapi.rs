@@ -69,7 +69,7 @@ fn schemas() -> Value {
 }
 
 /// Adds the administration paths and schemas to `doc`.
-pub fn extend(doc: &mut Value) {
+pub(crate) fn extend(doc: &mut Value) {
     let scope = [
         json!({"name": "org_id", "in": "path", "required": true, "schema": {"type": "string"}}),
         json!({"name": "project_id", "in": "path", "required": true, "schema": {"type": "string"}}),

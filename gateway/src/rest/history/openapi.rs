@@ -167,7 +167,7 @@ fn with_detail_link(mut responses: Value) -> Value {
 }
 
 /// Adds the history paths and schemas to `doc`.
-pub fn extend(doc: &mut Value) {
+pub(crate) fn extend(doc: &mut Value) {
     let scope = [
         json!({"name": "org_id", "in": "path", "required": true, "schema": {"type": "string"}}),
         json!({"name": "project_id", "in": "path", "required": true, "schema": {"type": "string"}}),

@@ -27,7 +27,7 @@ fn responses(ok: (&str, &str), codes: &[u16]) -> Value {
 }
 
 /// Adds the operator paths and schemas to `doc`.
-pub fn extend(doc: &mut Value) {
+pub(crate) fn extend(doc: &mut Value) {
     let scope = [
         json!({"name": "org_id", "in": "path", "required": true, "schema": {"type": "string"}}),
         json!({"name": "project_id", "in": "path", "required": true, "schema": {"type": "string"}}),

@@ -8,7 +8,7 @@ use crate::waits::{DEFAULT_WATCH_SECONDS, Limits};
 use serde_json::{Value, json};
 
 /// Adds the watch's paths, parameters and schemas to `doc`.
-pub fn extend(doc: &mut Value) {
+pub(crate) fn extend(doc: &mut Value) {
     let defaults = Limits::default();
     let read = &mut doc["paths"][format!("{BASE}/{{execution_id}}")]["get"];
     if let Some(params) = read["parameters"].as_array_mut() {

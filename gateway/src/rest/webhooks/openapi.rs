@@ -35,7 +35,7 @@ fn empty_body() -> Value {
 }
 
 /// Adds the webhook paths and schemas to `doc`.
-pub fn extend(doc: &mut Value) {
+pub(crate) fn extend(doc: &mut Value) {
     let scope = [
         json!({"name": "org_id", "in": "path", "required": true, "schema": {"type": "string"}}),
         json!({"name": "project_id", "in": "path", "required": true, "schema": {"type": "string"}}),

@@ -9,20 +9,20 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::{Notify, oneshot};
 
-pub const POLL_MS: u64 = 100;
-pub const DEFAULT_TTL_MS: i64 = 3_600_000;
+pub(super) const POLL_MS: u64 = 100;
+pub(super) const DEFAULT_TTL_MS: i64 = 3_600_000;
 const MAX_TTL_MS: i64 = 24 * 3_600_000;
 
 /// What a tool run produced: a `CallToolResult`, or a JSON-RPC error.
-pub type Outcome = Result<Value, Value>;
+pub(super) type Outcome = Result<Value, Value>;
 
-pub struct Pending {
+pub(super) struct Pending {
     pub method: String,
     pub params: Value,
     answer: Option<oneshot::Sender<Value>>,
 }
 
-pub struct Task {
+pub(super) struct Task {
     pub id: String,
     pub status: &'static str,
     pub message: Option<String>,
@@ -43,7 +43,7 @@ fn stamp(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_default()
 }
 
-pub fn random_hex(bytes: usize) -> String {
+pub(super) fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     if getrandom::fill(&mut b).is_err() {
         let nanos = OffsetDateTime::from(baton_proto::clock::now()).unix_timestamp_nanos();
@@ -53,7 +53,7 @@ pub fn random_hex(bytes: usize) -> String {
 }
 
 impl Task {
-    pub fn terminal(&self) -> bool {
+    pub(super) fn terminal(&self) -> bool {
         matches!(self.status, "completed" | "failed" | "cancelled")
     }
 
@@ -66,7 +66,7 @@ impl Task {
     }
 
     /// 2025-11-25 `Task`.
-    pub fn v1_view(&self) -> Value {
+    pub(super) fn v1_view(&self) -> Value {
         let mut v = json!({
             "taskId": self.id, "status": self.v1_status(), "createdAt": stamp(self.created),
             "lastUpdatedAt": stamp(self.updated), "ttl": self.ttl_ms, "pollInterval": POLL_MS,
@@ -78,7 +78,7 @@ impl Task {
     }
 
     /// 2026-07-28 `CreateTaskResult` (`detailed` false) or `DetailedTask`.
-    pub fn v2_view(&self, detailed: bool) -> Value {
+    pub(super) fn v2_view(&self, detailed: bool) -> Value {
         let mut v = json!({
             "resultType": if detailed { "complete" } else { "task" },
             "taskId": self.id, "status": self.status, "createdAt": stamp(self.created),
@@ -109,12 +109,12 @@ impl Task {
 
 /// Every task of the server.
 #[derive(Default)]
-pub struct Tasks {
+pub(super) struct Tasks {
     inner: Mutex<HashMap<String, Task>>,
 }
 
 impl Tasks {
-    pub fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Task>) -> R) -> R {
+    pub(super) fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Task>) -> R) -> R {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let now = OffsetDateTime::from(baton_proto::clock::now());
         guard.retain(|_, t| !t.terminal() || (now - t.created).whole_milliseconds() < i128::from(t.ttl_ms));
@@ -123,7 +123,7 @@ impl Tasks {
 
     /// Creates a task (visible to `tasks/get` before this returns) and starts
     /// `run` for it in the background.
-    pub fn create<F, Fut>(self: &Arc<Self>, ttl_ms: Option<i64>, session: Option<String>, run: F) -> String
+    pub(super) fn create<F, Fut>(self: &Arc<Self>, ttl_ms: Option<i64>, session: Option<String>, run: F) -> String
     where
         F: FnOnce(Asker) -> Fut,
         Fut: std::future::Future<Output = Outcome> + Send + 'static,
@@ -163,7 +163,7 @@ impl Tasks {
     }
 
     /// Changes a task and wakes whoever waits on it.
-    pub fn update(&self, id: &str, f: impl FnOnce(&mut Task)) -> bool {
+    pub(super) fn update(&self, id: &str, f: impl FnOnce(&mut Task)) -> bool {
         self.with(|m| match m.get_mut(id) {
             Some(t) => {
                 f(t);
@@ -176,7 +176,7 @@ impl Tasks {
     }
 
     /// Delivers an answer to a pending request; false when the key is not pending.
-    pub fn answer(&self, key: &str, response: Value) -> bool {
+    pub(super) fn answer(&self, key: &str, response: Value) -> bool {
         let Some(task_id) = self.with(|m| m.values().find(|t| t.pending.contains_key(key)).map(|t| t.id.clone()))
         else {
             return false;
@@ -196,7 +196,7 @@ impl Tasks {
     }
 
     /// Cancels a running task; false when it is already terminal.
-    pub fn cancel(&self, id: &str) -> Option<bool> {
+    pub(super) fn cancel(&self, id: &str) -> Option<bool> {
         self.with(|m| {
             let t = m.get_mut(id)?;
             if t.terminal() {
