@@ -64,6 +64,9 @@ pub mod action {
     pub const EXECUTION_CANCEL: &str = "execution.cancel";
     /// `baton admin payload-keys rewrap` re-sealing an organization's values.
     pub const PAYLOAD_KEYS_REWRAP: &str = "payload_keys.rewrap";
+    /// `baton admin grant-role|revoke-role`: a person's role in a project.
+    pub const ROLE_GRANT: &str = "role.grant";
+    pub const ROLE_REVOKE: &str = "role.revoke";
 }
 
 /// The outcomes besides an operation's own (a cancel's outcome, for instance).

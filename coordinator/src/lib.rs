@@ -12,6 +12,7 @@ pub mod grpc;
 mod notify;
 pub mod options;
 pub mod payload_keys;
+pub mod people;
 pub mod redis_link;
 pub mod schema;
 pub mod store;

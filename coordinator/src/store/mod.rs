@@ -30,6 +30,7 @@ mod progress;
 mod records;
 mod replica;
 mod retention;
+mod role_grants;
 mod sweep;
 mod tool_owners;
 mod watch;
@@ -72,6 +73,7 @@ pub use payload_keys::{KeyCounts, Replacement, SEALED_TABLES, SealedRow, SealedT
 pub use records::{AttemptRecord, ExecutionRecord, NewExecution, ProgressRecord};
 pub use replica::ReplicaState;
 pub use retention::RetentionSettings;
+pub use role_grants::RoleGrantRow;
 pub use sweep::{OpenExecution, SweepReport};
 pub use tool_owners::{OwnedElsewhere, ToolChange};
 pub use webhooks::{AttemptOutcome, ClaimedDelivery, DeliveryRecord, EndpointRecord};

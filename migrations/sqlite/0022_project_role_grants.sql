@@ -1,0 +1,15 @@
+-- Roles for people (decision 0050): a project's grant of a role to an email
+-- address or to a group of the OpenID provider. A person signed in through the
+-- provider holds, in a project, the strongest role among the grants that name
+-- their email or one of their groups, read on every request, so a revoked
+-- grant takes effect on the next one. `baton admin grant-role` writes a row
+-- (replacing the role of the same subject), `revoke-role` deletes it; both are
+-- audited. Emails are kept lowercased; groups as the provider spells them.
+CREATE TABLE project_role_grants (
+    project_id    TEXT NOT NULL,
+    subject_kind  TEXT NOT NULL,
+    subject       TEXT NOT NULL,
+    role          TEXT NOT NULL,
+    granted_at    BIGINT NOT NULL,
+    PRIMARY KEY (project_id, subject_kind, subject)
+);
