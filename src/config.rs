@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 
 mod database;
 mod redis;
+mod sign_in;
 mod webhooks;
 pub use database::{Database, Migrations};
 pub use redis::Redis;
+pub use sign_in::SignInSection;
 pub use webhooks::WebhooksSection;
 
 #[derive(Debug, thiserror::Error)]
@@ -278,6 +280,7 @@ pub struct Config {
     pub tls: Tls,
     pub telemetry: Telemetry,
     pub webhooks: WebhooksSection,
+    pub dashboard_sign_in: SignInSection,
 }
 
 impl Config {
@@ -313,6 +316,7 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), Error> {
         self.redis.validate()?;
+        self.dashboard_sign_in.validate()?;
         self.database.validate()?;
         let f = &self.features;
         let surfaces_on = f.native_mcp_tasks || f.mcp_tasks_compatibility;

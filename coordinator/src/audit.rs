@@ -25,6 +25,8 @@ pub struct Actor {
 impl Actor {
     pub fn of(p: &Principal) -> Actor {
         let kind = match p {
+            // A person signed in with the OpenID provider (engine/people.rs).
+            Principal::ApiKey { credential_id, .. } if credential_id.starts_with("person:") => "person",
             Principal::ApiKey { .. } => "api_key",
             Principal::EndUser { .. } => "end_user",
             Principal::Worker { .. } => "worker",

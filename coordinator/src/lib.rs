@@ -10,6 +10,7 @@ pub mod crypto;
 pub mod engine;
 pub mod grpc;
 mod notify;
+pub mod oidc;
 pub mod options;
 pub mod payload_keys;
 pub mod people;

@@ -240,6 +240,26 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Starts a person's sign-in with the OpenID provider (no credential: anyone may).
+    pub async fn begin_person_sign_in(
+        &self,
+        org_id: &str,
+        project_id: &str,
+    ) -> Result<pb::BeginPersonSignInResponse, WireError> {
+        let request = pb::BeginPersonSignInRequest { org_id: org_id.to_owned(), project_id: project_id.to_owned() };
+        let anonymous = Bearer("anonymous".into());
+        self.call(&anonymous, request, None, |mut c, r| async move { c.begin_person_sign_in(r).await }).await
+    }
+
+    /// Completes it: the coordinator exchanges the code and validates the ID token.
+    pub async fn complete_person_sign_in(
+        &self,
+        request: pb::CompletePersonSignInRequest,
+    ) -> Result<pb::CompletePersonSignInResponse, WireError> {
+        let anonymous = Bearer("anonymous".into());
+        self.call(&anonymous, request, None, |mut c, r| async move { c.complete_person_sign_in(r).await }).await
+    }
+
     /// The changes of the caller's execution after cursor `after`, oldest first.
     pub async fn changes_after(
         &self,

@@ -13,3 +13,22 @@ CREATE TABLE project_role_grants (
     granted_at    BIGINT NOT NULL,
     PRIMARY KEY (project_id, subject_kind, subject)
 );
+
+-- A person's dashboard session, opened by sign-in with the OpenID provider:
+-- like dashboard_sessions, but for a person instead of an API key. The
+-- person's role is not kept here: it is read from the grants on every request.
+-- `groups_json` holds the groups the provider named at sign-in.
+CREATE TABLE person_sessions (
+    token_hash    BLOB PRIMARY KEY,
+    org_id        TEXT NOT NULL,
+    project_id    TEXT NOT NULL,
+    subject       TEXT NOT NULL,
+    email         TEXT NOT NULL,
+    groups_json   TEXT NOT NULL,
+    created_at    BIGINT NOT NULL,
+    last_seen_at  BIGINT NOT NULL,
+    expires_at    BIGINT NOT NULL,
+    ended_at      BIGINT
+);
+
+CREATE INDEX person_sessions_expiry ON person_sessions (expires_at);

@@ -52,6 +52,8 @@ pub enum Refusal {
     Worker,
     ReadOnly,
     OtherProject,
+    /// A person signed in with the OpenID provider holds no grant in the project.
+    NoGrant,
 }
 
 impl Refusal {
@@ -69,6 +71,7 @@ impl Refusal {
             Refusal::Worker => "Worker tokens cannot open the dashboard",
             Refusal::ReadOnly => "Read-only keys cannot open the dashboard",
             Refusal::OtherProject => "This key belongs to another project",
+            Refusal::NoGrant => "You have no role in this project",
         }
     }
 
@@ -91,6 +94,10 @@ impl Refusal {
                 "It cannot open this project's dashboard. Paste a key of this project, or open the dashboard of \
                  the project the key belongs to."
             }
+            Refusal::NoGrant => {
+                "Your identity provider signed you in, but no project admin has granted your email address or one \
+                 of your groups a role here (or the grant was revoked). Ask a project admin for one."
+            }
         }
     }
 }
@@ -106,6 +113,10 @@ pub async fn check_key(state: &AppState, key: &str, path: &ProjectPath) -> Resul
     let who = match state.coordinator.who_am_i(&Bearer(key.to_owned()), None).await {
         Ok(who) => who,
         Err(e) if e.code == ErrorCode::Unauthenticated => return Ok(Err(Refusal::Unknown)),
+        // A person's session whose grants no longer give a role here.
+        Err(e) if e.code == ErrorCode::PermissionDenied && e.message.starts_with("no_role") => {
+            return Ok(Err(Refusal::NoGrant));
+        }
         Err(e) => return Err(e),
     };
     let refusal = match who.kind() {
