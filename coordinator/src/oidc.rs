@@ -7,8 +7,9 @@
 //! expiry and nonce. The gateway only carries the browser through: it keeps
 //! `state`, `nonce` and the PKCE verifier in a sealed, short-lived cookie and
 //! checks `state` on the way back. The provider's metadata and keys are
-//! fetched on first use and again when a token names a key they lack (key
-//! rotation), or when they are older than an hour.
+//! fetched at every sign-in's start (so a provider that is down is told
+//! before the browser goes there), and again when a token names a key they
+//! lack (key rotation).
 
 use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreProviderMetadata};
 use openidconnect::{
@@ -215,9 +216,11 @@ impl Provider {
         .set_redirect_uri(redirect))
     }
 
-    /// The authorization URL for a new sign-in, with fresh state, nonce and PKCE verifier.
+    /// The authorization URL for a new sign-in, with fresh state, nonce and
+    /// PKCE verifier. The metadata is fetched afresh: a provider that is down
+    /// is told at once, not after the browser was sent to it.
     pub async fn begin(&self) -> Result<Begun, Error> {
-        let cached = self.metadata(false).await?;
+        let cached = self.metadata(true).await?;
         let client = self.client(&cached.metadata)?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
         let mut request =
