@@ -24,6 +24,10 @@ use tokio::sync::RwLock;
 const METADATA_TTL: Duration = Duration::from_secs(3600);
 /// No answer from the provider larger than this is read.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
+/// The groups kept of a person (each is a bound parameter of the grants' read),
+/// and the longest group name and email address kept.
+const MAX_GROUPS: usize = 256;
+const MAX_NAME_LEN: usize = 320;
 
 /// The provider's configuration. The client secret never appears in `Debug`.
 #[derive(Clone)]
@@ -281,15 +285,16 @@ impl Provider {
             .get(&self.options.email_claim)
             .and_then(serde_json::Value::as_str)
             .map(|e| e.trim().to_lowercase())
-            .filter(|e| e.contains('@'))
+            .filter(|e| e.contains('@') && e.len() <= MAX_NAME_LEN)
             .ok_or(Error::NoEmail)?;
-        let groups = match payload.get(&self.options.groups_claim) {
-            Some(serde_json::Value::Array(items)) => {
-                items.iter().filter_map(serde_json::Value::as_str).map(str::to_owned).collect()
-            }
-            Some(serde_json::Value::String(one)) => vec![one.clone()],
+        let named: Vec<&str> = match payload.get(&self.options.groups_claim) {
+            Some(serde_json::Value::Array(items)) => items.iter().filter_map(serde_json::Value::as_str).collect(),
+            Some(serde_json::Value::String(one)) => vec![one.as_str()],
             _ => Vec::new(),
         };
+        // A group too long to be granted is no group; beyond the bound, the rest are not read.
+        let groups =
+            named.into_iter().filter(|g| g.len() <= MAX_NAME_LEN).take(MAX_GROUPS).map(str::to_owned).collect();
         Ok(Person { subject, email, groups })
     }
 }

@@ -144,6 +144,11 @@ fn a_valid_token_names_the_person_and_their_groups() {
             groups: vec!["admins".into(), "devs".into()]
         }
     );
+    let mut many: Vec<String> = (0..1000).map(|i| format!("g{i}")).collect();
+    many.insert(0, "x".repeat(400));
+    let crowded = p.validate(&metadata("k1"), &token(Claims { groups: Some(many), ..Claims::default() }, "k1"), "n-1");
+    let groups = crowded.expect("valid").groups;
+    assert_eq!((groups.len(), groups[0].as_str()), (256, "g0"), "bounded, and no overlong name");
     let no_groups = token(Claims { groups: None, ..Claims::default() }, "k1");
     assert!(p.validate(&metadata("k1"), &no_groups, "n-1").expect("valid").groups.is_empty());
 }

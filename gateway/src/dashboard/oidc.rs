@@ -82,7 +82,8 @@ pub async fn start(
         state: begun.state,
         nonce: begun.nonce,
         verifier: begun.pkce_verifier,
-        next: safe_next(&path, q.next.as_deref()),
+        // A long return address would outgrow the cookie: the list, then.
+        next: safe_next(&path, q.next.as_deref().filter(|n| n.len() <= 512)),
         expires_ms: baton_proto::clock::now_ms() + FLOW_LIFETIME.as_millis() as i64,
     };
     let Ok(sealed) = session::seal_value(&state.options.session_key, FLOW_AAD, &flow) else {

@@ -120,3 +120,21 @@ async fn api_key_sign_in_can_be_turned_off_and_the_provider_is_off_by_default() 
     let a = send(&plain, get(&format!("{BASE}/sign-in/oidc"), None)).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_long_return_address_falls_back_to_the_list() {
+    let h = with_oidc(true).await;
+    let long = format!("{BASE}/tool-executions?tool_name={}", "x".repeat(600));
+    let a = send(&h, get(&format!("{BASE}/sign-in/oidc?next={long}"), None)).await;
+    let flow = a
+        .cookies()
+        .into_iter()
+        .find(|c| c.starts_with(FLOW_COOKIE))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(flow.len() < 1024, "the flow cookie stays small: {}", flow.len());
+    let done = send(&h, get(&format!("{CALLBACK}?code=good&state=st-1"), Some(&flow))).await;
+    assert_eq!(done.status, StatusCode::OK);
+    assert!(done.body.contains(&format!(r#"url={BASE}/tool-executions">"#)), "{}", done.body);
+}
