@@ -11,11 +11,16 @@
 //! before the browser goes there), and again when a token names a key they
 //! lack (key rotation).
 
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreProviderMetadata};
+use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken};
 use openidconnect::{
-    AuthorizationCode, ClientId, ClientSecret, CsrfToken, HttpRequest, HttpResponse, IssuerUrl, Nonce,
-    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RequestTokenError, Scope, TokenResponse,
+    AuthorizationCode, ClientId, ClientSecret, CsrfToken, HttpRequest, HttpResponse, IssuerUrl, LogoutRequest, Nonce,
+    PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadataWithLogout, RedirectUrl,
+    RequestTokenError, Scope, TokenResponse,
 };
+
+/// The provider's discovery document, with the end-session endpoint of
+/// RP-initiated logout when the provider has one.
+pub type Metadata = ProviderMetadataWithLogout;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::RwLock;
@@ -46,6 +51,9 @@ pub struct ProviderOptions {
     pub email_claim: String,
     /// The claim holding the person's groups (an array of strings, or one string).
     pub groups_claim: String,
+    /// Where the provider sends the browser after signing the person out
+    /// there (registered with it); `None` leaves them on the provider's page.
+    pub post_logout_redirect_url: Option<String>,
 }
 
 impl std::fmt::Debug for ProviderOptions {
@@ -57,6 +65,7 @@ impl std::fmt::Debug for ProviderOptions {
             .field("scopes", &self.scopes)
             .field("email_claim", &self.email_claim)
             .field("groups_claim", &self.groups_claim)
+            .field("post_logout_redirect_url", &self.post_logout_redirect_url)
             .finish_non_exhaustive()
     }
 }
@@ -99,7 +108,7 @@ pub struct Person {
 }
 
 struct Cached {
-    metadata: CoreProviderMetadata,
+    metadata: Metadata,
     fetched: Instant,
 }
 
@@ -189,7 +198,7 @@ impl Provider {
         }
         let issuer = IssuerUrl::new(self.options.issuer_url.clone()).map_err(|e| Error::Config(e.to_string()))?;
         let http = Http(&self.http);
-        let metadata = CoreProviderMetadata::discover_async(issuer, &http)
+        let metadata = Metadata::discover_async(issuer, &http)
             .await
             .map_err(|e| Error::Unavailable(format!("discovery: {}", error_chain(&e))))?;
         let fresh = Arc::new(Cached { metadata, fetched: Instant::now() });
@@ -199,7 +208,7 @@ impl Provider {
 
     fn client(
         &self,
-        metadata: &CoreProviderMetadata,
+        metadata: &Metadata,
     ) -> Result<
         CoreClient<
             openidconnect::EndpointSet,
@@ -241,6 +250,28 @@ impl Provider {
         })
     }
 
+    /// Where to send a person's browser to end their session at the provider
+    /// too (RP-initiated logout), if the provider offers it. Uses the cached
+    /// metadata, or fetches it; a provider that cannot be reached is skipped
+    /// (the session here is over either way).
+    pub async fn logout_url(&self) -> Option<String> {
+        let cached = match self.metadata(false).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot end a session at the identity provider");
+                return None;
+            }
+        };
+        let endpoint = cached.metadata.additional_metadata().end_session_endpoint.clone()?;
+        let mut request = LogoutRequest::from(endpoint).set_client_id(ClientId::new(self.options.client_id.clone()));
+        if let Some(url) = &self.options.post_logout_redirect_url
+            && let Ok(url) = PostLogoutRedirectUrl::new(url.clone())
+        {
+            request = request.set_post_logout_redirect_uri(url);
+        }
+        Some(request.http_get_url().to_string())
+    }
+
     /// Exchanges `code` and validates the ID token it brings.
     pub async fn complete(&self, code: &str, pkce_verifier: &str, nonce: &str) -> Result<Person, Error> {
         let cached = self.metadata(false).await?;
@@ -270,7 +301,7 @@ impl Provider {
     /// Validates `token` against the provider's keys, issuer, our client id as
     /// audience, its expiry and `nonce`; reads the subject, the email address
     /// and the groups.
-    pub fn validate(&self, metadata: &CoreProviderMetadata, token: &CoreIdToken, nonce: &str) -> Result<Person, Error> {
+    pub fn validate(&self, metadata: &Metadata, token: &CoreIdToken, nonce: &str) -> Result<Person, Error> {
         let client = self.client(metadata)?;
         let verifier = client.id_token_verifier();
         let claims =

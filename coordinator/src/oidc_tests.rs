@@ -66,19 +66,23 @@ fn provider() -> Provider {
         scopes: vec!["email".into(), "groups".into()],
         email_claim: "email".into(),
         groups_claim: "groups".into(),
+        post_logout_redirect_url: None,
     })
     .expect("provider")
 }
 
-fn metadata(kid: &str) -> CoreProviderMetadata {
-    CoreProviderMetadata::new(
+fn metadata(kid: &str) -> Metadata {
+    Metadata::new(
         IssuerUrl::new(ISSUER.into()).expect("issuer"),
         AuthUrl::new(format!("{ISSUER}/auth")).expect("auth"),
         JsonWebKeySetUrl::new(format!("{ISSUER}/jwks")).expect("jwks"),
         vec![ResponseTypes::new(vec![CoreResponseType::Code])],
         vec![CoreSubjectIdentifierType::Public],
         vec![CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256],
-        EmptyAdditionalProviderMetadata {},
+        openidconnect::LogoutProviderMetadata {
+            end_session_endpoint: None,
+            additional_metadata: EmptyAdditionalProviderMetadata {},
+        },
     )
     .set_token_endpoint(Some(TokenUrl::new(format!("{ISSUER}/token")).expect("token")))
     .set_jwks(CoreJsonWebKeySet::new(vec![key(kid).as_verification_key()]))

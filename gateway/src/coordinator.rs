@@ -233,11 +233,13 @@ impl Coordinator {
         self.call(key, request, None, |mut c, r| async move { c.open_dashboard_session(r).await }).await
     }
 
-    /// Ends the dashboard session `session` (its token) for every replica.
-    pub async fn end_dashboard_session(&self, session: &Bearer) -> Result<(), WireError> {
+    /// Ends the dashboard session `session` (its token) for every replica;
+    /// for a person's, where to end it at the OpenID provider too, if anywhere.
+    pub async fn end_dashboard_session(&self, session: &Bearer) -> Result<Option<String>, WireError> {
         let request = pb::EndDashboardSessionRequest {};
-        self.call(session, request, None, |mut c, r| async move { c.end_dashboard_session(r).await }).await?;
-        Ok(())
+        let ended =
+            self.call(session, request, None, |mut c, r| async move { c.end_dashboard_session(r).await }).await?;
+        Ok(Some(ended.provider_logout_url).filter(|u| !u.is_empty()))
     }
 
     /// Starts a person's sign-in with the OpenID provider (no credential: anyone may).

@@ -45,6 +45,10 @@ pub struct OidcSection {
     pub email_claim: String,
     #[serde(default = "default_groups_claim")]
     pub groups_claim: String,
+    /// Where the provider sends the browser after signing the person out there
+    /// too (registered with it as a post-logout redirect URI).
+    #[serde(default)]
+    pub post_logout_redirect_url: Option<String>,
 }
 
 fn default_scopes() -> Vec<String> {
@@ -68,6 +72,7 @@ impl std::fmt::Debug for OidcSection {
             .field("scopes", &self.scopes)
             .field("email_claim", &self.email_claim)
             .field("groups_claim", &self.groups_claim)
+            .field("post_logout_redirect_url", &self.post_logout_redirect_url)
             .finish()
     }
 }
@@ -119,6 +124,7 @@ impl SignInSection {
             scopes: o.scopes.clone(),
             email_claim: o.email_claim.clone(),
             groups_claim: o.groups_claim.clone(),
+            post_logout_redirect_url: o.post_logout_redirect_url.clone(),
         }))
     }
 }

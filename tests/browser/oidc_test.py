@@ -224,14 +224,21 @@ def replayed_code():
     wait(d, "the refusal", lambda dr: "expired or began in another browser" in text(dr))
 
 
-@check("sign-out ends the session")
+@check("sign-out ends the session, here and at the provider")
 def sign_out():
     bob.get(LIST)
     bob.find_element(By.CSS_SELECTOR, "form.sign-out button").click()
-    wait(bob, "the signed-out page", lambda d: "You are signed out" in text(d))
+    # The provider's RP-initiated logout asks, then confirms.
+    wait(bob, "the provider's sign-out", lambda d: d.find_elements(By.NAME, "logout"))
+    bob.find_element(By.NAME, "logout").click()
+    wait(bob, "the provider's confirmation", lambda d: "Sign-out Success" in text(d))
+    assert "baton_dashboard" not in [c["name"] for c in bob.get_cookies()]
     bob.get(LIST)
     wait(bob, "the sign-in page", lambda d: "/sign-in" in d.current_url)
     shot(bob, "sign-in")
+    # The provider's session is over too: signing in asks for the login again.
+    bob.find_element(By.PARTIAL_LINK_TEXT, "organization's account").click()
+    wait(bob, "the provider's login", lambda d: d.find_elements(By.NAME, "login"))
 
 
 @check("with the provider down, sign-in says so and signed-in sessions keep working")

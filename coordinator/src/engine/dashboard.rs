@@ -45,15 +45,20 @@ impl Engine {
         Ok(OpenedSession { token, idle_ms: self.options.dashboard.idle_ms, expires_at_ms })
     }
 
-    /// Ends the caller's session (signing out). Ending one already over is no error.
-    pub async fn end_dashboard_session(&self, authorization: Option<&str>) -> Result<()> {
+    /// Ends the caller's session (signing out). Ending one already over is no
+    /// error. For a person's session, answers where to end it at the OpenID
+    /// provider too, when the provider offers that.
+    pub async fn end_dashboard_session(&self, authorization: Option<&str>) -> Result<Option<String>> {
         let token = session_token(authorization).ok_or(authz::Error::Unauthenticated)?;
         if token.starts_with(PERSON_SESSION) {
             self.store.end_person_session(&hash_token(token), now_ms()).await?;
-            return Ok(());
+            return Ok(match self.options.oidc.as_deref() {
+                Some(provider) => provider.logout_url().await,
+                None => None,
+            });
         }
         self.store.end_dashboard_session(&hash_token(token), now_ms()).await?;
-        Ok(())
+        Ok(None)
     }
 
     /// The key an open session stands for; an ended, idle or expired session

@@ -187,7 +187,8 @@ mod tests {
         assert_eq!(rows[0].outcome, "refused");
 
         // Sign-out ends the session for every copy.
-        w.engine.end_dashboard_session(Some(&bearer)).await.expect("sign out");
+        let at_provider = w.engine.end_dashboard_session(Some(&bearer)).await.expect("sign out");
+        assert_eq!(at_provider, None, "no provider configured here, so nothing to end there");
         let ended = w.engine.authenticate(Some(&bearer)).await;
         assert!(matches!(ended, Err(super::super::Error::Auth(authz::Error::Unauthenticated))), "{ended:?}");
     }

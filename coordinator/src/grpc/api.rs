@@ -290,8 +290,8 @@ impl Coordinator for Api {
         &self,
         req: Request<pb::EndDashboardSessionRequest>,
     ) -> Reply<pb::EndDashboardSessionResponse> {
-        self.engine.end_dashboard_session(authorization(&req)).await.map_err(to_status)?;
-        Ok(Response::new(pb::EndDashboardSessionResponse {}))
+        let logout = self.engine.end_dashboard_session(authorization(&req)).await.map_err(to_status)?;
+        Ok(Response::new(pb::EndDashboardSessionResponse { provider_logout_url: logout.unwrap_or_default() }))
     }
 
     async fn begin_person_sign_in(

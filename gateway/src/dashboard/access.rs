@@ -287,6 +287,28 @@ pub fn message_page(path: &ProjectPath, status: StatusCode, title: &str, text: &
     super::html_response(status, html::page(title, &header, &body))
 }
 
+/// Signed out here; the page moves on to end the session at the provider too.
+/// (A page, not a redirect: the page's `form-action 'self'` would stop a
+/// sign-out form's redirect to another origin.)
+pub fn signed_out_here(path: &ProjectPath, provider_logout: &str) -> Response {
+    let base = path.base();
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let body = format!(
+        r#"<section class="message" aria-labelledby="message-title">
+<h1 id="message-title">You are signed out</h1>
+<p>Your session here has ended. Ending it at your organization's identity provider too…</p>
+<p><a class="button" id="provider-sign-out" href="{url}">Sign out at the identity provider</a></p>
+</section>"#,
+        url = esc(provider_logout)
+    );
+    let page = html::page("Signed out", &header, &body).replacen(
+        "<head>",
+        &format!(r#"<head><meta http-equiv="refresh" content="0;url={}">"#, esc(provider_logout)),
+        1,
+    );
+    super::html_response(StatusCode::OK, page)
+}
+
 fn failure_text(e: &WireError) -> (StatusCode, &'static str, &'static str) {
     match e.code {
         ErrorCode::Unavailable | ErrorCode::CapacityExceeded => (

@@ -138,3 +138,25 @@ async fn a_long_return_address_falls_back_to_the_list() {
     assert_eq!(done.status, StatusCode::OK);
     assert!(done.body.contains(&format!(r#"url={BASE}/tool-executions">"#)), "{}", done.body);
 }
+
+#[tokio::test]
+async fn a_person_signing_out_is_sent_to_end_the_session_at_the_provider() {
+    let h = with_oidc(true).await;
+    let (_, flow) = started(&h, BASE).await;
+    let done = send(&h, get(&format!("{CALLBACK}?code=good&state=st-1"), Some(&flow))).await;
+    let cookie = done
+        .cookies()
+        .into_iter()
+        .find(|c| c.starts_with(&format!("{}=bd1.", session::COOKIE)))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_default()
+        .to_owned();
+    let sealed = cookie.split_once('=').map(|(_, v)| v).unwrap_or_default();
+    let claims = session::open(&[42u8; 32], sealed, baton_proto::clock::now_ms()).expect("the session cookie opens");
+    assert_eq!(claims.session, "bdp_fake");
+    let out = send(&h, post(&format!("{BASE}/sign-out"), Some(&cookie), &format!("csrf={}", claims.csrf), None)).await;
+    assert_eq!(out.status, StatusCode::OK);
+    assert!(out.body.contains(r#"content="0;url=http://idp.test/session/end?client_id=baton""#), "{}", out.body);
+    assert!(out.body.contains("You are signed out"));
+    assert!(out.cookies().iter().any(|c| c.starts_with(&format!("{}=;", session::COOKIE))), "the cookie is cleared");
+}

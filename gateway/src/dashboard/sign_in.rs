@@ -257,7 +257,13 @@ pub async fn sign_out(
     }
     // The session ends for every copy of the cookie, not only this browser's.
     let mut r = match state.coordinator.end_dashboard_session(&Bearer(claims.session)).await {
-        Ok(()) => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
+        // A person signed in with the provider: end the session there too.
+        Ok(Some(provider_logout))
+            if provider_logout.starts_with("https://") || provider_logout.starts_with("http://") =>
+        {
+            access::signed_out_here(&path, &provider_logout)
+        }
+        Ok(_) => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
         Err(e) if e.code == ErrorCode::Unauthenticated => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
         Err(e) => access::failure_page(&path, &e),
     };

@@ -448,9 +448,13 @@ impl Coordinator for Fake {
     /// Any session ends (the dashboard's router tests sign out).
     async fn end_dashboard_session(
         &self,
-        _request: Request<EndDashboardSessionRequest>,
+        request: Request<EndDashboardSessionRequest>,
     ) -> Result<Response<EndDashboardSessionResponse>, Status> {
-        Ok(Response::new(EndDashboardSessionResponse {}))
+        // A person's session (`bdp_…`) ends at the provider too.
+        let person = request.metadata().get("authorization").is_some_and(|v| v.as_bytes().starts_with(b"Bearer bdp_"));
+        let provider_logout_url =
+            if person { "http://idp.test/session/end?client_id=baton".into() } else { String::new() };
+        Ok(Response::new(EndDashboardSessionResponse { provider_logout_url }))
     }
 
     /// The dashboard's sign-in with a provider, scripted by the project and the code.
