@@ -1,7 +1,8 @@
 // A real OpenID provider on loopback for the dashboard's sign-in check:
 // `oidc-provider` (npm) with its development login and consent pages, one
 // confidential client (`baton`), and three people: ann in baton-admins, bob in
-// baton-members, eve in no group Baton knows. ID tokens carry email and groups.
+// baton-members, eve in no group Baton knows, and dave, whose ID tokens are
+// issued already expired. ID tokens carry email and groups.
 //
 // usage: node oidc_provider.mjs PORT REDIRECT_URI
 import Provider from 'oidc-provider';
@@ -11,6 +12,7 @@ const people = {
   ann: { email: 'ann@example.org', groups: ['baton-admins'] },
   bob: { email: 'bob@example.org', groups: ['baton-members'] },
   eve: { email: 'eve@example.org', groups: ['outsiders'] },
+  dave: { email: 'dave@example.org', groups: ['baton-admins'] },
 };
 
 const provider = new Provider(`http://127.0.0.1:${port}`, {
@@ -26,6 +28,8 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
   conformIdTokenClaims: false,
   cookies: { keys: ['baton-test-cookie-key'] },
   pkce: { required: () => true },
+  // dave's ID tokens expired two minutes before they were issued.
+  ttl: { IdToken: (ctx) => (ctx.oidc?.account?.accountId === 'dave' ? -120 : 3600) },
   features: { devInteractions: { enabled: true } },
   async findAccount(ctx, id) {
     const p = people[id];

@@ -224,6 +224,15 @@ def replayed_code():
     wait(d, "the refusal", lambda dr: "expired or began in another browser" in text(dr))
 
 
+@check("an expired ID token is refused")
+def expired_id_token():
+    d = browser()
+    sign_in(d, "dave")
+    wait(d, "the refusal", lambda dr: "could not be trusted" in text(dr))
+    assert "baton_dashboard" not in [c["name"] for c in d.get_cookies()]
+    shot(d, "expired-id-token")
+
+
 @check("sign-out ends the session, here and at the provider")
 def sign_out():
     bob.get(LIST)
