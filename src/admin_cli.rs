@@ -1,9 +1,9 @@
 //! `baton admin …`: identity management against a deployment's database.
 //! Prints one JSON object per command; tokens are shown once.
 
-use baton_coordinator::admin;
 use baton_coordinator::authz::Role;
 use baton_coordinator::store::Store;
+use baton_coordinator::{admin, people};
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
 
@@ -25,6 +25,53 @@ impl From<RoleArg> for Role {
             RoleArg::Admin => Role::Admin,
             RoleArg::Member => Role::Member,
             RoleArg::ReadOnly => Role::ReadOnly,
+        }
+    }
+}
+
+/// A person's role in a project (`grant-role`).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PersonRoleArg {
+    /// Everything in the project, payloads of the history included.
+    Admin,
+    /// A member who also sees deadlines and cancels any run.
+    Operator,
+    /// Reads the history, without payloads.
+    Member,
+    /// Reads the history; never acts.
+    #[value(name = "read_only", alias = "read-only")]
+    ReadOnly,
+}
+
+impl From<PersonRoleArg> for people::PersonRole {
+    fn from(r: PersonRoleArg) -> people::PersonRole {
+        match r {
+            PersonRoleArg::Admin => people::PersonRole::Admin,
+            PersonRoleArg::Operator => people::PersonRole::Operator,
+            PersonRoleArg::Member => people::PersonRole::Member,
+            PersonRoleArg::ReadOnly => people::PersonRole::ReadOnly,
+        }
+    }
+}
+
+/// Whom a role grant names: an email address or a group of the OpenID provider.
+#[derive(Clone, Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct GranteeArg {
+    /// A person's email address (compared without regard to case).
+    #[arg(long)]
+    email: Option<String>,
+    /// A group, as the provider's groups claim spells it.
+    #[arg(long)]
+    group: Option<String>,
+}
+
+impl GranteeArg {
+    fn grantee(&self) -> Result<people::Grantee, people::Error> {
+        match (&self.email, &self.group) {
+            (Some(e), _) => people::Grantee::email(e),
+            (None, Some(g)) => people::Grantee::group(g),
+            (None, None) => Err(people::Error::Invalid("name --email or --group")),
         }
     }
 }
@@ -190,6 +237,28 @@ pub(crate) enum Action {
         #[arg(long)]
         to: String,
     },
+    /// Grants a person (by email) or an IdP group a role in a project, for
+    /// dashboard sign-in with the OpenID provider; replaces the role it held.
+    GrantRole {
+        #[arg(long)]
+        project: String,
+        #[command(flatten)]
+        who: GranteeArg,
+        #[arg(long, value_enum)]
+        role: PersonRoleArg,
+    },
+    /// Revokes a grant: the person's next dashboard request is decided without it.
+    RevokeRole {
+        #[arg(long)]
+        project: String,
+        #[command(flatten)]
+        who: GranteeArg,
+    },
+    /// Lists a project's role grants.
+    ListRoles {
+        #[arg(long)]
+        project: String,
+    },
     /// A project's webhook endpoints (`baton admin webhook --help`).
     #[command(subcommand)]
     Webhook(crate::admin_webhooks::Action),
@@ -259,6 +328,24 @@ pub(crate) async fn run(database_url: &str, default_retention_ms: i64, action: A
         Action::TransferTool { project, tool, to } => {
             admin::transfer_tool(&store, &project, &tool, &to).await?;
             json!({ "project": project, "tool": tool, "owner_of": to })
+        }
+        Action::GrantRole { project, who, role } => {
+            let who = who.grantee()?;
+            people::grant_role(&store, &project, &who, role.into()).await?;
+            json!({ "project": project, who.kind(): who.subject(), "role": people::PersonRole::from(role).as_str() })
+        }
+        Action::RevokeRole { project, who } => {
+            let who = who.grantee()?;
+            let revoked = people::revoke_role(&store, &project, &who).await?;
+            json!({ "project": project, who.kind(): who.subject(), "revoked": revoked })
+        }
+        Action::ListRoles { project } => {
+            let grants = people::list_roles(&store, &project).await?;
+            let rows: Vec<serde_json::Value> = grants
+                .iter()
+                .map(|g| json!({ g.subject_kind.as_str(): g.subject, "role": g.role, "granted_at_ms": g.granted_at }))
+                .collect();
+            json!({ "project": project, "grants": rows })
         }
         Action::ListOrgs { json } => listed(json, crate::admin_lists::orgs(&store).await?),
         Action::ListProjects { org, json } => listed(json, crate::admin_lists::projects(&store, org.as_deref()).await?),

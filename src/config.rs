@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 
 mod database;
 mod redis;
+mod sign_in;
 mod webhooks;
 pub(crate) use database::{Database, Migrations};
 pub(crate) use redis::Redis;
+pub(crate) use sign_in::SignInSection;
 pub(crate) use webhooks::WebhooksSection;
 
 #[derive(Debug, thiserror::Error)]
@@ -278,6 +280,7 @@ pub(crate) struct Config {
     pub tls: Tls,
     pub telemetry: Telemetry,
     pub webhooks: WebhooksSection,
+    pub dashboard_sign_in: SignInSection,
 }
 
 impl Config {
@@ -316,6 +319,7 @@ impl Config {
 
     pub(crate) fn validate(&self) -> Result<(), Error> {
         self.redis.validate()?;
+        self.dashboard_sign_in.validate()?;
         self.database.validate()?;
         let f = &self.features;
         let surfaces_on = f.native_mcp_tasks || f.mcp_tasks_compatibility;

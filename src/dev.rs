@@ -78,6 +78,9 @@ fn dev_config(secrets: &Secrets, db: &str) -> anyhow::Result<Config> {
     c.database.url = Some(db.to_owned());
     // Webhook receivers in development usually listen on this machine.
     c.webhooks.allow_loopback_targets = true;
+    // People sign in to the dashboard with an OpenID provider when the
+    // environment configures one (BATON_DASHBOARD_SIGN_IN__OIDC__ISSUER_URL, …).
+    c.dashboard_sign_in = Config::load(None)?.dashboard_sign_in;
     c.validate()?;
     Ok(c)
 }

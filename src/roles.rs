@@ -45,6 +45,13 @@ pub(crate) fn coordinator_options(
         server_tls,
         client_tls: crate::tls::client(c)?,
         webhooks: c.webhooks.options(),
+        oidc: match c.dashboard_sign_in.provider()? {
+            Some(o) => Some(Arc::new(
+                baton_coordinator::oidc::Provider::new(o)
+                    .map_err(|e| config::Error::Field { field: "dashboard_sign_in.oidc", problem: e.to_string() })?,
+            )),
+            None => None,
+        },
     })
 }
 
@@ -84,6 +91,8 @@ pub(crate) fn gateway_options(
         drain_timeout: Duration::from_millis(c.gateway.drain_timeout_ms),
         max_waits_per_principal: c.gateway.max_waits_per_principal,
         max_waits: c.gateway.max_waits,
+        dashboard_api_key_sign_in: c.dashboard_sign_in.api_key,
+        dashboard_oidc: c.dashboard_sign_in.oidc.is_some(),
         wait_limits: baton_gateway::waits::Limits {
             max_wait_ms: c.gateway.max_wait_ms,
             max_predicate_wait_ms: c.gateway.max_predicate_wait_ms,

@@ -25,6 +25,8 @@ pub struct Actor {
 impl Actor {
     pub(crate) fn of(p: &Principal) -> Actor {
         let kind = match p {
+            // A person signed in with the OpenID provider (engine/people.rs).
+            Principal::ApiKey { credential_id, .. } if credential_id.starts_with("person:") => "person",
             Principal::ApiKey { .. } => "api_key",
             Principal::EndUser { .. } => "end_user",
             Principal::Worker { .. } => "worker",
@@ -64,6 +66,9 @@ pub(crate) mod action {
     pub(crate) const EXECUTION_CANCEL: &str = "execution.cancel";
     /// `baton admin payload-keys rewrap` re-sealing an organization's values.
     pub(crate) const PAYLOAD_KEYS_REWRAP: &str = "payload_keys.rewrap";
+    /// `baton admin grant-role|revoke-role`: a person's role in a project.
+    pub(crate) const ROLE_GRANT: &str = "role.grant";
+    pub(crate) const ROLE_REVOKE: &str = "role.revoke";
 }
 
 /// The outcomes besides an operation's own (a cancel's outcome, for instance).

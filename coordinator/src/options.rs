@@ -54,6 +54,8 @@ pub struct Options {
     pub client_tls: Option<tonic::transport::ClientTlsConfig>,
     /// Lifecycle webhooks: target policy, retries, delivery.
     pub webhooks: crate::webhooks::Options,
+    /// The OpenID provider people sign in to the dashboard with, if any.
+    pub oidc: Option<Arc<crate::oidc::Provider>>,
 }
 
 impl Options {
@@ -87,6 +89,7 @@ impl Options {
             server_tls: None,
             client_tls: None,
             webhooks: crate::webhooks::Options::default(),
+            oidc: None,
         }
     }
 }

@@ -47,6 +47,11 @@ pub struct Options {
     pub max_waits: usize,
     /// How long waits and watches may be, and how long a watch URL may be opened.
     pub wait_limits: crate::waits::Limits,
+    /// The dashboard offers sign-in by pasting a project API key.
+    pub dashboard_api_key_sign_in: bool,
+    /// The dashboard offers sign-in with the OpenID provider the coordinators
+    /// are configured with (`dashboard/oidc.rs`).
+    pub dashboard_oidc: bool,
 }
 
 /// The handlers' state: one pointer, since every request's future and every

@@ -236,11 +236,33 @@ impl Coordinator {
         self.call(key, request, None, |mut c, r| async move { c.open_dashboard_session(r).await }).await
     }
 
-    /// Ends the dashboard session `session` (its token) for every replica.
-    pub(crate) async fn end_dashboard_session(&self, session: &Bearer) -> Result<(), WireError> {
+    /// Ends the dashboard session `session` (its token) for every replica;
+    /// for a person's, where to end it at the OpenID provider too, if anywhere.
+    pub(crate) async fn end_dashboard_session(&self, session: &Bearer) -> Result<Option<String>, WireError> {
         let request = pb::EndDashboardSessionRequest {};
-        self.call(session, request, None, |mut c, r| async move { c.end_dashboard_session(r).await }).await?;
-        Ok(())
+        let ended =
+            self.call(session, request, None, |mut c, r| async move { c.end_dashboard_session(r).await }).await?;
+        Ok(Some(ended.provider_logout_url).filter(|u| !u.is_empty()))
+    }
+
+    /// Starts a person's sign-in with the OpenID provider (no credential: anyone may).
+    pub(crate) async fn begin_person_sign_in(
+        &self,
+        org_id: &str,
+        project_id: &str,
+    ) -> Result<pb::BeginPersonSignInResponse, WireError> {
+        let request = pb::BeginPersonSignInRequest { org_id: org_id.to_owned(), project_id: project_id.to_owned() };
+        let anonymous = Bearer("anonymous".into());
+        self.call(&anonymous, request, None, |mut c, r| async move { c.begin_person_sign_in(r).await }).await
+    }
+
+    /// Completes it: the coordinator exchanges the code and validates the ID token.
+    pub(crate) async fn complete_person_sign_in(
+        &self,
+        request: pb::CompletePersonSignInRequest,
+    ) -> Result<pb::CompletePersonSignInResponse, WireError> {
+        let anonymous = Bearer("anonymous".into());
+        self.call(&anonymous, request, None, |mut c, r| async move { c.complete_person_sign_in(r).await }).await
     }
 
     /// The changes of the caller's execution after cursor `after`, oldest first.

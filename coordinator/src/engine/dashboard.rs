@@ -10,14 +10,12 @@ use crate::authz::{self, Principal, Role, generate_token, hash_token};
 use crate::store::Credential;
 use baton_proto::clock::now_ms;
 
-const PREFIX: &str = "bds_";
-/// A session is written back at most this often: the idle clock needs minutes,
-/// not every request, and no shorter than a quarter of the idle lifetime.
-const TOUCH_EVERY_MS: i64 = 60_000;
+use super::session_tokens::{KEY_SESSION as PREFIX, PERSON_SESSION, TOUCH_EVERY_MS};
 
-/// The session token in `authorization`, if it carries one.
+/// The session token in `authorization`, if it carries one: a key's
+/// (`bds_…`) or a person's (`bdp_…`, `super::people`).
 pub(super) fn session_token(authorization: Option<&str>) -> Option<&str> {
-    authz::bearer_token(authorization).filter(|t| t.starts_with(PREFIX))
+    authz::bearer_token(authorization).filter(|t| t.starts_with(PREFIX) || t.starts_with(PERSON_SESSION))
 }
 
 /// A session just opened.
@@ -47,16 +45,28 @@ impl Engine {
         Ok(OpenedSession { token, idle_ms: self.options.dashboard.idle_ms, expires_at_ms })
     }
 
-    /// Ends the caller's session (signing out). Ending one already over is no error.
-    pub(crate) async fn end_dashboard_session(&self, authorization: Option<&str>) -> Result<()> {
+    /// Ends the caller's session (signing out). Ending one already over is no
+    /// error. For a person's session, answers where to end it at the OpenID
+    /// provider too, when the provider offers that.
+    pub async fn end_dashboard_session(&self, authorization: Option<&str>) -> Result<Option<String>> {
         let token = session_token(authorization).ok_or(authz::Error::Unauthenticated)?;
+        if token.starts_with(PERSON_SESSION) {
+            self.store.end_person_session(&hash_token(token), now_ms()).await?;
+            return Ok(match self.options.oidc.as_deref() {
+                Some(provider) => provider.logout_url().await,
+                None => None,
+            });
+        }
         self.store.end_dashboard_session(&hash_token(token), now_ms()).await?;
-        Ok(())
+        Ok(None)
     }
 
     /// The key an open session stands for; an ended, idle or expired session
     /// is unauthenticated (and a revoked key is refused by the caller).
     pub(super) async fn session_credential(&self, token: &str) -> Result<Credential> {
+        if token.starts_with(PERSON_SESSION) {
+            return self.person_credential(token).await;
+        }
         let hash = hash_token(token);
         let now = now_ms();
         let idle_ms = self.options.dashboard.idle_ms;

@@ -14,7 +14,9 @@ pub mod lifecycle;
 pub mod messages;
 pub(crate) mod metrics;
 pub(crate) mod operator;
+pub mod people;
 mod reads;
+mod session_tokens;
 mod sessions;
 pub(crate) mod settings;
 mod start_reads;
@@ -80,6 +82,9 @@ pub enum Error {
     Crypto(#[from] crypto::Error),
     #[error(transparent)]
     Admission(#[from] admission::Error),
+    /// A person's sign-in with the OpenID provider failed.
+    #[error(transparent)]
+    SignIn(#[from] crate::oidc::Error),
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]

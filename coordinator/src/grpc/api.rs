@@ -290,8 +290,41 @@ impl Coordinator for Api {
         &self,
         req: Request<pb::EndDashboardSessionRequest>,
     ) -> Reply<pb::EndDashboardSessionResponse> {
-        self.engine.end_dashboard_session(authorization(&req)).await.map_err(to_status)?;
-        Ok(Response::new(pb::EndDashboardSessionResponse {}))
+        let logout = self.engine.end_dashboard_session(authorization(&req)).await.map_err(to_status)?;
+        Ok(Response::new(pb::EndDashboardSessionResponse { provider_logout_url: logout.unwrap_or_default() }))
+    }
+
+    async fn begin_person_sign_in(
+        &self,
+        req: Request<pb::BeginPersonSignInRequest>,
+    ) -> Reply<pb::BeginPersonSignInResponse> {
+        let r = req.get_ref();
+        let begun = self.engine.begin_person_sign_in(&r.org_id, &r.project_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::BeginPersonSignInResponse {
+            authorize_url: begun.authorize_url,
+            state: begun.state,
+            nonce: begun.nonce,
+            pkce_verifier: begun.pkce_verifier,
+        }))
+    }
+
+    async fn complete_person_sign_in(
+        &self,
+        req: Request<pb::CompletePersonSignInRequest>,
+    ) -> Reply<pb::CompletePersonSignInResponse> {
+        let r = req.get_ref();
+        let opened = self
+            .engine
+            .complete_person_sign_in(&r.org_id, &r.project_id, &r.code, &r.pkce_verifier, &r.nonce)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::CompletePersonSignInResponse {
+            session_token: opened.token,
+            idle_ms: opened.idle_ms,
+            expires_at_ms: opened.expires_at_ms,
+            email: opened.email,
+            role: opened.role.as_str().to_owned(),
+        }))
     }
 
     async fn list_execution_changes(

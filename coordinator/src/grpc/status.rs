@@ -7,6 +7,8 @@ use crate::{authz, store};
 use baton_proto::error::{ErrorCode, WireError};
 use tonic::Status;
 
+use crate::oidc;
+
 pub(crate) fn to_status(e: Error) -> Status {
     wire(e).into_status()
 }
@@ -45,6 +47,17 @@ pub(crate) fn wire(e: Error) -> WireError {
         Error::Store(e) if e.is_unavailable() => {
             tracing::warn!(error = %e, "database unavailable");
             unavailable("the database is unavailable")
+        }
+        Error::SignIn(oidc::Error::Unavailable(why)) => {
+            tracing::warn!(error = %why, "identity provider unavailable");
+            unavailable("the identity provider is unavailable")
+        }
+        Error::SignIn(oidc::Error::Refused(why)) => {
+            WireError::new(ErrorCode::InvalidRequest, format!("the identity provider refused the code: {why}"))
+        }
+        Error::SignIn(e @ (oidc::Error::InvalidToken(_) | oidc::Error::NoEmail)) => {
+            tracing::warn!(error = %e, "a person's sign-in was refused");
+            WireError::new(ErrorCode::Unauthenticated, e.to_string())
         }
         Error::Admission(e) => {
             tracing::warn!(error = %e, "admission unavailable; failing closed");

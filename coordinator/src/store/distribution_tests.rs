@@ -21,7 +21,7 @@ const DISTRIBUTED: [&str; 10] = [
     "webhook_deliveries",
 ];
 /// Small, rarely written tables (catalog, identities, cluster bookkeeping).
-const REFERENCE: [&str; 15] = [
+const REFERENCE: [&str; 17] = [
     "organizations",
     "projects",
     "gateways",
@@ -31,6 +31,8 @@ const REFERENCE: [&str; 15] = [
     "worker_bindings",
     "webhook_endpoints",
     "dashboard_sessions",
+    "person_sessions",
+    "project_role_grants",
     "coordinators",
     "admission_fence",
     "mcp_sessions_ended",

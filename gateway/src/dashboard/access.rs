@@ -52,6 +52,8 @@ pub(super) enum Refusal {
     Worker,
     ReadOnly,
     OtherProject,
+    /// A person signed in with the OpenID provider holds no grant in the project.
+    NoGrant,
 }
 
 impl Refusal {
@@ -69,6 +71,7 @@ impl Refusal {
             Refusal::Worker => "Worker tokens cannot open the dashboard",
             Refusal::ReadOnly => "Read-only keys cannot open the dashboard",
             Refusal::OtherProject => "This key belongs to another project",
+            Refusal::NoGrant => "You have no role in this project",
         }
     }
 
@@ -91,6 +94,10 @@ impl Refusal {
                 "It cannot open this project's dashboard. Paste a key of this project, or open the dashboard of \
                  the project the key belongs to."
             }
+            Refusal::NoGrant => {
+                "Your identity provider signed you in, but no project admin has granted your email address or one \
+                 of your groups a role here (or the grant was revoked). Ask a project admin for one."
+            }
         }
     }
 }
@@ -110,6 +117,10 @@ pub(super) async fn check_key(
     let who = match state.coordinator.who_am_i(&Bearer(key.to_owned()), None).await {
         Ok(who) => who,
         Err(e) if e.code == ErrorCode::Unauthenticated => return Ok(Err(Refusal::Unknown)),
+        // A person's session whose grants no longer give a role here.
+        Err(e) if e.code == ErrorCode::PermissionDenied && e.message.starts_with("no_role") => {
+            return Ok(Err(Refusal::NoGrant));
+        }
         Err(e) => return Err(e),
     };
     let refusal = match who.kind() {
@@ -278,6 +289,28 @@ pub(super) fn message_page(path: &ProjectPath, status: StatusCode, title: &str, 
         esc(&base)
     );
     super::html_response(status, html::page(title, &header, &body))
+}
+
+/// Signed out here; the page moves on to end the session at the provider too.
+/// (A page, not a redirect: the page's `form-action 'self'` would stop a
+/// sign-out form's redirect to another origin.)
+pub(crate) fn signed_out_here(path: &ProjectPath, provider_logout: &str) -> Response {
+    let base = path.base();
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let body = format!(
+        r#"<section class="message" aria-labelledby="message-title">
+<h1 id="message-title">You are signed out</h1>
+<p>Your session here has ended. Ending it at your organization's identity provider too…</p>
+<p><a class="button" id="provider-sign-out" href="{url}">Sign out at the identity provider</a></p>
+</section>"#,
+        url = esc(provider_logout)
+    );
+    let page = html::page("Signed out", &header, &body).replacen(
+        "<head>",
+        &format!(r#"<head><meta http-equiv="refresh" content="0;url={}">"#, esc(provider_logout)),
+        1,
+    );
+    super::html_response(StatusCode::OK, page)
 }
 
 fn failure_text(e: &WireError) -> (StatusCode, &'static str, &'static str) {

@@ -17,6 +17,9 @@ mod assets;
 mod filters;
 mod html;
 mod list;
+mod oidc;
+#[cfg(test)]
+mod oidc_tests;
 mod panel;
 mod session;
 mod sign_in;
@@ -52,6 +55,8 @@ pub(crate) fn router() -> Router<AppState> {
         .route(&format!("{BASE}/"), get(home))
         .route(&format!("{BASE}/sign-in"), get(sign_in::form).post(sign_in::submit))
         .route(&format!("{BASE}/sign-out"), post(sign_in::sign_out))
+        .route(&format!("{BASE}/sign-in/oidc"), get(oidc::start))
+        .route("/dashboard/oidc/callback", get(oidc::callback))
         .route(&executions, get(list::page))
         .route(&format!("{executions}/live"), get(list::live))
         .route(&format!("{executions}/{{execution_id}}"), get(panel::page))

@@ -85,20 +85,29 @@ fn derive(session_key: &[u8; 32]) -> [u8; 32] {
 }
 
 pub(super) fn seal(session_key: &[u8; 32], claims: &Claims) -> Result<String, Error> {
+    seal_value(session_key, AAD, claims)
+}
+
+/// Any value sealed like the session (the sign-in flow's cookie uses its own `aad`).
+pub(crate) fn seal_value<T: Serialize>(session_key: &[u8; 32], aad: &[u8], value: &T) -> Result<String, Error> {
     let cipher = Aes256Gcm::new_from_slice(&derive(session_key)).map_err(|_| Error::Seal)?;
-    let plaintext = serde_json::to_vec(claims).map_err(|_| Error::Seal)?;
+    let plaintext = serde_json::to_vec(value).map_err(|_| Error::Seal)?;
     let mut nonce = [0u8; NONCE_LEN];
     getrandom::fill(&mut nonce).map_err(|_| Error::Random)?;
     let n = Nonce::try_from(&nonce[..]).map_err(|_| Error::Seal)?;
-    let ct = cipher.encrypt(&n, Payload { msg: &plaintext, aad: AAD }).map_err(|_| Error::Seal)?;
+    let ct = cipher.encrypt(&n, Payload { msg: &plaintext, aad }).map_err(|_| Error::Seal)?;
     let mut raw = Vec::with_capacity(NONCE_LEN + ct.len());
     raw.extend_from_slice(&nonce);
     raw.extend_from_slice(&ct);
     Ok(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(raw)))
 }
 
-/// The claims of a cookie this gateway (or a replica) sealed, unless expired at `now_ms`.
-pub(super) fn open(session_key: &[u8; 32], token: &str, now_ms: i64) -> Result<Claims, Error> {
+/// The value of a token [`seal_value`] sealed with the same key and `aad`.
+pub(crate) fn open_value<T: serde::de::DeserializeOwned>(
+    session_key: &[u8; 32],
+    aad: &[u8],
+    token: &str,
+) -> Result<T, Error> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(Error::Invalid);
     }
@@ -110,8 +119,13 @@ pub(super) fn open(session_key: &[u8; 32], token: &str, now_ms: i64) -> Result<C
     let (nonce, ct) = raw.split_at(NONCE_LEN);
     let cipher = Aes256Gcm::new_from_slice(&derive(session_key)).map_err(|_| Error::Invalid)?;
     let nonce = Nonce::try_from(nonce).map_err(|_| Error::Invalid)?;
-    let plaintext = cipher.decrypt(&nonce, Payload { msg: ct, aad: AAD }).map_err(|_| Error::Invalid)?;
-    let claims: Claims = serde_json::from_slice(&plaintext).map_err(|_| Error::Invalid)?;
+    let plaintext = cipher.decrypt(&nonce, Payload { msg: ct, aad }).map_err(|_| Error::Invalid)?;
+    serde_json::from_slice(&plaintext).map_err(|_| Error::Invalid)
+}
+
+/// The claims of a cookie this gateway (or a replica) sealed, unless expired at `now_ms`.
+pub(crate) fn open(session_key: &[u8; 32], token: &str, now_ms: i64) -> Result<Claims, Error> {
+    let claims: Claims = open_value(session_key, AAD, token)?;
     if claims.expires_ms <= now_ms {
         return Err(Error::Expired);
     }
@@ -129,6 +143,13 @@ pub(super) fn same_secret(a: &str, b: &str) -> bool {
 pub(super) fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> String {
     let secure = if secure { "; Secure" } else { "" };
     format!("{name}={value}; Path={COOKIE_PATH}; Max-Age={}; HttpOnly; SameSite=Strict{secure}", max_age.as_secs())
+}
+
+/// As [`set_cookie`], but `SameSite=Lax`: the sign-in flow's cookie must come
+/// back with the provider's top-level redirect to the callback, which a
+/// strict cookie would not.
+pub(crate) fn set_lax_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> String {
+    set_cookie(name, value, max_age, secure).replace("SameSite=Strict", "SameSite=Lax")
 }
 
 /// A `Set-Cookie` value that removes the cookie.

@@ -37,7 +37,7 @@ fn stays_put(next: &str) -> bool {
 }
 
 /// Where to go after signing in: a dashboard page of this project, else the list.
-fn safe_next(path: &ProjectPath, next: Option<&str>) -> String {
+pub(crate) fn safe_next(path: &ProjectPath, next: Option<&str>) -> String {
     let base = path.base();
     match next {
         Some(n)
@@ -54,7 +54,20 @@ fn safe_next(path: &ProjectPath, next: Option<&str>) -> String {
     }
 }
 
-fn form_page(path: &ProjectPath, next: &str, token: &str, notice: Option<(&str, &str)>) -> String {
+/// The ways to sign in this gateway offers.
+#[derive(Clone, Copy)]
+pub(crate) struct Ways {
+    pub api_key: bool,
+    pub oidc: bool,
+}
+
+impl Ways {
+    pub(crate) fn of(state: &AppState) -> Ways {
+        Ways { api_key: state.options.dashboard_api_key_sign_in, oidc: state.options.dashboard_oidc }
+    }
+}
+
+fn form_page(path: &ProjectPath, ways: Ways, next: &str, token: &str, notice: Option<(&str, &str)>) -> String {
     let base = path.base();
     let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
     let notice = notice
@@ -63,10 +76,30 @@ fn form_page(path: &ProjectPath, next: &str, token: &str, notice: Option<(&str, 
             format!(r#"<p class="notice notice-{kind}" role="{role}">{}</p>"#, esc(text))
         })
         .unwrap_or_default();
+    let oidc = if ways.oidc {
+        format!(
+            r#"<p><a class="button" href="{}">Sign in with your organization's account</a></p>
+<p class="help">Your project role comes from the grants an admin made to your email address or your groups.</p>"#,
+            esc(&format!("{base}/sign-in/oidc?next={}", html::url_part(next)))
+        )
+    } else {
+        String::new()
+    };
+    if !ways.api_key {
+        let body = format!(
+            r#"<section class="sign-in" aria-labelledby="sign-in-title">
+<h1 id="sign-in-title">Sign in to Tool Executions</h1>
+{notice}
+{oidc}
+</section>"#
+        );
+        return html::page("Sign in", &header, &body);
+    }
     let body = format!(
         r#"<section class="sign-in" aria-labelledby="sign-in-title">
 <h1 id="sign-in-title">Sign in to Tool Executions</h1>
 {notice}
+{oidc}
 <p>Paste a project API key with the <strong>admin</strong> or <strong>member</strong> role. The key is not kept:
 this browser gets a session that ends when you sign out, when the key is revoked, or after a while unused.</p>
 <form method="post" action="{action}" class="stack" autocomplete="off">
@@ -89,6 +122,7 @@ this browser gets a session that ends when you sign out, when the key is revoked
 /// A fresh form with its double-submit cookie.
 fn fresh_form(
     path: &ProjectPath,
+    ways: Ways,
     next: &str,
     status: StatusCode,
     notice: Option<(&str, &str)>,
@@ -97,12 +131,13 @@ fn fresh_form(
     let Ok(token) = session::random_token() else {
         return access::message_page(path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "Try again.");
     };
-    let mut r = html_response(status, form_page(path, next, &token, notice));
+    let mut r = html_response(status, form_page(path, ways, next, &token, notice));
     access::set(&mut r, &session::set_cookie(session::SIGN_IN_COOKIE, &token, session::SIGN_IN_LIFETIME, secure));
     r
 }
 
 pub(super) async fn form(
+    State(state): State<AppState>,
     Path(path): Path<ProjectPath>,
     Query(q): Query<FormQuery>,
     OriginalUri(uri): OriginalUri,
@@ -116,7 +151,7 @@ pub(super) async fn form(
     } else {
         None
     };
-    fresh_form(&path, &next, StatusCode::OK, notice, access::is_tls(&headers, &uri))
+    fresh_form(&path, Ways::of(&state), &next, StatusCode::OK, notice, access::is_tls(&headers, &uri))
 }
 
 #[derive(Deserialize)]
@@ -136,22 +171,27 @@ pub(super) async fn submit(
 ) -> Response {
     let secure = access::is_tls(&headers, &uri);
     let next = safe_next(&path, Some(&form.next));
+    let ways = Ways::of(&state);
+    if !ways.api_key {
+        let text = "Signing in with an API key is turned off here. Sign in with your organization's account.";
+        return fresh_form(&path, ways, &next, StatusCode::FORBIDDEN, Some(("error", text)), secure);
+    }
     let cookie = session::cookie(&headers, session::SIGN_IN_COOKIE).unwrap_or_default();
     if !access::same_site(&headers) || !session::same_secret(cookie, &form.csrf) {
         let text = "The sign-in form expired or came from another site. Paste your key again.";
-        return fresh_form(&path, &next, StatusCode::FORBIDDEN, Some(("error", text)), secure);
+        return fresh_form(&path, ways, &next, StatusCode::FORBIDDEN, Some(("error", text)), secure);
     }
     let key = form.key.trim();
     if key.is_empty() || key.len() > 512 || !key.chars().all(|c| c.is_ascii_graphic()) {
         let text = "Paste a project API key: it has no spaces and is at most 512 characters.";
-        return fresh_form(&path, &next, StatusCode::BAD_REQUEST, Some(("error", text)), secure);
+        return fresh_form(&path, ways, &next, StatusCode::BAD_REQUEST, Some(("error", text)), secure);
     }
     match access::check_key(&state, key, &path).await {
         Err(e) => access::failure_page(&path, &e),
         Ok(Err(Refusal::Unknown)) => {
             let r = Refusal::Unknown;
             let text = format!("{}. {}", r.title(), r.explanation());
-            fresh_form(&path, &next, r.status(), Some(("error", &text)), secure)
+            fresh_form(&path, ways, &next, r.status(), Some(("error", &text)), secure)
         }
         Ok(Err(refusal)) => access::refusal_page(&path, refusal, Some(&session::clear_cookie(session::COOKIE, secure))),
         Ok(Ok(_)) => {
@@ -161,27 +201,37 @@ pub(super) async fn submit(
                 Ok(opened) => opened,
                 Err(e) => return access::failure_page(&path, &e),
             };
-            let now = baton_proto::clock::now_ms();
-            let lifetime = Duration::from_millis(u64::try_from(opened.expires_at_ms - now).unwrap_or(0));
-            let sealed = session::random_token().map_err(|_| ()).and_then(|csrf| {
-                let claims = Claims {
-                    session: opened.session_token,
-                    org_id: path.org_id.clone(),
-                    project_id: path.project_id.clone(),
-                    csrf,
-                    expires_ms: opened.expires_at_ms,
-                };
-                session::seal(&state.options.session_key, &claims).map_err(|_| ())
-            });
-            let Ok(sealed) = sealed else {
+            let Ok(cookie) = session_cookie(&state, &path, opened.session_token, opened.expires_at_ms, secure) else {
                 return access::message_page(&path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "");
             };
             let mut r = see_other(&next);
-            access::set(&mut r, &session::set_cookie(session::COOKIE, &sealed, lifetime, secure));
+            access::set(&mut r, &cookie);
             access::set(&mut r, &session::clear_cookie(session::SIGN_IN_COOKIE, secure));
             r
         }
     }
+}
+
+/// The `Set-Cookie` of a coordinator session just opened (a key's or a
+/// person's): its token sealed with a fresh CSRF token, for its lifetime.
+pub(crate) fn session_cookie(
+    state: &AppState,
+    path: &ProjectPath,
+    session_token: String,
+    expires_at_ms: i64,
+    secure: bool,
+) -> Result<String, session::Error> {
+    let now = baton_proto::clock::now_ms();
+    let lifetime = Duration::from_millis(u64::try_from(expires_at_ms - now).unwrap_or(0));
+    let claims = Claims {
+        session: session_token,
+        org_id: path.org_id.clone(),
+        project_id: path.project_id.clone(),
+        csrf: session::random_token()?,
+        expires_ms: expires_at_ms,
+    };
+    let sealed = session::seal(&state.options.session_key, &claims)?;
+    Ok(session::set_cookie(session::COOKIE, &sealed, lifetime, secure))
 }
 
 #[derive(Deserialize)]
@@ -207,7 +257,13 @@ pub(super) async fn sign_out(
     }
     // The session ends for every copy of the cookie, not only this browser's.
     let mut r = match state.coordinator.end_dashboard_session(&Bearer(claims.session)).await {
-        Ok(()) => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
+        // A person signed in with the provider: end the session there too.
+        Ok(Some(provider_logout))
+            if provider_logout.starts_with("https://") || provider_logout.starts_with("http://") =>
+        {
+            access::signed_out_here(&path, &provider_logout)
+        }
+        Ok(_) => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
         Err(e) if e.code == ErrorCode::Unauthenticated => see_other(&format!("{}/sign-in?signed_out=1", path.base())),
         Err(e) => access::failure_page(&path, &e),
     };

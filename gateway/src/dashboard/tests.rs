@@ -19,23 +19,23 @@ async fn harness() -> Harness {
     crate::mcp::tests::harness().await
 }
 
-struct Answer {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    body: String,
+pub(super) struct Answer {
+    pub(super) status: StatusCode,
+    pub(super) headers: http::HeaderMap,
+    pub(super) body: String,
 }
 
 impl Answer {
-    fn header(&self, name: header::HeaderName) -> &str {
+    pub(super) fn header(&self, name: header::HeaderName) -> &str {
         self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
     }
 
-    fn cookies(&self) -> Vec<&str> {
+    pub(super) fn cookies(&self) -> Vec<&str> {
         self.headers.get_all(header::SET_COOKIE).iter().filter_map(|v| v.to_str().ok()).collect()
     }
 }
 
-async fn send(h: &Harness, request: Request<Body>) -> Answer {
+pub(super) async fn send(h: &Harness, request: Request<Body>) -> Answer {
     let response = h.app.clone().oneshot(request).await.expect("router answers");
     let status = response.status();
     let headers = response.headers().clone();
@@ -43,7 +43,7 @@ async fn send(h: &Harness, request: Request<Body>) -> Answer {
     Answer { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
 }
 
-fn get(uri: &str, cookie: Option<&str>) -> Request<Body> {
+pub(super) fn get(uri: &str, cookie: Option<&str>) -> Request<Body> {
     let mut b = Request::get(uri).header(header::HOST, "gw");
     if let Some(c) = cookie {
         b = b.header(header::COOKIE, c);
@@ -51,7 +51,7 @@ fn get(uri: &str, cookie: Option<&str>) -> Request<Body> {
     b.body(Body::empty()).expect("request")
 }
 
-fn post(uri: &str, cookie: Option<&str>, form: &str, origin: Option<&str>) -> Request<Body> {
+pub(super) fn post(uri: &str, cookie: Option<&str>, form: &str, origin: Option<&str>) -> Request<Body> {
     let mut b =
         Request::post(uri).header(header::HOST, "gw").header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
     if let Some(c) = cookie {

@@ -43,6 +43,7 @@ const POSTGRES: Files = files!("postgres";
     19 => "0019_audit_partitions",
     20 => "0020_org_keys",
     21 => "0021_payload_keys",
+    22 => "0022_project_role_grants",
 );
 
 const SQLITE: Files = files!("sqlite";
@@ -66,6 +67,7 @@ const SQLITE: Files = files!("sqlite";
     19 => "0019_audit_partitions",
     20 => "0020_org_keys",
     21 => "0021_payload_keys",
+    22 => "0022_project_role_grants",
 );
 
 fn files(dialect: Dialect) -> Files {

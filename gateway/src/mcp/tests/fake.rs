@@ -448,8 +448,53 @@ impl Coordinator for Fake {
     /// Any session ends (the dashboard's router tests sign out).
     async fn end_dashboard_session(
         &self,
-        _request: Request<EndDashboardSessionRequest>,
+        request: Request<EndDashboardSessionRequest>,
     ) -> Result<Response<EndDashboardSessionResponse>, Status> {
-        Ok(Response::new(EndDashboardSessionResponse {}))
+        // A person's session (`bdp_…`) ends at the provider too.
+        let person = request.metadata().get("authorization").is_some_and(|v| v.as_bytes().starts_with(b"Bearer bdp_"));
+        let provider_logout_url =
+            if person { "http://idp.test/session/end?client_id=baton".into() } else { String::new() };
+        Ok(Response::new(EndDashboardSessionResponse { provider_logout_url }))
+    }
+
+    /// The dashboard's sign-in with a provider, scripted by the project and the code.
+    async fn begin_person_sign_in(
+        &self,
+        request: Request<BeginPersonSignInRequest>,
+    ) -> Result<Response<BeginPersonSignInResponse>, Status> {
+        if request.get_ref().project_id == "down" {
+            return Err(WireError::new(ErrorCode::Unavailable, "the identity provider is unavailable").into_status());
+        }
+        Ok(Response::new(BeginPersonSignInResponse {
+            authorize_url: "http://idp.test/auth?state=st-1".into(),
+            state: "st-1".into(),
+            nonce: "n-1".into(),
+            pkce_verifier: "v-1".into(),
+        }))
+    }
+
+    /// `good` signs Ann in as an admin; `used` is a replayed code, `nobody`
+    /// a person without a grant, `forged` a token that fails validation.
+    async fn complete_person_sign_in(
+        &self,
+        request: Request<CompletePersonSignInRequest>,
+    ) -> Result<Response<CompletePersonSignInResponse>, Status> {
+        let r = request.get_ref();
+        if (r.nonce.as_str(), r.pkce_verifier.as_str()) != ("n-1", "v-1") {
+            return Err(WireError::new(ErrorCode::Unauthenticated, "nonce or verifier lost").into_status());
+        }
+        let refused = |code, message: &str| Err(WireError::new(code, message).into_status());
+        match r.code.as_str() {
+            "good" => Ok(Response::new(CompletePersonSignInResponse {
+                session_token: "bdp_fake".into(),
+                idle_ms: 60_000,
+                expires_at_ms: now_ms() + 60_000,
+                email: "ann@x.org".into(),
+                role: "admin".into(),
+            })),
+            "used" => refused(ErrorCode::InvalidRequest, "the identity provider refused the code: invalid_grant"),
+            "nobody" => refused(ErrorCode::PermissionDenied, "no_role: the person holds no role in this project"),
+            _ => refused(ErrorCode::Unauthenticated, "the ID token is not valid: expired"),
+        }
     }
 }

@@ -67,6 +67,8 @@ pub(crate) async fn harness_with(configure: impl FnOnce(&mut Options)) -> Harnes
         max_waits_per_principal: 100,
         max_waits: 10_000,
         wait_limits: crate::waits::Limits::default(),
+        dashboard_api_key_sign_in: true,
+        dashboard_oidc: false,
     };
     configure(&mut options);
     let shutdown = CancellationToken::new();
