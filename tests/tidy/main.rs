@@ -155,7 +155,7 @@ const BARE_SPAWN_ALLOWED: &[&str] = &[
     // The coalescers' batching task (`coalesce::spawn`) lives exactly as long as
     // the engine that holds its sender; a tracker awaited at shutdown would wait
     // on the engine it belongs to.
-    "coordinator/src/engine/coalesce.rs",
+    "coordinator/src/engine/batch/coalesce.rs",
 ];
 
 const SPAWN_PATHS: [&str; 2] = ["tokio::spawn", "tokio::task::spawn"];

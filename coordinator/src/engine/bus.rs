@@ -7,7 +7,7 @@
 //! channel per batch, execution ids space-separated), so a busy replica sends
 //! a few messages per round trip instead of one per transition.
 
-use super::coalesce;
+use super::batch::coalesce;
 use crate::notify::Changes;
 use crate::redis_link::{Link, Target};
 use futures_util::StreamExt;

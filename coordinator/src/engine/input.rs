@@ -6,7 +6,7 @@ use super::messages::{
     AttemptRef, Command, InputAnswer, InputDelivered, InputRequested, MessageKind, OpenInputRequest, OwnerAnswer,
     RemoteTaskStarted,
 };
-use super::sessions::Session;
+use super::workers::sessions::Session;
 use super::{Engine, Error, Result, Scope};
 use crate::crypto::Field;
 use crate::domain::{Event, Ignored, StopReason};

@@ -1,8 +1,8 @@
 //! The owner lifecycle: start, read, wait, list, result, input and cancel, each
 //! authorized here against the current credential.
 
-use super::creates::Claim;
-use super::sessions::{Reserved, Session};
+use super::batch::Claim;
+use super::workers::sessions::{Reserved, Session};
 use super::{Engine, Error, Result, Scope, token_hash};
 use crate::admission::{Rejection, Ticket};
 use crate::audit::{action, outcome};

@@ -2,12 +2,10 @@
 //! dispatch), each a store transaction through the state machine followed by the
 //! transition's effects. gRPC services are thin adapters over this.
 
+mod batch;
 mod bus;
 pub(crate) mod call;
-mod coalesce;
-mod creates;
 pub(crate) mod dashboard;
-mod dispatch;
 pub(crate) mod history;
 mod input;
 pub mod lifecycle;
@@ -15,11 +13,8 @@ pub mod messages;
 pub(crate) mod metrics;
 pub(crate) mod operator;
 pub mod people;
-mod reads;
 mod session_tokens;
-mod sessions;
 pub(crate) mod settings;
-mod start_reads;
 // Waiting at scale (issue #21): gateways' watch streams.
 pub(crate) mod subscriptions;
 #[cfg(test)]
@@ -31,12 +26,11 @@ mod watch;
 pub(crate) mod webhooks;
 mod workers;
 
+pub(crate) use batch::{Creates, Reads};
 use baton_proto::clock::now_ms;
 pub use bus::Bus;
-pub(crate) use creates::Creates;
-pub(crate) use reads::Reads;
-pub use sessions::{CloseReason, Session, Sessions, outbox};
 pub(crate) use workers::FromWorker;
+pub use workers::sessions::{CloseReason, Session, Sessions, outbox};
 
 /// How the engine reaches a worker session held by another replica. The gRPC
 /// `Peer` client implements it; the engine knows nothing of the wire.
@@ -113,7 +107,7 @@ pub struct Engine {
     /// Creates, coalesced into shared statements and commits.
     creates: Creates,
     /// Starts' credential and tool reads, coalesced likewise.
-    start_reads: start_reads::StartReads,
+    start_reads: batch::StartReads,
     ring: Arc<KeyRing>,
     admission: Arc<dyn Admission>,
     changes: Changes,
@@ -163,7 +157,7 @@ impl Engine {
             Engine {
                 reads: Reads::start(store.clone()),
                 creates: Creates::start(store.clone()),
-                start_reads: start_reads::StartReads::start(store.clone()),
+                start_reads: batch::StartReads::start(store.clone()),
                 store,
                 ring: options.key_ring.clone(),
                 admission,

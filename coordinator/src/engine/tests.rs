@@ -128,7 +128,7 @@ impl World {
 
 /// The next assignment on `rx`, after a dispatch round.
 pub(super) async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) -> AttemptRef {
-    assert_eq!(engine.dispatch_round().await, super::dispatch::Round::Assigned, "something was claimed");
+    assert_eq!(engine.dispatch_round().await, super::workers::Round::Assigned, "something was claimed");
     loop {
         match rx.recv().await.expect("session open") {
             Command::Assign(a) => return a.attempt,

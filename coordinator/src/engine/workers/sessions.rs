@@ -4,15 +4,15 @@
 //! outbox is full is simply not sent to, so one stuck worker cannot hold up
 //! dispatch, stops or the sweeper for anybody else.
 
-use super::messages::{AttemptRef, Command, MessageKind};
 use crate::domain::StopReason;
+use crate::engine::messages::{AttemptRef, Command, MessageKind};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub(super) type Outbox = mpsc::Sender<Command>;
+pub(in crate::engine) type Outbox = mpsc::Sender<Command>;
 
 /// Messages beyond one per assignment slot that an outbox holds (stops, acks,
 /// input relays), so a full outbox means the worker stopped reading.

@@ -3,10 +3,10 @@
 //! work (locally or over the bus); a slow tick covers scheduled runs and lost
 //! signals.
 
-use super::Engine;
-use super::messages::{Assignment, AttemptRef, Command};
 use super::sessions::Session;
 use crate::crypto::Field;
+use crate::engine::messages::{Assignment, AttemptRef, Command};
+use crate::engine::{Engine, ticket};
 use crate::store::Claimed;
 use baton_proto::clock::now_ms;
 use std::sync::Arc;
@@ -95,7 +95,7 @@ impl Engine {
             // Leaving the backlog and waking waiters are independent of the
             // assignments: do them for the whole batch at once.
             let bookkeeping = futures_util::future::join_all(claimed.iter().map(|c| async move {
-                if let Err(e) = self.admission.started(&super::ticket(&c.record), now).await {
+                if let Err(e) = self.admission.started(&ticket(&c.record), now).await {
                     tracing::warn!(error = %e, "admission backlog release failed");
                 }
                 self.changed(&c.record.id);
@@ -125,7 +125,7 @@ impl Engine {
     /// Sends claimed attempt `c` to `session`, the worker its lease names
     /// (without waiting); answers the attempt when it could not be queued,
     /// which proves it never reached the worker.
-    pub(super) async fn assign(&self, session: &Session, c: &Claimed) -> Option<(String, u32)> {
+    pub(in crate::engine) async fn assign(&self, session: &Session, c: &Claimed) -> Option<(String, u32)> {
         let record = &c.record;
         if c.attempt == 1 {
             self.metrics.first_attempt(record);

@@ -9,16 +9,16 @@ use tokio::sync::mpsc::error::TrySendError;
 
 /// Jobs that may wait for a batch. Beyond this the coordinator is overloaded
 /// and says so (503 with Retry-After) rather than queueing without bound.
-pub(super) const MAX_QUEUED: usize = 4_096;
+pub(in crate::engine) const MAX_QUEUED: usize = 4_096;
 
 /// A queued job knows whether its caller still waits for it.
-pub(super) trait Job: Send + 'static {
+pub(in crate::engine) trait Job: Send + 'static {
     /// The caller gave up (its request was cancelled or timed out): nothing to do.
     fn abandoned(&self) -> bool;
 }
 
 /// Spawns the batching task; it ends when every sender is dropped.
-pub(super) fn spawn<J, F, Fut>(max: usize, mut run: F) -> mpsc::Sender<J>
+pub(in crate::engine) fn spawn<J, F, Fut>(max: usize, mut run: F) -> mpsc::Sender<J>
 where
     J: Job,
     F: FnMut(Vec<J>) -> Fut + Send + 'static,
@@ -38,7 +38,7 @@ where
 }
 
 /// Queues `job` without waiting: a full queue is an honest "busy".
-pub(super) fn enqueue<J>(jobs: &mpsc::Sender<J>, job: J) -> crate::store::Result<()> {
+pub(in crate::engine) fn enqueue<J>(jobs: &mpsc::Sender<J>, job: J) -> crate::store::Result<()> {
     match jobs.try_send(job) {
         Ok(()) => Ok(()),
         Err(TrySendError::Full(_)) => Err(crate::store::Error::Busy),
@@ -47,7 +47,7 @@ pub(super) fn enqueue<J>(jobs: &mpsc::Sender<J>, job: J) -> crate::store::Result
 }
 
 /// The error a caller sees when the batching task is gone (shutdown).
-pub(super) fn gone<T>(_: T) -> crate::store::Error {
+pub(in crate::engine) fn gone<T>(_: T) -> crate::store::Error {
     crate::store::Error::Unavailable(sqlx::Error::PoolClosed)
 }
 

@@ -1,13 +1,20 @@
-//! Worker sessions over their life: registration (tools, the worker id bound
-//! to its credential, re-attaching running attempts), the messages a session
-//! sends (heartbeats that keep leases, settlements acknowledged only once
-//! durable, remote-task and input records), revocation, and disconnect.
+//! The worker side of the engine. Here: worker sessions over their life:
+//! registration (tools, the worker id bound to its credential, re-attaching
+//! running attempts), the messages a session sends (heartbeats that keep
+//! leases, settlements acknowledged only once durable, remote-task and input
+//! records), revocation, and disconnect. `sessions` holds this replica's live
+//! sessions and their outboxes; `dispatch` leases pending work to them.
+
+mod dispatch;
+pub(super) mod sessions;
+
+#[cfg(test)]
+pub(super) use dispatch::Round;
 
 use super::messages::{
     AttemptRef, Command, Heartbeat, InputDelivered, InputRequested, MessageKind, Registration, RemoteTaskStarted,
     Reported, Settlement,
 };
-use super::sessions::{CloseReason, Outbox, Session, SessionIdentity};
 use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
@@ -16,6 +23,7 @@ use crate::domain::{Event, Ignored, Outcome, StopReason};
 use crate::options::ToolLimits;
 use crate::store::{self, Applied, EventData, ExecutionRecord, OwnedElsewhere, ToolChange, ToolRecord};
 use baton_proto::clock::now_ms;
+use sessions::{CloseReason, Outbox, Session, SessionIdentity};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 

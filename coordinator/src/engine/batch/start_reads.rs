@@ -24,13 +24,13 @@ impl coalesce::Job for Job {
 }
 
 #[derive(Clone)]
-pub(super) struct StartReads {
+pub(in crate::engine) struct StartReads {
     jobs: mpsc::Sender<Job>,
 }
 
 impl StartReads {
     /// Starts the reading task; it ends when the last handle is dropped.
-    pub(super) fn start(store: Store) -> StartReads {
+    pub(in crate::engine) fn start(store: Store) -> StartReads {
         let jobs = coalesce::spawn(MAX_BATCH, move |batch| {
             let store = store.clone();
             async move { read_batch(&store, batch).await }
@@ -41,7 +41,7 @@ impl StartReads {
     /// The credential with `token_hash`, tool `tool_name` of `project_id` (if
     /// registered) and the retention of the credential's project; `None`
     /// when no credential has that hash.
-    pub(super) async fn credential_with_tool(
+    pub(in crate::engine) async fn credential_with_tool(
         &self,
         token_hash: Vec<u8>,
         project_id: &str,
