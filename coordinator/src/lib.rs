@@ -143,7 +143,7 @@ pub async fn run(options: Options, listener: TcpListener, shutdown: Cancellation
         .add_service(PeerServer::new(grpc::peer::PeerService::new(engine.clone())))
         // Waiting at scale (issue #21).
         .add_service(baton_proto::coordinator::v1::waits_server::WaitsServer::with_interceptor(
-            grpc::watch::WaitsService { engine: engine.clone() },
+            grpc::waits::WaitsService { engine: engine.clone() },
             GatewayVersion,
         ))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())

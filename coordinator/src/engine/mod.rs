@@ -22,7 +22,7 @@ mod subscriptions_tests;
 mod sweeper;
 #[cfg(test)]
 mod tests;
-mod watch;
+mod watch_tokens;
 pub(crate) mod webhooks;
 mod workers;
 

@@ -15,7 +15,7 @@ mod tolerance_tests;
 pub(crate) mod webhooks;
 pub mod worker;
 // Waiting at scale (issue #21): a gateway's one stream for its parked waits.
-pub(crate) mod watch;
+pub(crate) mod waits;
 
 /// The `authorization` metadata value, if present.
 pub(crate) fn authorization<T>(req: &tonic::Request<T>) -> Option<&str> {

@@ -34,7 +34,7 @@ mod retention;
 mod role_grants;
 mod sweep;
 mod tool_owners;
-mod watch;
+mod watch_tokens;
 mod webhooks;
 mod write;
 
