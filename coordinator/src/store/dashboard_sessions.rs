@@ -68,23 +68,43 @@ impl Store {
 
     /// Records a use of the session (callers touch it at most once a minute).
     pub(crate) async fn touch_dashboard_session(&self, token_hash: &[u8], now: Millis) -> Result<()> {
-        sqlx::query("UPDATE dashboard_sessions SET last_seen_at = $1 WHERE token_hash = $2 AND last_seen_at < $1")
-            .bind(now)
-            .bind(token_hash)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.touch_session(SessionTable::Keys, token_hash, now).await
     }
 
     /// Ends the session; false when it was not open.
     pub(crate) async fn end_dashboard_session(&self, token_hash: &[u8], now: Millis) -> Result<bool> {
-        let done =
-            sqlx::query("UPDATE dashboard_sessions SET ended_at = $1 WHERE token_hash = $2 AND ended_at IS NULL")
-                .bind(now)
-                .bind(token_hash)
-                .execute(&self.pool)
-                .await?;
+        self.end_session(SessionTable::Keys, token_hash, now).await
+    }
+
+    /// Records a use of a session of either kind, at most once per `now`.
+    pub(super) async fn touch_session(&self, table: SessionTable, token_hash: &[u8], now: Millis) -> Result<()> {
+        let sql = format!("UPDATE {} SET last_seen_at = $1 WHERE token_hash = $2 AND last_seen_at < $1", table.name());
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(token_hash).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Ends a session of either kind; false when it was not open.
+    pub(super) async fn end_session(&self, table: SessionTable, token_hash: &[u8], now: Millis) -> Result<bool> {
+        let sql = format!("UPDATE {} SET ended_at = $1 WHERE token_hash = $2 AND ended_at IS NULL", table.name());
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(token_hash).execute(&self.pool).await?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+/// The two kinds of dashboard session, an API key's and a person's, kept in
+/// tables of their own; they record a use and end the same way.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum SessionTable {
+    Keys,
+    People,
+}
+
+impl SessionTable {
+    fn name(self) -> &'static str {
+        match self {
+            SessionTable::Keys => "dashboard_sessions",
+            SessionTable::People => "person_sessions",
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! session ends on sign-out, after `idle_ms` unused, or at its absolute end;
 //! what the person may do is read from the project's grants on every request.
 
+use super::dashboard_sessions::SessionTable;
 use super::{Result, Store};
 use crate::domain::Millis;
 use sqlx::Row;
@@ -78,23 +79,13 @@ impl Store {
     }
 
     /// Records a use (callers touch a session at most once a minute).
-    pub async fn touch_person_session(&self, token_hash: &[u8], now: Millis) -> Result<()> {
-        sqlx::query("UPDATE person_sessions SET last_seen_at = $1 WHERE token_hash = $2 AND last_seen_at < $1")
-            .bind(now)
-            .bind(token_hash)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    pub(crate) async fn touch_person_session(&self, token_hash: &[u8], now: Millis) -> Result<()> {
+        self.touch_session(SessionTable::People, token_hash, now).await
     }
 
     /// Ends the session; false when it was not open.
-    pub async fn end_person_session(&self, token_hash: &[u8], now: Millis) -> Result<bool> {
-        let done = sqlx::query("UPDATE person_sessions SET ended_at = $1 WHERE token_hash = $2 AND ended_at IS NULL")
-            .bind(now)
-            .bind(token_hash)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+    pub(crate) async fn end_person_session(&self, token_hash: &[u8], now: Millis) -> Result<bool> {
+        self.end_session(SessionTable::People, token_hash, now).await
     }
 }
 
