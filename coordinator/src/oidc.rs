@@ -200,7 +200,7 @@ impl Provider {
         let http = Http(&self.http);
         let metadata = Metadata::discover_async(issuer, &http)
             .await
-            .map_err(|e| Error::Unavailable(format!("discovery: {}", error_chain(&e))))?;
+            .map_err(|e| Error::Unavailable(format!("discovery: {}", baton_proto::error::with_sources(&e))))?;
         let fresh = Arc::new(Cached { metadata, fetched: Instant::now() });
         *self.cached.write().await = Some(fresh.clone());
         Ok(fresh)
@@ -285,7 +285,7 @@ impl Provider {
             .await
             .map_err(|e| match e {
                 RequestTokenError::ServerResponse(r) => Error::Refused(r.error().to_string()),
-                other => Error::Unavailable(format!("token endpoint: {}", error_chain(&other))),
+                other => Error::Unavailable(format!("token endpoint: {}", baton_proto::error::with_sources(&other))),
             })?;
         let token = response.id_token().ok_or_else(|| Error::InvalidToken("no ID token in the answer".into()))?;
         match self.validate(&cached.metadata, token, nonce) {
@@ -304,8 +304,9 @@ impl Provider {
     pub fn validate(&self, metadata: &Metadata, token: &CoreIdToken, nonce: &str) -> Result<Person, Error> {
         let client = self.client(metadata)?;
         let verifier = client.id_token_verifier();
-        let claims =
-            token.claims(&verifier, &Nonce::new(nonce.to_owned())).map_err(|e| Error::InvalidToken(error_chain(&e)))?;
+        let claims = token
+            .claims(&verifier, &Nonce::new(nonce.to_owned()))
+            .map_err(|e| Error::InvalidToken(baton_proto::error::with_sources(&e)))?;
         let subject = claims.subject().as_str().to_owned();
         // The signature holds: the payload may now be read for the configured claims.
         let payload = payload_of(&token.to_string()).ok_or_else(|| Error::InvalidToken("unreadable payload".into()))?;
@@ -336,18 +337,6 @@ fn payload_of(jws: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     let part = jws.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part.trim_end_matches('=')).ok()?;
     serde_json::from_slice(&bytes).ok()
-}
-
-/// An error and its sources, for a log line or a refusal's reason.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

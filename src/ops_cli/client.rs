@@ -102,7 +102,10 @@ impl Client {
         if method == Method::POST {
             request = request.json(&serde_json::json!({}));
         }
-        let response = request.send().await.map_err(|e| Error::Unreachable { url: shown, reason: error_chain(&e) })?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Error::Unreachable { url: shown, reason: baton_proto::error::with_sources(&e) })?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| Error::BadReply { status, excerpt: e.to_string() })?;
         let body: Option<Value> = serde_json::from_slice(&bytes).ok();
@@ -118,18 +121,6 @@ impl Client {
             None => Err(Error::BadReply { status, excerpt: excerpt(&bytes) }),
         }
     }
-}
-
-/// An error with its causes (reqwest's own message is only the outermost).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 fn excerpt(bytes: &[u8]) -> String {
