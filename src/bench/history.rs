@@ -15,7 +15,7 @@ pub(super) mod mix;
 use super::scratch_db::ScratchDatabase;
 
 use anyhow::Context as _;
-use baton_coordinator::domain::Millis;
+use baton_coordinator::domain::{ExecutionId, Millis};
 use baton_coordinator::store::{CredentialKind, HistoryFilter, HistoryRead, NewCredential, Seeded, Store};
 use baton_proto::clock::now_ms;
 use std::fmt::Write as _;
@@ -165,7 +165,7 @@ pub(super) async fn identity(store: &Store, now: Millis) -> anyhow::Result<()> {
 
 /// Seeds `total` runs, two statements at a time; returns ids spread over the
 /// history for the detail reads.
-async fn seed(store: &Store, total: u64, now: Millis) -> anyhow::Result<Vec<String>> {
+async fn seed(store: &Store, total: u64, now: Millis) -> anyhow::Result<Vec<ExecutionId>> {
     let started = Instant::now();
     let mut seeded = Seeded::default();
     let mut ids = Vec::new();
@@ -221,7 +221,7 @@ async fn seed(store: &Store, total: u64, now: Millis) -> anyhow::Result<Vec<Stri
 
 /// Ids spread over a reused history: one page at each of a thousand offsets
 /// would be slow, so take the first row of pages spaced through it.
-async fn sample_ids(store: &Store, all: &HistoryFilter, now: Millis, total: u64) -> anyhow::Result<Vec<String>> {
+async fn sample_ids(store: &Store, all: &HistoryFilter, now: Millis, total: u64) -> anyhow::Result<Vec<ExecutionId>> {
     let mut ids = Vec::new();
     let step = (total / 50).max(1);
     let mut offset = 0;

@@ -235,7 +235,7 @@ async fn starts_during<F: std::future::Future>(
 /// A start as the coordinator writes one: seven days of retention ahead.
 fn fresh(now: Millis) -> NewExecution {
     NewExecution {
-        id: ExecutionId::generate().to_string(),
+        id: ExecutionId::generate(),
         org_id: mix::ORG.into(),
         project_id: mix::PROJECT.into(),
         gateway_id: mix::GATEWAY.into(),

@@ -93,14 +93,64 @@ impl ExecutionId {
         Self(random_id(Self::PREFIX, 160))
     }
 
+    /// An id of the documented shape, or none: what a caller or a stored row
+    /// names is checked here once, and is typed from then on.
+    pub fn parse(s: &str) -> Option<Self> {
+        let digits = s.strip_prefix(Self::PREFIX)?;
+        (digits.len() == Self::DIGITS && digits.bytes().all(|b| b.is_ascii_alphanumeric())).then(|| Self(s.to_owned()))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl AsRef<str> for ExecutionId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Hashes as its text, so a map keyed by ids is looked up by a `&str`.
+impl std::borrow::Borrow<str> for ExecutionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for ExecutionId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ExecutionId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
     }
 }
 
 impl fmt::Display for ExecutionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// One attempt of one execution: what a lease, a worker's message and a
+/// settlement name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttemptRef {
+    pub execution_id: ExecutionId,
+    pub attempt: u32,
+}
+
+impl AttemptRef {
+    pub fn new(execution_id: &ExecutionId, attempt: u32) -> Self {
+        AttemptRef { execution_id: execution_id.clone(), attempt }
     }
 }
 
@@ -115,6 +165,24 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.as_str().len(), ExecutionId::PREFIX.len() + ExecutionId::DIGITS);
         assert!(a.as_str()[ExecutionId::PREFIX.len()..].bytes().all(|b| b.is_ascii_alphanumeric()));
+    }
+
+    #[test]
+    fn only_the_documented_shape_parses() {
+        let id = ExecutionId::generate();
+        assert_eq!(ExecutionId::parse(id.as_str()), Some(id.clone()));
+        let digits = &id.as_str()[ExecutionId::PREFIX.len()..];
+        for bad in [
+            String::new(),
+            "te_".to_owned(),
+            digits.to_owned(),
+            format!("tx_{digits}"),
+            format!("{id}0"),
+            id.as_str()[..id.as_str().len() - 1].to_owned(),
+            format!("te_{}%", &digits[1..]),
+        ] {
+            assert_eq!(ExecutionId::parse(&bad), None, "{bad:?}");
+        }
     }
 
     #[test]

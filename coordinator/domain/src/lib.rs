@@ -12,7 +12,7 @@ pub(crate) mod status;
 #[cfg(test)]
 mod machine_tests;
 
-pub use id::ExecutionId;
+pub use id::{AttemptRef, ExecutionId};
 pub use machine::{Effect, Event, Ignored, Lease, Outcome, Phase, State, StopReason, Transition, apply};
 pub use policy::{Deadlines, Lifetime};
 pub use status::{FailureReason, Status, Surface};

@@ -81,16 +81,15 @@ impl Engine {
         authorization: Option<&str>,
         req: StartRequest,
     ) -> Result<(Created, Watched)> {
-        let id = ExecutionId::generate();
-        let minted = id.to_string();
-        let armed = self.watched(&minted);
-        let created = self.start_as(authorization, req, id).await?;
+        let minted = ExecutionId::generate();
+        let armed = self.watched(minted.as_str());
+        let created = self.start_as(authorization, req, minted.clone()).await?;
         let watched = if created.record.id == minted {
             armed.with(created.record.clone())
         } else {
             // A replay answers with an execution created earlier: watch that
             // one, and read it once the wake-up is armed.
-            Watched { stale: true, ..self.watched(&created.record.id).with(created.record.clone()) }
+            Watched { stale: true, ..self.watched(created.record.id.as_str()).with(created.record.clone()) }
         };
         Ok((created, watched))
     }
@@ -110,7 +109,7 @@ impl Engine {
         let record = self.wait_until(authorization, scope, w, until, done).await?;
         let result_json = match (&record.output_ct, record.status()) {
             (Some(ct), Status::Completed) => {
-                Some(String::from_utf8(self.ring.open(&record.id, Field::Output, ct)?).unwrap_or_default())
+                Some(String::from_utf8(self.ring.open(record.id.as_str(), Field::Output, ct)?).unwrap_or_default())
             }
             _ => None,
         };
@@ -131,7 +130,7 @@ impl Engine {
     ) -> Result<ExecutionRecord> {
         loop {
             if w.stale {
-                w.record = self.read_owned(authorization, scope, &w.record.id).await?.1;
+                w.record = self.read_owned(authorization, scope, w.record.id.as_str()).await?.1;
                 w.stale = false;
             }
             if done(&w.record) || Instant::now() >= until {

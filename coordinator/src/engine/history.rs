@@ -11,7 +11,7 @@ use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, history::Route};
 use crate::crypto::Field;
-use crate::domain::{FailureReason, Millis, Status};
+use crate::domain::{ExecutionId, FailureReason, Millis, Status};
 use crate::store::{AttemptRecord, EventRecord, ExecutionRecord, HistoryFilter, HistoryRow};
 use baton_proto::clock::now_ms;
 
@@ -204,11 +204,12 @@ impl Engine {
         reveal: Reveal,
     ) -> Result<HistoryDetail> {
         let route = if reveal.inputs || reveal.outputs { Route::DetailWithPayloads } else { Route::Detail };
-        if !baton_proto::names::is_execution_id(id) {
+        let Some(id) = ExecutionId::parse(id) else {
             // No such id can exist; the caller is still told 401 or 403 first.
             self.history_caller(authorization, scope, route).await?;
             return Err(authz::Error::NotFound.into());
-        }
+        };
+        let id = &id;
         let (credential, record) = self.credential_with_execution(authorization, id).await?;
         let p = authz::Principal::from_credential(credential)?;
         p.in_scope(scope.org_id, scope.project_id)?;
@@ -220,7 +221,7 @@ impl Engine {
         if let Err(e) = authz::history::check(&p, scope.org_id, scope.project_id, route) {
             if route == Route::DetailWithPayloads {
                 let detail = Some(format!("{revealed}: {e}"));
-                self.audit(&p, scope, action::HISTORY_REVEAL, Some(id), outcome::REFUSED, detail).await?;
+                self.audit(&p, scope, action::HISTORY_REVEAL, Some(id.as_str()), outcome::REFUSED, detail).await?;
             }
             return Err(e.into());
         }
@@ -248,24 +249,30 @@ impl Engine {
             .map(|a| self.attempt_view(&record.id, a, &timeline, reveal.outputs))
             .collect::<Result<Vec<_>>>()?;
         let input = match (&record.input_ct, reveal.inputs) {
-            (Some(ct), true) => Some(text(self.ring.open(&record.id, Field::Input, ct)?)),
+            (Some(ct), true) => Some(text(self.ring.open(record.id.as_str(), Field::Input, ct)?)),
             _ => None,
         };
         let output = match (&record.output_ct, reveal.outputs, record.status()) {
-            (Some(ct), true, Status::Completed) => Some(text(self.ring.open(&record.id, Field::Output, ct)?)),
+            (Some(ct), true, Status::Completed) => Some(text(self.ring.open(record.id.as_str(), Field::Output, ct)?)),
             _ => None,
         };
         if route == Route::DetailWithPayloads {
             // Every reveal is on the record before the payload leaves.
             let detail = Some(revealed.to_owned());
-            self.audit(&p, scope, action::HISTORY_REVEAL, Some(id), outcome::ALLOWED, detail).await?;
+            self.audit(&p, scope, action::HISTORY_REVEAL, Some(id.as_str()), outcome::ALLOWED, detail).await?;
         }
         Ok(HistoryDetail { record, timeline, attempts, input, output })
     }
 
     /// An attempt's error is the tool's when a settlement ended it (the
     /// `settled` event written with it), the system's otherwise.
-    fn attempt_view(&self, id: &str, a: AttemptRecord, timeline: &[EventRecord], outputs: bool) -> Result<AttemptView> {
+    fn attempt_view(
+        &self,
+        id: &ExecutionId,
+        a: AttemptRecord,
+        timeline: &[EventRecord],
+        outputs: bool,
+    ) -> Result<AttemptView> {
         let ending: Vec<&EventRecord> =
             a.finished_at.map(|at| timeline.iter().filter(|e| e.at == at).collect()).unwrap_or_default();
         let settled = ending.iter().any(|e| e.kind == "settled");
@@ -276,7 +283,7 @@ impl Engine {
         }
         let open = |ct: &Option<Vec<u8>>, field: Field| -> Result<Option<String>> {
             match ct {
-                Some(ct) if outputs => Ok(Some(text(self.ring.open(id, field, ct)?))),
+                Some(ct) if outputs => Ok(Some(text(self.ring.open(id.as_str(), field, ct)?))),
                 _ => Ok(None),
             }
         };

@@ -9,7 +9,7 @@ use super::messages::{
 use super::workers::sessions::Session;
 use super::{Engine, Error, Result, Scope};
 use crate::crypto::Field;
-use crate::domain::{Event, Ignored, StopReason};
+use crate::domain::{Event, ExecutionId, Ignored, StopReason};
 use crate::store::{EventData, PublishedRequest};
 use baton_proto::clock::now_ms;
 use serde_json::{Value, json};
@@ -68,7 +68,7 @@ impl Engine {
             let key = crate::domain::id::random_id("ir_", 128);
             let schema: Value = serde_json::from_str(&r.requested_schema_json).unwrap_or(Value::Null);
             let spec = json!({"message": r.message, "requested_schema": schema}).to_string();
-            let sealed = self.ring.seal(&at.execution_id, Field::InputRequest, spec.as_bytes())?;
+            let sealed = self.ring.seal(at.execution_id.as_str(), Field::InputRequest, spec.as_bytes())?;
             published.push(PublishedRequest { request_key: key, remote_key: r.remote_key.clone(), spec_ct: sealed });
         }
         let event = Event::InputRequested { worker_id: session.worker_id.clone(), attempt: at.attempt };
@@ -110,6 +110,7 @@ impl Engine {
         response: Option<OwnerAnswer>,
     ) -> Result<bool> {
         let (p, record) = self.read_owned(authorization, scope, id).await?;
+        let id = &record.id;
         p.may_act()?;
         // Current tool policy, re-evaluated before the owner is contacted.
         if !record.status().is_terminal() && !self.current_tool(&record).await?.task_time_input {
@@ -121,7 +122,7 @@ impl Engine {
         }
         let content: Value = serde_json::from_str(&response.content_json).unwrap_or(Value::Null);
         let sealed_body = json!({"action": response.action, "content": content}).to_string();
-        let sealed = self.ring.seal(id, Field::InputResponse, sealed_body.as_bytes())?;
+        let sealed = self.ring.seal(id.as_str(), Field::InputResponse, sealed_body.as_bytes())?;
         let Some(answered) = self.store.answer_input(id, request_key, &sealed, now_ms()).await? else {
             return Ok(true);
         };
@@ -154,15 +155,21 @@ impl Engine {
     }
 
     /// Answers recorded but not yet relayed, as messages for their lease holder.
-    pub(crate) async fn pending_answers(&self, execution_id: &str) -> Result<Vec<InputAnswer>> {
+    pub(crate) async fn pending_answers(&self, execution_id: &ExecutionId) -> Result<Vec<InputAnswer>> {
         let rows = self.store.list_input_requests(execution_id).await?;
         rows.into_iter().filter(|r| r.is_answered()).map(|r| self.answer_message(execution_id, &r)).collect()
     }
 
-    pub(super) fn answer_message(&self, execution_id: &str, r: &crate::store::InputRequestRow) -> Result<InputAnswer> {
+    pub(super) fn answer_message(
+        &self,
+        execution_id: &ExecutionId,
+        r: &crate::store::InputRequestRow,
+    ) -> Result<InputAnswer> {
         let body = match &r.response_ct {
-            Some(ct) => serde_json::from_slice::<Value>(&self.ring.open(execution_id, Field::InputResponse, ct)?)
-                .unwrap_or(Value::Null),
+            Some(ct) => {
+                serde_json::from_slice::<Value>(&self.ring.open(execution_id.as_str(), Field::InputResponse, ct)?)
+                    .unwrap_or(Value::Null)
+            }
             None => Value::Null,
         };
         Ok(InputAnswer {
@@ -174,13 +181,13 @@ impl Engine {
     }
 
     /// The open requests of an execution, for the owner's view.
-    pub(crate) async fn open_requests(&self, execution_id: &str) -> Result<Vec<OpenInputRequest>> {
+    pub(crate) async fn open_requests(&self, execution_id: &ExecutionId) -> Result<Vec<OpenInputRequest>> {
         let rows = self.store.list_input_requests(execution_id).await?;
         rows.into_iter()
             .filter(|r| r.is_open())
             .map(|r| {
                 let spec: Value =
-                    serde_json::from_slice(&self.ring.open(execution_id, Field::InputRequest, &r.spec_ct)?)
+                    serde_json::from_slice(&self.ring.open(execution_id.as_str(), Field::InputRequest, &r.spec_ct)?)
                         .unwrap_or(Value::Null);
                 Ok(OpenInputRequest {
                     request_key: r.request_key,

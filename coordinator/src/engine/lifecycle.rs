@@ -103,7 +103,7 @@ fn refuse_background_forbidden_over_rest(surface: Surface, tool: &ToolRecord) ->
 /// What admission counts of an execution about to be created.
 fn admission_ticket(new: &NewExecution) -> Ticket {
     Ticket {
-        execution_id: new.id.clone(),
+        execution_id: new.id.to_string(),
         org_id: new.org_id.clone(),
         project_id: new.project_id.clone(),
         user_id: new.user_id.clone(),
@@ -251,8 +251,7 @@ impl Engine {
         deadlines: Deadlines,
         now: Millis,
     ) -> Result<NewExecution> {
-        let id = id.to_string();
-        let input_ct = self.ring.seal(&id, Field::Input, req.input_json.as_bytes())?;
+        let input_ct = self.ring.seal(id.as_str(), Field::Input, req.input_json.as_bytes())?;
         Ok(NewExecution {
             id,
             org_id: req.org_id,
@@ -450,7 +449,7 @@ impl Engine {
     pub async fn result(&self, authorization: Option<&str>, scope: Scope<'_>, id: &str) -> Result<ResultRead> {
         let (_, record) = self.read_owned(authorization, scope, id).await?;
         let open = |field, ct: &[u8]| -> Result<String> {
-            Ok(String::from_utf8(self.ring.open(&record.id, field, ct)?).unwrap_or_default())
+            Ok(String::from_utf8(self.ring.open(record.id.as_str(), field, ct)?).unwrap_or_default())
         };
         let result = match (&record.output_ct, record.status()) {
             (Some(ct), Status::Completed) => Some(open(Field::Output, ct)?),
@@ -491,7 +490,7 @@ impl Engine {
                 return Ok((CancelOutcome::Unsupported, record));
             }
         }
-        let id = record.id.as_str();
+        let id = &record.id;
         match self.store.apply(id, &Event::RequestCancel, &EventData::default(), now_ms()).await? {
             None => Err(authz::Error::NotFound.into()),
             Some(Err((Ignored::Terminal, r))) => Ok((CancelOutcome::AlreadyTerminal, r)),

@@ -2,21 +2,9 @@
 //! own terms. `grpc/worker.rs` and `grpc/peer.rs` translate to and from the wire;
 //! nothing in the engine sees a generated type.
 
+pub use crate::domain::AttemptRef;
 use crate::domain::StopReason;
 use crate::store::ToolRecord;
-
-/// One attempt of one execution, as a worker names it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct AttemptRef {
-    pub execution_id: String,
-    pub attempt: u32,
-}
-
-impl AttemptRef {
-    pub(crate) fn new(execution_id: &str, attempt: u32) -> Self {
-        AttemptRef { execution_id: execution_id.to_owned(), attempt }
-    }
-}
 
 /// A worker opening a session.
 #[derive(Clone, Debug, Default)]

@@ -56,7 +56,7 @@ pub trait PeerLink: Send + Sync {
 use crate::admission::{self, Admission, Rejection, Ticket};
 use crate::authz::{self, Principal};
 use crate::crypto::{self, KeyRing};
-use crate::domain::{Effect, Millis, StopReason};
+use crate::domain::{Effect, ExecutionId, Millis, StopReason};
 use crate::notify::Changes;
 use crate::options::Options;
 use crate::store::{self, ExecutionRecord, Store};
@@ -273,7 +273,7 @@ fn token_hash(authorization: Option<&str>) -> Result<Vec<u8>, authz::Error> {
 /// What an execution holds in admission.
 fn ticket(r: &ExecutionRecord) -> Ticket {
     Ticket {
-        execution_id: r.id.clone(),
+        execution_id: r.id.to_string(),
         org_id: r.org_id.clone(),
         project_id: r.project_id.clone(),
         user_id: r.user_id.clone(),
@@ -312,7 +312,7 @@ impl Engine {
     async fn credential_with_execution(
         &self,
         authorization: Option<&str>,
-        id: &str,
+        id: &ExecutionId,
     ) -> Result<(store::Credential, Option<ExecutionRecord>)> {
         if let Some(session) = dashboard::session_token(authorization) {
             let credential = self.session_credential(session).await?;
@@ -323,21 +323,22 @@ impl Engine {
     }
 
     /// Authenticates the caller and reads an execution they may own, in one
-    /// store round trip (the hot path of every poll).
+    /// store round trip (the hot path of every poll). `id` is as the caller
+    /// sent it: it is typed here, once.
     pub(crate) async fn read_owned(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
         id: &str,
     ) -> Result<(Principal, ExecutionRecord)> {
-        if !baton_proto::names::is_execution_id(id) {
+        let Some(id) = ExecutionId::parse(id) else {
             // No such id can exist: authenticate (401 comes first), then the
             // uniform not-found, without the id ever reaching a shared read.
             let p = self.authenticate(authorization).await?;
             p.in_scope(scope.org_id, scope.project_id)?;
             return Err(authz::Error::NotFound.into());
-        }
-        let (credential, record) = self.credential_with_execution(authorization, id).await?;
+        };
+        let (credential, record) = self.credential_with_execution(authorization, &id).await?;
         let p = Principal::from_credential(credential)?;
         let record = visible(&p, scope.org_id, scope.project_id, record)?;
         Ok((p, record))
@@ -345,7 +346,7 @@ impl Engine {
 
     /// Carries out what a committed transition asked for.
     pub(crate) async fn after_commit(&self, record: &ExecutionRecord, effects: &[Effect]) -> Option<bool> {
-        self.changed(&record.id);
+        self.changed(record.id.as_str());
         if crate::webhooks::signal::signalled(record.status()) {
             self.webhook_wake.notify_one();
         }
@@ -401,7 +402,7 @@ impl Engine {
     pub(crate) async fn deliver_stop(
         &self,
         worker_id: &str,
-        execution_id: &str,
+        execution_id: &ExecutionId,
         attempt: u32,
         reason: StopReason,
     ) -> bool {

@@ -10,7 +10,7 @@ use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal, operator::Route};
 use crate::crypto::Field;
-use crate::domain::Status;
+use crate::domain::{ExecutionId, Status};
 use crate::store::ExecutionRecord;
 use base64::Engine as _;
 use baton_proto::clock::now_ms;
@@ -76,12 +76,12 @@ impl Engine {
         id: &str,
         route: Route,
     ) -> Result<(Principal, ExecutionRecord)> {
-        if !baton_proto::names::is_execution_id(id) {
+        let Some(execution_id) = ExecutionId::parse(id) else {
             let p = self.operator(authorization, scope, route).await?;
             self.audit(&p, scope, action(route), Some(id), outcome::NOT_FOUND, None).await?;
             return Err(authz::Error::NotFound.into());
-        }
-        let (credential, record) = self.credential_with_execution(authorization, id).await?;
+        };
+        let (credential, record) = self.credential_with_execution(authorization, &execution_id).await?;
         let p = Principal::from_credential(credential)?;
         self.operator_check(&p, scope, route, Some(id)).await?;
         match record {
@@ -145,7 +145,9 @@ impl Engine {
         let (_, record) = self.operator_read(authorization, scope, id, Route::Payload).await?;
         let open = |ct: &Option<Vec<u8>>, field| -> Result<Option<String>> {
             match ct {
-                Some(ct) => Ok(Some(String::from_utf8_lossy(&self.ring.open(&record.id, field, ct)?).into_owned())),
+                Some(ct) => {
+                    Ok(Some(String::from_utf8_lossy(&self.ring.open(record.id.as_str(), field, ct)?).into_owned()))
+                }
                 None => Ok(None),
             }
         };

@@ -34,7 +34,7 @@ async fn started(w: &World) -> String {
         surface: crate::domain::Surface::Rest,
         ..Default::default()
     };
-    w.engine.start(w.bearer().as_deref(), start).await.expect("start").record.id
+    w.engine.start(w.bearer().as_deref(), start).await.expect("start").record.id.to_string()
 }
 
 #[tokio::test]
@@ -59,7 +59,7 @@ async fn a_stream_follows_each_execution_once_and_pushes_a_change_once() {
     }
     for _ in 2..=21 {
         match answers.recv().await.expect("answer") {
-            WatchOut::Watched { record, .. } => assert_eq!(record.id, id),
+            WatchOut::Watched { record, .. } => assert_eq!(record.id.as_str(), id),
             other => panic!("the owner's watch is answered: {other:?}"),
         }
     }
@@ -111,7 +111,7 @@ async fn a_stream_keeps_taking_requests_while_its_answers_wait_to_be_sent() {
     while tags.len() < WATCHES as usize {
         match answers.recv().await.expect("answer") {
             WatchOut::Watched { tag, record } => {
-                assert_eq!(record.id, id);
+                assert_eq!(record.id.as_str(), id);
                 tags.push(tag);
             }
             other => panic!("the owner's watch is answered: {other:?}"),

@@ -96,7 +96,7 @@ impl World {
         let req = self.start_request(tool);
         let created = self.engine.start(self.bearer().as_deref(), req).await.expect("start");
         assert!(!created.replayed);
-        created.record.id
+        created.record.id.to_string()
     }
 
     async fn status(&self, id: &str) -> Status {

@@ -62,8 +62,14 @@ impl Engine {
         if after < 0 {
             return Err(Error::Invalid("`after` must be a cursor this API returned".into()));
         }
-        let changes: Vec<EventRecord> =
-            self.store.list_events(id).await?.into_iter().filter(|e| e.seq > after).take(MAX_REPLAYED).collect();
+        let changes: Vec<EventRecord> = self
+            .store
+            .list_events(&record.id)
+            .await?
+            .into_iter()
+            .filter(|e| e.seq > after)
+            .take(MAX_REPLAYED)
+            .collect();
         let gone = changes.is_empty() && record.changed_version > after;
         Ok(Missed { changes, gone })
     }

@@ -87,7 +87,7 @@ pub(crate) fn input_action(name: &str) -> wpb::InputAction {
 pub(crate) fn view(r: &ExecutionRecord) -> pb::ExecutionView {
     let cancel_state = if r.state.cancel_requested { pb::CancelState::Requested } else { pb::CancelState::None };
     pb::ExecutionView {
-        execution_id: r.id.clone(),
+        execution_id: r.id.to_string(),
         status: status(r.status()) as i32,
         org_id: r.org_id.clone(),
         project_id: r.project_id.clone(),

@@ -68,7 +68,7 @@ fn query(f: Option<&pb::HistoryFilter>) -> Result<HistoryQuery, Status> {
 
 fn item(r: &HistoryRow) -> pb::HistoryItem {
     pb::HistoryItem {
-        execution_id: r.id.clone(),
+        execution_id: r.id.to_string(),
         status: status(r.status) as i32,
         execution_type: pb::ExecutionType::from_name(&r.execution_type).unwrap_or_default() as i32,
         tool_name: r.tool_name.clone(),

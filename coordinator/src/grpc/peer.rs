@@ -5,7 +5,7 @@
 
 use super::convert;
 use super::peer_auth;
-use crate::domain::StopReason;
+use crate::domain::{ExecutionId, StopReason};
 use crate::engine::messages::{AttemptRef, Command, InputAnswer};
 use crate::engine::{Engine, PeerLink};
 use baton_proto::coordinator::v1::{
@@ -67,8 +67,9 @@ impl Peer for PeerService {
         let r = req.into_inner();
         let reason = convert::stop_reason_from_wire(r.reason())
             .ok_or_else(|| Status::invalid_argument("unknown stop reason"))?;
+        let execution_id = attempt_id(&r.execution_id)?;
         let delivered = match self.engine.session(&r.worker_id) {
-            Some(session) => session.stop(&r.execution_id, r.attempt, reason),
+            Some(session) => session.stop(&execution_id, r.attempt, reason),
             None => false,
         };
         Ok(Response::new(DeliverCancelResponse { delivered }))
@@ -80,10 +81,11 @@ impl Peer for PeerService {
     ) -> Result<Response<DeliverCancelResponse>, Status> {
         self.authorize(&req, INPUT, &input_digest(req.get_ref()))?;
         let r = req.into_inner();
+        let execution_id = attempt_id(&r.execution_id)?;
         let delivered = match self.engine.session(&r.worker_id) {
             Some(session) => session.send(Command::Answer(InputAnswer {
                 action: r.action().name().to_owned(),
-                attempt: AttemptRef { execution_id: r.execution_id, attempt: r.attempt },
+                attempt: AttemptRef { execution_id, attempt: r.attempt },
                 remote_key: r.remote_key,
                 content_json: r.content_json,
             })),
@@ -91,6 +93,11 @@ impl Peer for PeerService {
         };
         Ok(Response::new(DeliverCancelResponse { delivered }))
     }
+}
+
+/// A peer names executions this cluster created; another shape is refused.
+fn attempt_id(id: &str) -> Result<ExecutionId, Status> {
+    ExecutionId::parse(id).ok_or_else(|| Status::invalid_argument("malformed execution id"))
 }
 
 /// Calls to other replicas, one lazily connected channel per replica URL,
@@ -144,7 +151,7 @@ impl Peers {
     async fn stop(&self, url: &str, worker_id: &str, attempt: AttemptRef, reason: StopReason) -> bool {
         let body = DeliverCancelRequest {
             worker_id: worker_id.to_owned(),
-            execution_id: attempt.execution_id,
+            execution_id: attempt.execution_id.into_string(),
             attempt: attempt.attempt,
             reason: convert::stop_reason(reason) as i32,
         };
@@ -163,7 +170,7 @@ impl Peers {
     async fn answer(&self, url: &str, worker_id: &str, m: InputAnswer) -> bool {
         let body = DeliverInputRequest {
             worker_id: worker_id.to_owned(),
-            execution_id: m.attempt.execution_id,
+            execution_id: m.attempt.execution_id.into_string(),
             attempt: m.attempt.attempt,
             remote_key: m.remote_key,
             action: convert::input_action(&m.action) as i32,

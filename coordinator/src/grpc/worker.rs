@@ -5,6 +5,7 @@
 
 use super::convert::{input_action, message_kind, stop_reason};
 use super::status::to_status;
+use crate::domain::ExecutionId;
 use crate::engine::messages::{
     AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, Registration, RemoteInputRequest,
     RemoteTaskStarted, Reported, Settlement,
@@ -152,19 +153,19 @@ impl Outgoing {
     }
 
     /// Assignments still queued, which provably never reached the worker.
-    fn undelivered(&mut self) -> Vec<(String, u32)> {
+    fn undelivered(&mut self) -> Vec<AttemptRef> {
         self.rx.close();
         let mut undelivered = Vec::new();
         while let Ok(command) = self.rx.try_recv() {
             if let Command::Assign(a) = command {
-                undelivered.push((a.attempt.execution_id, a.attempt.attempt));
+                undelivered.push(a.attempt);
             }
         }
         undelivered
     }
 }
 
-async fn report_undelivered(engine: &Engine, worker_id: &str, undelivered: Vec<(String, u32)>) {
+async fn report_undelivered(engine: &Engine, worker_id: &str, undelivered: Vec<AttemptRef>) {
     if let Err(e) = engine.undelivered(worker_id, undelivered, now_ms()).await {
         tracing::warn!(error = %e, "undelivered assignments wait for their lease to lapse");
     }
@@ -182,12 +183,19 @@ impl Drop for Outgoing {
     }
 }
 
-fn attempt(execution_id: String, attempt: u32) -> AttemptRef {
-    AttemptRef { execution_id, attempt }
+/// The attempt a worker names. Baton only ever hands out well-formed ids, so
+/// a message naming another shape cannot concern any execution: it is read
+/// as no message at all.
+fn attempt(execution_id: &str, attempt: u32) -> Option<AttemptRef> {
+    let parsed = ExecutionId::parse(execution_id).map(|execution_id| AttemptRef { execution_id, attempt });
+    if parsed.is_none() {
+        tracing::warn!(attempt, "worker message names a malformed execution id; ignored");
+    }
+    parsed
 }
 
 fn running(list: Vec<wpb::RunningAttempt>) -> Vec<AttemptRef> {
-    list.into_iter().map(|r| attempt(r.execution_id, r.attempt)).collect()
+    list.into_iter().filter_map(|r| attempt(&r.execution_id, r.attempt)).collect()
 }
 
 pub(super) fn registration(r: wpb::Register) -> Registration {
@@ -240,7 +248,7 @@ pub fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
             settling: running(hb.settling),
         }),
         W::Settlement(s) => FromWorker::Settlement(Settlement {
-            attempt: attempt(s.execution_id, s.attempt),
+            attempt: attempt(&s.execution_id, s.attempt)?,
             outcome: s.outcome.map(|o| match o {
                 settlement::Outcome::ResultJson(json) => Reported::Result(json),
                 settlement::Outcome::Error(e) => Reported::ToolError {
@@ -254,18 +262,18 @@ pub fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
             }),
         }),
         W::Progress(p) => FromWorker::Progress {
-            attempt: attempt(p.execution_id, p.attempt),
+            attempt: attempt(&p.execution_id, p.attempt)?,
             current: p.current,
             total: p.total,
             message: p.message,
         },
         W::RemoteTaskStarted(m) => FromWorker::RemoteTaskStarted(RemoteTaskStarted {
-            attempt: attempt(m.execution_id, m.attempt),
+            attempt: attempt(&m.execution_id, m.attempt)?,
             remote_task_id: m.remote_task_id,
             remote_ttl_ms: m.remote_ttl_ms,
         }),
         W::InputRequested(m) => FromWorker::InputRequested(InputRequested {
-            attempt: attempt(m.execution_id, m.attempt),
+            attempt: attempt(&m.execution_id, m.attempt)?,
             requests: m
                 .requests
                 .into_iter()
@@ -276,21 +284,21 @@ pub fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
                 })
                 .collect(),
         }),
-        W::Declined(d) => FromWorker::Declined(attempt(d.execution_id, d.attempt)),
+        W::Declined(d) => FromWorker::Declined(attempt(&d.execution_id, d.attempt)?),
         W::InputDelivered(m) => FromWorker::InputDelivered(InputDelivered {
-            attempt: attempt(m.execution_id, m.attempt),
+            attempt: attempt(&m.execution_id, m.attempt)?,
             remote_key: m.remote_key,
         }),
     })
 }
 
 fn running_attempt(a: AttemptRef) -> wpb::RunningAttempt {
-    wpb::RunningAttempt { execution_id: a.execution_id, attempt: a.attempt }
+    wpb::RunningAttempt { execution_id: a.execution_id.into_string(), attempt: a.attempt }
 }
 
 fn answer(a: InputAnswer) -> wpb::InputResponse {
     wpb::InputResponse {
-        execution_id: a.attempt.execution_id,
+        execution_id: a.attempt.execution_id.into_string(),
         attempt: a.attempt.attempt,
         remote_key: a.remote_key,
         action: input_action(&a.action) as i32,
@@ -306,7 +314,7 @@ fn to_worker(c: Command) -> Msg {
             stop: stop.into_iter().map(running_attempt).collect(),
         }),
         Command::Assign(a) => Msg::Assignment(wpb::Assignment {
-            execution_id: a.attempt.execution_id,
+            execution_id: a.attempt.execution_id.into_string(),
             attempt: a.attempt.attempt,
             tool_name: a.tool_name,
             input_json: a.input_json,
@@ -316,25 +324,63 @@ fn to_worker(c: Command) -> Msg {
             pending_input: a.pending_input.into_iter().map(answer).collect(),
         }),
         Command::Stop { attempt, reason } => Msg::Stop(wpb::Stop {
-            execution_id: attempt.execution_id,
+            execution_id: attempt.execution_id.into_string(),
             attempt: attempt.attempt,
             reason: stop_reason(reason) as i32,
         }),
         Command::SettlementAck(a) => {
-            Msg::SettlementAck(wpb::SettlementAck { execution_id: a.execution_id, attempt: a.attempt })
+            Msg::SettlementAck(wpb::SettlementAck { execution_id: a.execution_id.into_string(), attempt: a.attempt })
         }
         Command::Ack { attempt, kind: k } => Msg::Ack(wpb::Ack {
-            execution_id: attempt.execution_id,
+            execution_id: attempt.execution_id.into_string(),
             attempt: attempt.attempt,
             kind: message_kind(k) as i32,
         }),
         Command::Answer(a) => Msg::InputResponse(answer(a)),
         Command::Refused { attempt, kind: k } => Msg::Refused(wpb::Refused {
-            execution_id: attempt.execution_id,
+            execution_id: attempt.execution_id.into_string(),
             attempt: attempt.attempt,
             kind: message_kind(k) as i32,
             code: "permission_denied".into(),
             message: "this worker does not hold the named attempt".into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settlement(execution_id: &str) -> WorkerMessage {
+        WorkerMessage {
+            msg: Some(worker_message::Msg::Settlement(wpb::Settlement {
+                execution_id: execution_id.into(),
+                attempt: 1,
+                outcome: Some(settlement::Outcome::ResultJson("{}".into())),
+            })),
+        }
+    }
+
+    #[test]
+    fn a_worker_message_naming_a_malformed_execution_id_is_no_message() {
+        let good = ExecutionId::generate();
+        assert!(matches!(
+            from_worker(settlement(good.as_str())),
+            Some(FromWorker::Settlement(s)) if s.attempt == AttemptRef::new(&good, 1)
+        ));
+        for bad in ["", "te_1", "te_../../etc", &format!("{good}x")] {
+            assert!(from_worker(settlement(bad)).is_none(), "{bad:?}");
+        }
+        let heartbeat = WorkerMessage {
+            msg: Some(worker_message::Msg::Heartbeat(wpb::Heartbeat {
+                running: vec![
+                    wpb::RunningAttempt { execution_id: "te_nope".into(), attempt: 1 },
+                    wpb::RunningAttempt { execution_id: good.to_string(), attempt: 2 },
+                ],
+                ..Default::default()
+            })),
+        };
+        let Some(FromWorker::Heartbeat(hb)) = from_worker(heartbeat) else { panic!("a heartbeat") };
+        assert_eq!(hb.running, [AttemptRef::new(&good, 2)], "only the well-formed attempt is read");
     }
 }

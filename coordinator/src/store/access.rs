@@ -7,6 +7,7 @@ use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, too
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
 use super::retention::RetentionSettings;
 use super::{Credential, Result, Store, ToolRecord};
+use crate::domain::ExecutionId;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -36,15 +37,16 @@ static WITH_TOOL: LazyLock<String> = LazyLock::new(|| {
 });
 
 impl Store {
-    /// The credential with `token_hash` (None when unknown) and execution `id`, if it exists.
+    /// The credential with `token_hash` (None when unknown) and execution `id`
+    /// (when one is asked for), if it exists.
     pub async fn credential_with_execution(
         &self,
         token_hash: &[u8],
-        id: &str,
+        id: Option<&ExecutionId>,
     ) -> Result<Option<(Credential, Option<ExecutionRecord>)>> {
         let row = sqlx::query(AssertSqlSafe(WITH_EXECUTION.as_str()))
             .bind(token_hash)
-            .bind(id)
+            .bind(id.map(ExecutionId::as_str))
             .fetch_optional(&self.pool)
             .await?;
         let Some(row) = row else { return Ok(None) };
@@ -133,24 +135,26 @@ pub(super) type CredentialAndExecution = (Option<Credential>, Option<ExecutionRe
 
 impl Store {
     /// Many owner reads at once, answered in order: each ask is a token hash
-    /// (or none) and an execution id (empty for none). One statement on
+    /// (or none) and an execution id (or none). One statement on
     /// Postgres; SQLite reads the credentials and the rows in one each.
     pub(crate) async fn credentials_with_executions(
         &self,
-        asks: &[(Option<&[u8]>, &str)],
+        asks: &[(Option<&[u8]>, Option<&ExecutionId>)],
     ) -> Result<Vec<CredentialAndExecution>> {
         if self.dialect == super::Dialect::Sqlite {
             let mut hashes: Vec<&[u8]> = asks.iter().filter_map(|(h, _)| *h).collect();
             hashes.sort_unstable();
             hashes.dedup();
-            let mut ids: Vec<&str> = asks.iter().map(|(_, id)| *id).filter(|id| !id.is_empty()).collect();
+            let mut ids: Vec<&ExecutionId> = asks.iter().filter_map(|(_, id)| *id).collect();
             ids.sort_unstable();
             ids.dedup();
             let credentials = self.credentials_by_hashes(&hashes).await?;
             let executions = self.executions_by_ids(&ids).await?;
             return Ok(asks
                 .iter()
-                .map(|(h, id)| (h.and_then(|h| credentials.get(h).cloned()), executions.get(*id).cloned()))
+                .map(|(h, id)| {
+                    (h.and_then(|h| credentials.get(h).cloned()), id.and_then(|id| executions.get(id).cloned()))
+                })
                 .collect());
         }
         let values: Vec<String> =
@@ -163,7 +167,7 @@ impl Store {
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for (hash, id) in asks {
-            query = query.bind(*hash).bind(*id);
+            query = query.bind(*hash).bind(id.map(ExecutionId::as_str));
         }
         let rows = query.persistent(false).fetch_all(&self.pool).await?;
         let mut out: Vec<CredentialAndExecution> = vec![(None, None); asks.len()];
@@ -199,14 +203,17 @@ impl Store {
     }
 
     /// Many executions by id at once (for coalesced reads), keyed by id.
-    pub(crate) async fn executions_by_ids(&self, ids: &[&str]) -> Result<HashMap<String, ExecutionRecord>> {
+    pub(crate) async fn executions_by_ids(
+        &self,
+        ids: &[&ExecutionId],
+    ) -> Result<HashMap<ExecutionId, ExecutionRecord>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
         let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id IN ({})", placeholders(ids.len()));
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for id in ids {
-            query = query.bind(*id);
+            query = query.bind(id.as_str());
         }
         let rows = query.persistent(false).fetch_all(&self.pool).await?;
         rows.iter().map(|r| execution_from_row(r).map(|e| (e.id.clone(), e))).collect()

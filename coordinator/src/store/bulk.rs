@@ -138,7 +138,7 @@ fn hex(bytes: &Option<Vec<u8>>) -> Value {
 fn execution_json(r: &ExecutionRecord) -> Value {
     let cols = phase_columns(&r.state.phase);
     json!({
-        "id": r.id, "org_id": r.org_id, "project_id": r.project_id, "gateway_id": r.gateway_id,
+        "id": r.id.as_str(), "org_id": r.org_id, "project_id": r.project_id, "gateway_id": r.gateway_id,
         "tool_name": r.tool_name, "toolkit_name": r.toolkit_name, "toolkit_version": r.toolkit_version,
         "user_id": r.user_id, "started_by": r.started_by, "surface": r.surface,
         "execution_type": r.execution_type, "status": cols.status, "failure_reason": cols.failure_reason,
@@ -209,7 +209,8 @@ impl RowsJson {
     pub(super) fn push(&mut self, played: &Played) {
         // Every row of a run carries its organization and its retention end
         // (the history's partition key).
-        let (id, org_id, expires) = (&played.record.id, &played.record.org_id, played.record.retention_expires_at);
+        let (id, org_id, expires) =
+            (played.record.id.as_str(), &played.record.org_id, played.record.retention_expires_at);
         for (seq, at, kind, status, detail) in &played.events {
             self.events.push(json!({
                 "org_id": org_id, "execution_id": id, "seq": seq, "at": at, "kind": kind, "status": status,
@@ -260,7 +261,7 @@ impl Store {
                 let key = r.new.idempotency_key.as_ref()?;
                 Some(json!({
                     "org_id": r.new.org_id, "project_id": r.new.project_id, "user_id": r.new.user_id,
-                    "idempotency_key": key, "execution_id": r.new.id,
+                    "idempotency_key": key, "execution_id": r.new.id.as_str(),
                     "retention_expires_at": r.new.retention_expires_at,
                 }))
             })

@@ -4,7 +4,7 @@
 use super::super::contract_tests::{backends, new_execution, postgres};
 use super::super::migrations::MigrateOptions;
 use super::*;
-use crate::domain::{Event, Outcome};
+use crate::domain::{Event, ExecutionId, Outcome};
 
 fn claim(at: Millis) -> Step {
     (at, Event::Claim { worker_id: "w1".into(), lease_until: at + 30_000 }, EventData::default())
@@ -85,7 +85,7 @@ async fn a_seeded_run_is_what_the_transition_path_writes() {
         }
         real_ids.push(new.id.clone());
         let mut twin = new.clone();
-        twin.id = crate::domain::ExecutionId::generate().to_string();
+        twin.id = crate::domain::ExecutionId::generate();
         twin.idempotency_key = new.idempotency_key.as_ref().map(|k| format!("{k}-twin"));
         seeds.push(SeedRun { new: twin, events });
     }
@@ -105,11 +105,11 @@ async fn a_seeded_run_is_what_the_transition_path_writes() {
     }
     // The event details too (the `created` event carries the execution type).
     for (real_id, seed) in real_ids.iter().zip(&seeds) {
-        let details = |id: String| async move {
+        let details = |id: ExecutionId| async move {
             sqlx::query_scalar::<_, Option<String>>(
                 "SELECT detail FROM execution_events WHERE execution_id = $1 ORDER BY seq",
             )
-            .bind(id)
+            .bind(id.into_string())
             .fetch_all(&s.pool)
             .await
             .expect("details")

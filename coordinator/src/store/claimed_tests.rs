@@ -16,7 +16,7 @@ async fn a_run_created_claimed_is_what_a_create_and_a_claim_write() {
     assert_eq!(claimed.len(), 1);
 
     let mut twin = real.clone();
-    twin.id = crate::domain::ExecutionId::generate().to_string();
+    twin.id = crate::domain::ExecutionId::generate();
     twin.idempotency_key = Some("k2".into());
     let taken = new_execution("p1", "u1", Some("k1"), "f", now);
     let batch = [

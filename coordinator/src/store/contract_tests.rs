@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::crypto::{Field, KeyRing};
-use crate::domain::{Event, FailureReason, Outcome, Phase, Status};
+use crate::domain::{Event, ExecutionId, FailureReason, Outcome, Phase, Status};
 
 const PG_URL_ENV: &str = "TEST_POSTGRES_URL";
 
@@ -47,7 +47,7 @@ pub(super) async fn backends() -> Vec<Backend> {
 
 pub(crate) fn new_execution(project: &str, user: &str, key: Option<&str>, fingerprint: &str, now: i64) -> NewExecution {
     NewExecution {
-        id: crate::domain::ExecutionId::generate().to_string(),
+        id: ExecutionId::generate(),
         org_id: "org_1".into(),
         project_id: project.into(),
         gateway_id: "gw_1".into(),
@@ -76,7 +76,7 @@ pub(super) fn tools() -> Vec<String> {
     vec!["Demo.Echo".to_string()]
 }
 
-pub(super) async fn settle(s: &Store, id: &str, attempt: u32, outcome: Outcome, now: i64) -> ExecutionRecord {
+pub(super) async fn settle(s: &Store, id: &ExecutionId, attempt: u32, outcome: Outcome, now: i64) -> ExecutionRecord {
     let event = Event::Settle { worker_id: "w".into(), attempt, outcome };
     match s.apply(id, &event, &EventData::default(), now).await.expect("apply") {
         Some(Ok(a)) => a.record,
@@ -98,7 +98,7 @@ async fn create_then_read_back_with_created_event() {
         let events = b.store.list_events(&new.id).await.expect("events");
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].kind, "created");
-        assert!(b.store.get_execution("te_missing").await.expect("get").is_none());
+        assert!(b.store.get_execution(&ExecutionId::generate()).await.expect("get").is_none());
     }
 }
 
@@ -334,7 +334,7 @@ async fn one_unreadable_row_never_stops_a_sweep() {
         }
         // A row no reader can make sense of: working, but without its lease.
         sqlx::query("UPDATE executions SET status = 'working', worker_id = NULL WHERE id = $1")
-            .bind(&bad.id)
+            .bind(bad.id.as_str())
             .execute(&b.store.pool)
             .await
             .expect("corrupt");
@@ -360,8 +360,8 @@ async fn lists_are_newest_first_scoped_and_paged() {
         let page1 = b.store.list_executions(&filter, 2_000, 3, None).await.expect("page1");
         let last = page1.last().expect("rows");
         let page2 =
-            b.store.list_executions(&filter, 2_000, 3, Some((last.created_at, last.id.clone()))).await.expect("p2");
-        let got: Vec<String> = page1.iter().chain(&page2).map(|r| r.id.clone()).collect();
+            b.store.list_executions(&filter, 2_000, 3, Some((last.created_at, last.id.to_string()))).await.expect("p2");
+        let got: Vec<ExecutionId> = page1.iter().chain(&page2).map(|r| r.id.clone()).collect();
         ids.reverse();
         assert_eq!(got, ids, "{}", b.name);
         // Past retention nothing is listed.
@@ -392,11 +392,20 @@ async fn credentials_resolve_by_hash_and_revoke() {
         // The joined reads see the same credential, with or without the row they join.
         let exec = b.store.create_execution(&new_execution("prj_1", "u1", None, "f", 1)).await.expect("exec").record;
         let (cred, found) =
-            b.store.credential_with_execution(&[7; 32], &exec.id).await.expect("join").expect("credential");
+            b.store.credential_with_execution(&[7; 32], Some(&exec.id)).await.expect("join").expect("credential");
         assert_eq!((cred.id.as_str(), found.map(|r| r.id)), ("cred_a", Some(exec.id.clone())), "{}", b.name);
-        let (_, missing) = b.store.credential_with_execution(&[7; 32], "te_nope").await.expect("join").expect("cred");
+        let (_, missing) = b
+            .store
+            .credential_with_execution(&[7; 32], Some(&ExecutionId::generate()))
+            .await
+            .expect("join")
+            .expect("cred");
         assert!(missing.is_none(), "{}", b.name);
-        assert!(b.store.credential_with_execution(&[8; 32], &exec.id).await.expect("join").is_none(), "{}", b.name);
+        assert!(
+            b.store.credential_with_execution(&[8; 32], Some(&exec.id)).await.expect("join").is_none(),
+            "{}",
+            b.name
+        );
         let (_, tool, _) =
             b.store.credential_with_tool(&[7; 32], "prj_1", "Demo.Echo").await.expect("tool").expect("c");
         assert!(tool.is_none(), "{}: nothing registered yet", b.name);
@@ -406,8 +415,12 @@ async fn credentials_resolve_by_hash_and_revoke() {
         let answers = b.store.credentials_with_tools(&asks).await.expect("many starts");
         let ids: Vec<Option<&str>> = answers.iter().map(|a| a.as_ref().map(|(c, _, _)| c.id.as_str())).collect();
         assert_eq!(ids, [None, Some("cred_a"), Some("cred_a")], "{}", b.name);
-        let reads: [(Option<&[u8]>, &str); 4] =
-            [(Some(&[7; 32]), &exec.id), (Some(&[8; 32]), &exec.id), (None, &exec.id), (Some(&[7; 32]), "")];
+        let reads: [(Option<&[u8]>, Option<&ExecutionId>); 4] = [
+            (Some(&[7; 32]), Some(&exec.id)),
+            (Some(&[8; 32]), Some(&exec.id)),
+            (None, Some(&exec.id)),
+            (Some(&[7; 32]), None),
+        ];
         let found = b.store.credentials_with_executions(&reads).await.expect("many reads");
         let found: Vec<(Option<&str>, Option<&str>)> =
             found.iter().map(|(c, e)| (c.as_ref().map(|c| c.id.as_str()), e.as_ref().map(|e| e.id.as_str()))).collect();
@@ -424,7 +437,7 @@ async fn credentials_resolve_by_hash_and_revoke() {
         );
         let many = b.store.credentials_by_hashes(&[&[7; 32], &[8; 32]]).await.expect("many credentials");
         assert_eq!(many.keys().collect::<Vec<_>>(), [&vec![7u8; 32]], "{}: unknown hashes are absent", b.name);
-        let rows = b.store.executions_by_ids(&[exec.id.as_str(), "te_nope"]).await.expect("many executions");
+        let rows = b.store.executions_by_ids(&[&exec.id, &ExecutionId::generate()]).await.expect("many executions");
         assert_eq!(rows.keys().collect::<Vec<_>>(), [&exec.id], "{}", b.name);
         let got = credential_of(&b.store, &[7; 32]).await;
         assert_eq!(got.permissions, ["status", "cancel"], "{}", b.name);
@@ -432,7 +445,7 @@ async fn credentials_resolve_by_hash_and_revoke() {
         assert!(b.store.revoke_credential("cred_a", 2).await.expect("revoke"));
         assert!(!b.store.revoke_credential("cred_a", 3).await.expect("revoke twice"));
         assert!(credential_of(&b.store, &[7; 32]).await.revoked);
-        let (cred, _) = b.store.credential_with_execution(&[7; 32], &exec.id).await.expect("join").expect("cred");
+        let (cred, _) = b.store.credential_with_execution(&[7; 32], Some(&exec.id)).await.expect("join").expect("cred");
         assert!(cred.revoked, "{}: a joined read sees the revocation at once", b.name);
     }
 }
@@ -443,11 +456,11 @@ async fn a_payload_canary_never_reaches_the_database_in_clear() {
     let canary = "canary-7f3a9c-never-stored";
     for b in backends().await {
         let mut new = new_execution("p1", "u1", None, "f", 1_000);
-        new.input_ct = ring.seal(&new.id, Field::Input, canary.as_bytes()).expect("seal");
+        new.input_ct = ring.seal(new.id.as_str(), Field::Input, canary.as_bytes()).expect("seal");
         b.store.create_execution(&new).await.expect("create");
         b.store.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim");
         let data = EventData {
-            output_ct: Some(ring.seal(&new.id, Field::Output, canary.as_bytes()).expect("seal")),
+            output_ct: Some(ring.seal(new.id.as_str(), Field::Output, canary.as_bytes()).expect("seal")),
             ..Default::default()
         };
         b.store
@@ -460,7 +473,7 @@ async fn a_payload_canary_never_reaches_the_database_in_clear() {
             .await
             .expect("apply");
         let rec = b.store.get_execution(&new.id).await.expect("get").expect("exists");
-        let input = ring.open(&new.id, Field::Input, rec.input_ct.as_deref().expect("input")).expect("open");
+        let input = ring.open(new.id.as_str(), Field::Input, rec.input_ct.as_deref().expect("input")).expect("open");
         assert_eq!(input, canary.as_bytes());
         match &b.sqlite_path {
             Some(path) => {

@@ -4,7 +4,7 @@
 use super::fence;
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, NewExecution, execution_from_row};
 use super::{Dialect, Error, Result, Store};
-use crate::domain::{Millis, State};
+use crate::domain::{ExecutionId, Millis, State};
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
 use std::collections::HashSet;
@@ -90,7 +90,9 @@ impl Store {
         let inserted: HashSet<String> = rows.iter().map(|r| r.try_get("execution_id")).collect::<Result<_, _>>()?;
         Ok(news
             .iter()
-            .map(|new| inserted.contains(&new.id).then(|| Created { record: inserted_record(new), replayed: false }))
+            .map(|new| {
+                inserted.contains(new.id.as_str()).then(|| Created { record: inserted_record(new), replayed: false })
+            })
             .collect())
     }
 
@@ -118,6 +120,7 @@ impl Store {
             if let Some(held) = held {
                 let (holder_id, expires): (String, Millis) =
                     (held.try_get("execution_id")?, held.try_get("retention_expires_at")?);
+                let holder_id = super::records::parse_id(holder_id)?;
                 if expires > new.created_at
                     && let Some(holder) = execution_by_id(&mut tx, &holder_id, expires).await?
                 {
@@ -322,7 +325,7 @@ type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
 /// `query` with one more row's `ROW_PARAMS` values bound.
 fn bind_row<'q>(query: AnyQuery<'q>, new: &'q NewExecution, due: Due) -> AnyQuery<'q> {
     query
-        .bind(&new.id)
+        .bind(new.id.as_str())
         .bind(&new.org_id)
         .bind(&new.project_id)
         .bind(&new.gateway_id)
@@ -357,7 +360,7 @@ async fn insert_key(tx: &mut Transaction<'_, Any>, new: &NewExecution, key: &str
     .bind(&new.project_id)
     .bind(&new.user_id)
     .bind(key)
-    .bind(&new.id)
+    .bind(new.id.as_str())
     .bind(new.retention_expires_at)
     .execute(&mut **tx)
     .await?;
@@ -365,9 +368,13 @@ async fn insert_key(tx: &mut Transaction<'_, Any>, new: &NewExecution, key: &str
 }
 
 /// The execution `id` whose retention ends at `expires` (its partition), if any.
-async fn execution_by_id(tx: &mut Transaction<'_, Any>, id: &str, expires: Millis) -> Result<Option<ExecutionRecord>> {
+async fn execution_by_id(
+    tx: &mut Transaction<'_, Any>,
+    id: &ExecutionId,
+    expires: Millis,
+) -> Result<Option<ExecutionRecord>> {
     let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1 AND retention_expires_at = $2");
-    let row = sqlx::query(AssertSqlSafe(sql)).bind(id).bind(expires).fetch_optional(&mut **tx).await?;
+    let row = sqlx::query(AssertSqlSafe(sql)).bind(id.as_str()).bind(expires).fetch_optional(&mut **tx).await?;
     row.as_ref().map(execution_from_row).transpose()
 }
 
@@ -384,7 +391,7 @@ async fn insert_event(
          VALUES ($1, $2, 1, $3, $4, $5, $6, $7)",
     )
     .bind(&new.org_id)
-    .bind(&new.id)
+    .bind(new.id.as_str())
     .bind(new.created_at)
     .bind(kind)
     .bind(status)

@@ -4,7 +4,7 @@
 use super::records::{AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, attempt_from_row, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Error, Result, Store};
-use crate::domain::{self, Effect, Event, Millis, Transition};
+use crate::domain::{self, AttemptRef, Effect, Event, ExecutionId, Millis, Transition};
 use sqlx::AnyPool;
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
@@ -40,9 +40,9 @@ pub(crate) enum ListFilter {
 }
 
 impl Store {
-    pub async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>> {
+    pub async fn get_execution(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1");
-        let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(AssertSqlSafe(sql)).bind(id.as_str()).fetch_optional(&self.pool).await?;
         row.as_ref().map(execution_from_row).transpose()
     }
 
@@ -83,17 +83,17 @@ impl Store {
         rows.iter().map(execution_from_row).collect()
     }
 
-    pub async fn list_attempts(&self, execution_id: &str) -> Result<Vec<AttemptRecord>> {
+    pub async fn list_attempts(&self, execution_id: &ExecutionId) -> Result<Vec<AttemptRecord>> {
         attempts_on(&self.pool, execution_id).await
     }
 
     /// The attempts for the history (the read replica while it is fresh).
-    pub(crate) async fn history_attempts(&self, execution_id: &str) -> Result<Vec<AttemptRecord>> {
+    pub(crate) async fn history_attempts(&self, execution_id: &ExecutionId) -> Result<Vec<AttemptRecord>> {
         self.heavy_read(|pool| async move { attempts_on(&pool, execution_id).await }).await
     }
 
-    /// (execution id, attempt) of every open execution leased to `worker_id`.
-    pub(crate) async fn leased_to(&self, worker_id: &str) -> Result<Vec<(String, u32)>> {
+    /// The attempt of every open execution leased to `worker_id`.
+    pub(crate) async fn leased_to(&self, worker_id: &str) -> Result<Vec<AttemptRef>> {
         let rows = sqlx::query(
             "SELECT id, lease_attempt FROM executions WHERE worker_id = $1 AND status IN ('working', 'input_required')",
         )
@@ -103,18 +103,19 @@ impl Store {
         rows.iter()
             .map(|r| {
                 let attempt: i64 = r.try_get("lease_attempt")?;
-                Ok((r.try_get("id")?, u32::try_from(attempt).unwrap_or(0)))
+                let execution_id = super::records::parse_id(r.try_get("id")?)?;
+                Ok(AttemptRef { execution_id, attempt: u32::try_from(attempt).unwrap_or(0) })
             })
             .collect()
     }
 
     /// The event log of one execution: (seq, at, kind, status).
-    pub async fn list_events(&self, execution_id: &str) -> Result<Vec<EventRecord>> {
+    pub async fn list_events(&self, execution_id: &ExecutionId) -> Result<Vec<EventRecord>> {
         events_on(&self.pool, execution_id).await
     }
 
     /// The event log for the history (the read replica while it is fresh).
-    pub(crate) async fn history_events(&self, execution_id: &str) -> Result<Vec<EventRecord>> {
+    pub(crate) async fn history_events(&self, execution_id: &ExecutionId) -> Result<Vec<EventRecord>> {
         self.heavy_read(|pool| async move { events_on(&pool, execution_id).await }).await
     }
 
@@ -168,7 +169,7 @@ impl Store {
     /// order. Each answer is as `apply`'s. An error fails the whole batch.
     pub(crate) async fn apply_batch(
         &self,
-        items: &[(String, Event, EventData)],
+        items: &[(ExecutionId, Event, EventData)],
         now: Millis,
     ) -> Result<Vec<Option<Result<Applied, (domain::Ignored, ExecutionRecord)>>>> {
         type Answer = Option<Result<Applied, (domain::Ignored, ExecutionRecord)>>;
@@ -178,12 +179,12 @@ impl Store {
         let mut seen = std::collections::HashSet::new();
         let (first, later): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|i| seen.insert(&items[*i].0));
         let mut tx = self.pool.begin().await?;
-        let ids: Vec<&str> = first.iter().map(|i| items[*i].0.as_str()).collect();
+        let ids: Vec<&ExecutionId> = first.iter().map(|i| &items[*i].0).collect();
         let mut records = fetch_many(&mut tx, &ids, self.dialect.for_update()).await?;
         let mut decided = Vec::new();
         for i in first {
             let (id, event, _) = &items[i];
-            let Some(record) = records.remove(id.as_str()) else { continue };
+            let Some(record) = records.remove(id) else { continue };
             match domain::apply(&record.state, event, now) {
                 Ok(t) => decided.push((i, record, t)),
                 Err(ignored) => out[i] = Some(Err((ignored, record))),
@@ -211,7 +212,7 @@ impl Store {
     /// `Ok(Some(Err))` when the machine ignored the event.
     pub(crate) async fn apply(
         &self,
-        id: &str,
+        id: &ExecutionId,
         event: &Event,
         data: &EventData,
         now: Millis,
@@ -233,9 +234,9 @@ impl Store {
 /// Several executions, locked in id order (so concurrent batches cannot deadlock).
 async fn fetch_many(
     tx: &mut Transaction<'_, Any>,
-    ids: &[&str],
+    ids: &[&ExecutionId],
     lock: &str,
-) -> Result<std::collections::HashMap<String, ExecutionRecord>> {
+) -> Result<std::collections::HashMap<ExecutionId, ExecutionRecord>> {
     if ids.is_empty() {
         return Ok(Default::default());
     }
@@ -246,26 +247,30 @@ async fn fetch_many(
     );
     let mut query = sqlx::query(AssertSqlSafe(sql));
     for id in ids {
-        query = query.bind(*id);
+        query = query.bind(id.as_str());
     }
     let rows = query.persistent(false).fetch_all(&mut **tx).await?;
     rows.iter().map(|r| execution_from_row(r).map(|rec| (rec.id.clone(), rec))).collect()
 }
 
-pub(super) async fn fetch(tx: &mut Transaction<'_, Any>, id: &str, lock: &str) -> Result<Option<ExecutionRecord>> {
+pub(super) async fn fetch(
+    tx: &mut Transaction<'_, Any>,
+    id: &ExecutionId,
+    lock: &str,
+) -> Result<Option<ExecutionRecord>> {
     let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1{lock}");
-    let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&mut **tx).await?;
+    let row = sqlx::query(AssertSqlSafe(sql)).bind(id.as_str()).fetch_optional(&mut **tx).await?;
     row.as_ref().map(execution_from_row).transpose()
 }
 
-pub(super) async fn delete_execution(tx: &mut Transaction<'_, Any>, id: &str) -> Result<()> {
+pub(super) async fn delete_execution(tx: &mut Transaction<'_, Any>, id: &ExecutionId) -> Result<()> {
     for sql in [
         "DELETE FROM input_requests WHERE execution_id = $1",
         "DELETE FROM execution_events WHERE execution_id = $1",
         "DELETE FROM attempts WHERE execution_id = $1",
         "DELETE FROM executions WHERE id = $1",
     ] {
-        sqlx::query(sql).bind(id).execute(&mut **tx).await?;
+        sqlx::query(sql).bind(id.as_str()).execute(&mut **tx).await?;
     }
     Ok(())
 }
@@ -280,23 +285,23 @@ pub(super) async fn persist(
     now: Millis,
 ) -> Result<ExecutionRecord> {
     let pending = [Pending { before, event, transition: t, data }];
-    persist_many(tx, &pending, now).await?.pop().ok_or_else(|| Error::Corrupt(before.id.clone()))
+    persist_many(tx, &pending, now).await?.pop().ok_or_else(|| Error::Corrupt(before.id.to_string()))
 }
 
-async fn attempts_on(pool: &AnyPool, execution_id: &str) -> Result<Vec<AttemptRecord>> {
+async fn attempts_on(pool: &AnyPool, execution_id: &ExecutionId) -> Result<Vec<AttemptRecord>> {
     let rows = sqlx::query(
         "SELECT attempt, worker_id, started_at, finished_at, success, error_message, output_ct, error_detail_ct \
          FROM attempts WHERE execution_id = $1 ORDER BY attempt",
     )
-    .bind(execution_id)
+    .bind(execution_id.as_str())
     .fetch_all(pool)
     .await?;
     rows.iter().map(|r| attempt_from_row(r, execution_id)).collect()
 }
 
-async fn events_on(pool: &AnyPool, execution_id: &str) -> Result<Vec<EventRecord>> {
+async fn events_on(pool: &AnyPool, execution_id: &ExecutionId) -> Result<Vec<EventRecord>> {
     let rows = sqlx::query("SELECT seq, at, kind, status FROM execution_events WHERE execution_id = $1 ORDER BY seq")
-        .bind(execution_id)
+        .bind(execution_id.as_str())
         .fetch_all(pool)
         .await?;
     rows.iter()

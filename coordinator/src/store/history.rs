@@ -13,14 +13,14 @@
 
 use super::history_filter::{HistoryFilter, add, narrowing};
 use super::{Error, Result, Store, history_counts};
-use crate::domain::{Millis, Status};
+use crate::domain::{ExecutionId, Millis, Status};
 use sqlx::any::AnyArguments;
 use sqlx::{Arguments, AssertSqlSafe, Row};
 
 /// One run as the history lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryRow {
-    pub id: String,
+    pub id: ExecutionId,
     pub(crate) status: Status,
     pub(crate) execution_type: String,
     pub(crate) tool_name: String,
@@ -58,7 +58,7 @@ fn row_from(r: &sqlx::any::AnyRow) -> Result<HistoryRow> {
         updated_at: r.try_get("updated_at")?,
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
-        id,
+        id: super::records::parse_id(id)?,
     })
 }
 

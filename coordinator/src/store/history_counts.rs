@@ -36,8 +36,9 @@
 //! Replicas seal different projects at once (`SKIP LOCKED`).
 
 use super::history_filter::{HistoryFilter, Where, add, narrowing};
+use super::records::parse_id;
 use super::{Error, Result, Store};
-use crate::domain::Millis;
+use crate::domain::{ExecutionId, Millis};
 use sqlx::any::{Any, AnyArguments};
 use sqlx::{Arguments, AssertSqlSafe, Row, Transaction};
 use std::collections::BTreeMap;
@@ -153,7 +154,7 @@ pub(super) fn count_statement(f: &HistoryFilter, now: Millis) -> Result<(String,
 
 /// A run the sweeper deleted, as the sums know it.
 pub(super) struct DeletedRun {
-    pub(crate) id: String,
+    pub(crate) id: ExecutionId,
     pub(crate) org_id: String,
     pub(crate) project_id: String,
     pub(crate) created_at: Millis,
@@ -163,7 +164,7 @@ pub(super) struct DeletedRun {
 impl DeletedRun {
     pub(super) fn from_row(r: &sqlx::any::AnyRow) -> Result<Self> {
         Ok(DeletedRun {
-            id: r.try_get("id")?,
+            id: parse_id(r.try_get("id")?)?,
             org_id: r.try_get("org_id")?,
             project_id: r.try_get("project_id")?,
             created_at: r.try_get("created_at")?,
@@ -240,7 +241,7 @@ pub(super) async fn forget_deleted(
         for r in runs.into_iter().filter(|r| r.created_at < sealed_before) {
             let listed = sqlx::query("DELETE FROM history_unsealed WHERE project_id = $1 AND execution_id = $2")
                 .bind(project_id)
-                .bind(&r.id)
+                .bind(r.id.as_str())
                 .execute(&mut **tx)
                 .await?;
             if listed.rows_affected() == 0 {

@@ -4,7 +4,7 @@
 
 use super::contract_tests::{backends, new_execution, settle, tools};
 use super::*;
-use crate::domain::{Event, FailureReason, Outcome, Status};
+use crate::domain::{Event, ExecutionId, FailureReason, Outcome, Status};
 
 const NOW: i64 = 5_000;
 
@@ -12,7 +12,7 @@ fn all(project: &str) -> HistoryFilter {
     HistoryFilter { project_id: project.into(), ..Default::default() }
 }
 
-async fn ids(s: &Store, f: &HistoryFilter, limit: u32, offset: u32) -> Vec<String> {
+async fn ids(s: &Store, f: &HistoryFilter, limit: u32, offset: u32) -> Vec<ExecutionId> {
     s.history_page(f, NOW, limit, offset).await.expect("page").into_iter().map(|r| r.id).collect()
 }
 
@@ -62,7 +62,7 @@ async fn history_filters_orders_pages_and_counts() {
         assert_eq!(ids(s, &all("p1"), 2, 2).await, newest_first[2..4], "{name}");
         assert_eq!(ids(s, &all("p1"), 2, 4).await, newest_first[4..], "{name}");
         assert!(ids(s, &all("p1"), 2, 5).await.is_empty(), "{name}");
-        assert_eq!(ids(s, &all("nobody"), 10, 0).await, Vec::<String>::new());
+        assert_eq!(ids(s, &all("nobody"), 10, 0).await, Vec::<ExecutionId>::new());
 
         let row = &s.history_page(&all("p1"), NOW, 1, 4).await.expect("page")[0];
         assert_eq!(
@@ -80,7 +80,7 @@ async fn history_filters_orders_pages_and_counts() {
             edit(&mut f);
             f
         };
-        let cases: Vec<(HistoryFilter, Vec<&String>)> = vec![
+        let cases: Vec<(HistoryFilter, Vec<&ExecutionId>)> = vec![
             (f(&|f| f.tool_name = Some("Other.Tool".into())), vec![&other_tool.id]),
             (f(&|f| f.toolkit_name = Some("Other".into())), vec![&other_tool.id]),
             (f(&|f| f.user_id = Some("u2".into())), vec![&other_tool.id]),

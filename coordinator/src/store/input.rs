@@ -5,7 +5,7 @@
 use super::executions::{Applied, fetch, persist};
 use super::write::EventData;
 use super::{Result, Store};
-use crate::domain::{self, Event, Millis};
+use crate::domain::{self, Event, ExecutionId, Millis};
 use sqlx::Row;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,12 +51,12 @@ fn row_to_request(r: &sqlx::any::AnyRow) -> Result<InputRequestRow> {
 }
 
 impl Store {
-    pub(crate) async fn list_input_requests(&self, execution_id: &str) -> Result<Vec<InputRequestRow>> {
+    pub(crate) async fn list_input_requests(&self, execution_id: &ExecutionId) -> Result<Vec<InputRequestRow>> {
         let rows = sqlx::query(
             "SELECT request_key, remote_key, attempt, spec_ct, state, response_ct FROM input_requests \
              WHERE execution_id = $1 ORDER BY created_at, request_key",
         )
-        .bind(execution_id)
+        .bind(execution_id.as_str())
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(row_to_request).collect()
@@ -67,7 +67,7 @@ impl Store {
     /// no longer open: the caller still acknowledges (the ack proves nothing).
     pub(crate) async fn answer_input(
         &self,
-        execution_id: &str,
+        execution_id: &ExecutionId,
         request_key: &str,
         response_ct: &[u8],
         now: Millis,
@@ -82,7 +82,7 @@ impl Store {
         )
         .bind(response_ct)
         .bind(now)
-        .bind(execution_id)
+        .bind(execution_id.as_str())
         .bind(request_key)
         .fetch_optional(&mut *tx)
         .await?;
@@ -91,7 +91,7 @@ impl Store {
         let attempt: i64 = answered.try_get("attempt")?;
         let open: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM input_requests WHERE execution_id = $1 AND state = 'open'")
-                .bind(execution_id)
+                .bind(execution_id.as_str())
                 .fetch_one(&mut *tx)
                 .await?;
         let event = Event::InputAnswered { all_answered: open == 0 };
@@ -114,14 +114,14 @@ impl Store {
     /// lease for `attempt`: false when it does not (nothing changes).
     pub(crate) async fn mark_input_delivered(
         &self,
-        execution_id: &str,
+        execution_id: &ExecutionId,
         attempt: u32,
         remote_key: &str,
         worker_id: &str,
     ) -> Result<bool> {
         let holder: Option<(Option<String>, Option<i64>)> =
             sqlx::query_as("SELECT worker_id, lease_attempt FROM executions WHERE id = $1")
-                .bind(execution_id)
+                .bind(execution_id.as_str())
                 .fetch_optional(&self.pool)
                 .await?;
         if holder != Some((Some(worker_id.to_owned()), Some(i64::from(attempt)))) {
@@ -131,7 +131,7 @@ impl Store {
             "UPDATE input_requests SET state = 'delivered' WHERE execution_id = $1 AND remote_key = $2 \
              AND state = 'answered' AND attempt = $3",
         )
-        .bind(execution_id)
+        .bind(execution_id.as_str())
         .bind(remote_key)
         .bind(i64::from(attempt))
         .execute(&self.pool)
@@ -140,7 +140,7 @@ impl Store {
     }
 
     /// Answers not yet relayed for the open executions leased to `worker_id`.
-    pub(crate) async fn undelivered_answers(&self, worker_id: &str) -> Result<Vec<(String, InputRequestRow)>> {
+    pub(crate) async fn undelivered_answers(&self, worker_id: &str) -> Result<Vec<(ExecutionId, InputRequestRow)>> {
         let rows = sqlx::query(
             "SELECT i.execution_id, i.request_key, i.remote_key, i.attempt, i.spec_ct, i.state, i.response_ct \
              FROM input_requests i JOIN executions e ON e.id = i.execution_id \
@@ -149,6 +149,6 @@ impl Store {
         .bind(worker_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|r| Ok((r.try_get("execution_id")?, row_to_request(r)?))).collect()
+        rows.iter().map(|r| Ok((super::records::parse_id(r.try_get("execution_id")?)?, row_to_request(r)?))).collect()
     }
 }

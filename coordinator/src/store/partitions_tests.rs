@@ -8,14 +8,14 @@ use super::contract_tests::{new_execution, postgres, settle, tools};
 use super::history_counts::SEAL_MARGIN_MS;
 use super::partitions::{DAY_MS, partition_name};
 use super::*;
-use crate::domain::Outcome;
+use crate::domain::{ExecutionId, Outcome};
 use sqlx::Row;
 
 /// The partitions holding `table`'s rows of execution `id`.
-async fn homes(s: &Store, table: &str, id: &str) -> Vec<String> {
+async fn homes(s: &Store, table: &str, id: &ExecutionId) -> Vec<String> {
     let column = if table == "executions" { "id" } else { "execution_id" };
     let sql = format!("SELECT DISTINCT tableoid::regclass::text AS home FROM {table} WHERE {column} = $1");
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_all(&s.pool).await.expect("homes");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.as_str()).fetch_all(&s.pool).await.expect("homes");
     rows.iter().map(|r| r.try_get("home").expect("home")).collect()
 }
 
@@ -27,7 +27,7 @@ fn run(key: Option<&str>, at: i64, expires: i64) -> NewExecution {
     new
 }
 
-async fn complete(s: &Store, id: &str, at: i64) {
+async fn complete(s: &Store, id: &ExecutionId, at: i64) {
     s.claim("p1", &tools(), "w", 1, at, at + 9_000).await.expect("claim");
     settle(s, id, 1, Outcome::Success, at + 100).await;
 }
@@ -135,7 +135,7 @@ async fn a_retention_change_moves_a_run_and_its_rows_to_their_new_day() {
     }
     let key_expires: i64 =
         sqlx::query_scalar("SELECT retention_expires_at FROM execution_keys WHERE execution_id = $1")
-            .bind(&new.id)
+            .bind(new.id.as_str())
             .fetch_one(&s.pool)
             .await
             .expect("key");

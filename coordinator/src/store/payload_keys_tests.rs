@@ -5,7 +5,7 @@
 use super::contract_tests::{Backend, backends, new_execution, postgres, tools};
 use super::*;
 use crate::crypto::{Field, KeyRing};
-use crate::domain::{Event, Outcome};
+use crate::domain::{Event, ExecutionId, Outcome};
 use crate::payload_keys::{check_ring, rewrap, status};
 use baton_proto::clock::now_ms;
 use futures_util::FutureExt as _;
@@ -27,8 +27,8 @@ fn rings() -> Rings {
 type Opened = Vec<(String, Option<String>, String)>;
 
 struct Seeded {
-    ids: Vec<String>,
-    expired: String,
+    ids: Vec<ExecutionId>,
+    expired: ExecutionId,
     webhook: String,
 }
 
@@ -43,24 +43,24 @@ async fn seed(b: &Backend, ring: &KeyRing, n: usize) -> Seeded {
     let mut ids = Vec::new();
     for i in 0..n {
         let mut new = new_execution("p1", "u1", None, "f", now);
-        new.input_ct = ring.seal(&new.id, Field::Input, format!("in-{i}").as_bytes()).expect("seal");
+        new.input_ct = ring.seal(new.id.as_str(), Field::Input, format!("in-{i}").as_bytes()).expect("seal");
         s.create_execution(&new).await.expect("create");
         ids.push(new.id);
     }
     let claimed = s.claim("p1", &tools(), "w", 100, now, 60_000).await.expect("claim");
     assert_eq!(claimed.len(), n, "{}", b.name);
     for id in ids.iter().step_by(2) {
-        let output_ct = Some(ring.seal(id, Field::Output, format!("out-{id}").as_bytes()).expect("seal"));
+        let output_ct = Some(ring.seal(id.as_str(), Field::Output, format!("out-{id}").as_bytes()).expect("seal"));
         let event = Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
         let data = EventData { output_ct, ..Default::default() };
         assert!(matches!(s.apply(id, &event, &data, now).await.expect("settle"), Some(Ok(_))), "{}", b.name);
     }
-    let spec = ring.seal(&ids[0], Field::InputRequest, b"spec").expect("seal");
+    let spec = ring.seal(ids[0].as_str(), Field::InputRequest, b"spec").expect("seal");
     sqlx::query(
         "INSERT INTO input_requests (org_id, execution_id, request_key, remote_key, attempt, spec_ct, state, \
          created_at, retention_expires_at) VALUES ('org_1', $1, 'rq_1', 'r1', 1, $2, 'open', $3, $4)",
     )
-    .bind(&ids[0])
+    .bind(ids[0].as_str())
     .bind(spec)
     .bind(now)
     .bind(now + 120_000)
@@ -69,7 +69,7 @@ async fn seed(b: &Backend, ring: &KeyRing, n: usize) -> Seeded {
     .expect("input request");
     // Past its retention: read by no one, dropped soon; left as it is.
     let mut old = new_execution("p1", "u1", None, "f", 1_000);
-    old.input_ct = ring.seal(&old.id, Field::Input, b"expired").expect("seal");
+    old.input_ct = ring.seal(old.id.as_str(), Field::Input, b"expired").expect("seal");
     s.create_execution(&old).await.expect("create expired");
     let webhook = "wh_1".to_owned();
     let endpoint = EndpointRecord {
@@ -99,17 +99,17 @@ async fn open_all(s: &Store, ring: &KeyRing, seeded: &Seeded) -> Opened {
     };
     for id in &seeded.ids {
         let r = s.get_execution(id).await.expect("get").expect("exists");
-        push(r.input_ct.as_deref().expect("input"), "input_ct", id, Field::Input);
+        push(r.input_ct.as_deref().expect("input"), "input_ct", id.as_str(), Field::Input);
         if let Some(ct) = &r.output_ct {
-            push(ct, "output_ct", id, Field::Output);
+            push(ct, "output_ct", id.as_str(), Field::Output);
         }
         for a in s.list_attempts(id).await.expect("attempts") {
             if let Some(ct) = &a.output_ct {
-                push(ct, "attempts.output_ct", id, Field::Output);
+                push(ct, "attempts.output_ct", id.as_str(), Field::Output);
             }
         }
         for q in s.list_input_requests(id).await.expect("input requests") {
-            push(&q.spec_ct, "spec_ct", id, Field::InputRequest);
+            push(&q.spec_ct, "spec_ct", id.as_str(), Field::InputRequest);
         }
     }
     let w = s.webhook(&seeded.webhook).await.expect("webhook").expect("exists");

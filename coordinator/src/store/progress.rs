@@ -3,7 +3,7 @@
 //! wake-up), so it never races one; callers read it with the execution.
 
 use super::{Result, Store};
-use crate::domain::Millis;
+use crate::domain::{ExecutionId, Millis};
 
 /// Longest progress message kept.
 pub(super) const MAX_PROGRESS_MESSAGE: usize = 1_024;
@@ -14,7 +14,7 @@ impl Store {
     /// the row itself is the holder check. Returns whether it was recorded.
     pub(crate) async fn record_progress(
         &self,
-        execution_id: &str,
+        execution_id: &ExecutionId,
         attempt: u32,
         worker_id: &str,
         (current, total, message): (f64, f64, &str),
@@ -30,7 +30,7 @@ impl Store {
         .bind(finite(total))
         .bind(message)
         .bind(now)
-        .bind(execution_id)
+        .bind(execution_id.as_str())
         .bind(worker_id)
         .bind(i64::from(attempt))
         .execute(&self.pool)

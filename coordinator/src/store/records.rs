@@ -1,14 +1,14 @@
 //! Row types and their mapping to and from the domain state.
 
 use super::{Error, Result};
-use crate::domain::{FailureReason, Lease, Millis, Phase, State, Status};
+use crate::domain::{ExecutionId, FailureReason, Lease, Millis, Phase, State, Status};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 /// Everything needed to create an execution; payloads already sealed.
 #[derive(Clone, Debug)]
 pub struct NewExecution {
-    pub id: String,
+    pub id: ExecutionId,
     pub org_id: String,
     pub project_id: String,
     pub gateway_id: String,
@@ -37,7 +37,7 @@ pub struct NewExecution {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecutionRecord {
-    pub id: String,
+    pub id: ExecutionId,
     pub(crate) org_id: String,
     pub(crate) project_id: String,
     pub(crate) gateway_id: String,
@@ -109,6 +109,11 @@ pub(super) const EXECUTION_COLUMNS: &str = "id, org_id, project_id, gateway_id, 
     created_at, scheduled_at, started_at, finished_at, updated_at, execution_deadline, retention_expires_at, \
     poll_interval_ms, idempotency_key, request_fingerprint, input_ct, output_ct, error_detail_ct, payload_bytes, traceparent, remote_task_id, version, \
     changed_version, progress_current, progress_total, progress_message, progress_at";
+
+/// An id read back from the store; one of another shape is corruption.
+pub(super) fn parse_id(id: String) -> Result<ExecutionId> {
+    ExecutionId::parse(&id).ok_or_else(|| corrupt("id", &id))
+}
 
 fn corrupt(what: &str, id: &str) -> Error {
     Error::Corrupt(format!("{what} of execution {id}"))
@@ -225,7 +230,7 @@ pub(super) fn execution_from_row(row: &AnyRow) -> Result<ExecutionRecord> {
         version: row.try_get("version")?,
         changed_version: row.try_get("changed_version")?,
         progress: progress_from_row(row),
-        id,
+        id: parse_id(id)?,
     })
 }
 
@@ -253,10 +258,10 @@ pub struct AttemptRecord {
     pub(crate) error_detail_ct: Option<Vec<u8>>,
 }
 
-pub(super) fn attempt_from_row(row: &AnyRow, execution_id: &str) -> Result<AttemptRecord> {
+pub(super) fn attempt_from_row(row: &AnyRow, execution_id: &ExecutionId) -> Result<AttemptRecord> {
     let success: Option<i64> = row.try_get("success")?;
     Ok(AttemptRecord {
-        attempt: to_u32(row.try_get("attempt")?, "attempt number", execution_id)?,
+        attempt: to_u32(row.try_get("attempt")?, "attempt number", execution_id.as_str())?,
         worker_id: row.try_get("worker_id")?,
         started_at: row.try_get("started_at")?,
         finished_at: row.try_get("finished_at")?,

@@ -3,7 +3,7 @@
 
 use super::contract_tests::{backends, new_execution, settle, tools};
 use super::*;
-use crate::domain::Outcome;
+use crate::domain::{ExecutionId, Outcome};
 
 fn entry(id: &str, project: Option<&str>, at: i64, action: &str, outcome: &str) -> AuditEntry {
     AuditEntry {
@@ -75,7 +75,7 @@ async fn retention_windows_redate_what_they_govern_and_logging_off_expires_the_f
         s.create_project("p1", "org_1", "a", 0).await.expect("project");
         s.create_project("p2", "org_1", "b", 0).await.expect("project");
         let expiry =
-            |id: String| async move { s.get_execution(&id).await.expect("get").map(|r| r.retention_expires_at) };
+            |id: ExecutionId| async move { s.get_execution(&id).await.expect("get").map(|r| r.retention_expires_at) };
         let finished = new_execution("p1", "u", None, "f", 1_000);
         s.create_execution(&finished).await.expect("create");
         s.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim");

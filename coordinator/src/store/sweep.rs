@@ -11,7 +11,7 @@ use super::history_counts::{DeletedRun, forget_deleted, key_columns};
 use super::records::{EXECUTION_COLUMNS, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Dialect, Result, Store};
-use crate::domain::{self, Event, Millis};
+use crate::domain::{self, Event, ExecutionId, Millis};
 use sqlx::{AssertSqlSafe, Row};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub struct OpenExecution {
 }
 
 /// A sweep batch written, or the error and the ids to try one by one.
-type BatchOutcome = std::result::Result<Vec<Applied>, (super::Error, Vec<String>)>;
+type BatchOutcome = std::result::Result<Vec<Applied>, (super::Error, Vec<ExecutionId>)>;
 
 const OPEN: &str = "status IN ('pending', 'working', 'input_required')";
 const LEASED: &str = "status IN ('working', 'input_required')";
@@ -151,7 +151,7 @@ impl Store {
             }
         };
         let batch: Result<BatchOutcome> = batch.await;
-        let ids: Vec<String> = match batch {
+        let ids: Vec<ExecutionId> = match batch {
             Ok(Ok(applied)) => return applied,
             Ok(Err((e, ids))) => {
                 tracing::warn!(error = %e, rows = ids.len(), "sweep batch not written; trying each row alone");

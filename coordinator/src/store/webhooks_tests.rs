@@ -155,9 +155,9 @@ async fn a_batch_of_settlements_writes_each_row_event_attempt_and_signal() {
             .collect();
         signalled.sort();
         let mut expected = vec![
-            (ids[0].clone(), "completed".into()),
-            (ids[1].clone(), "failed".into()),
-            (ids[2].clone(), "completed".into()),
+            (ids[0].to_string(), "completed".into()),
+            (ids[1].to_string(), "failed".into()),
+            (ids[2].to_string(), "completed".into()),
         ];
         expected.sort();
         assert_eq!(signalled, expected, "{}: one signal per settlement, none for the ignored event", b.name);

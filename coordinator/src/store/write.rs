@@ -258,7 +258,7 @@ impl<'a> Batch<'a> {
     fn add_rows(&self, args: &mut AnyArguments) -> Result<()> {
         for (p, after) in self.pairs() {
             let cols = phase_columns(&after.state.phase);
-            add(args, after.id.clone())?;
+            add(args, after.id.to_string())?;
             add(args, p.before.version)?;
             add(args, cols.status)?;
             add(args, cols.failure_reason)?;
@@ -287,7 +287,7 @@ impl<'a> Batch<'a> {
 
     fn add_events(&self, args: &mut AnyArguments) -> Result<()> {
         for (p, after) in self.pairs().filter(|(p, _)| !matches!(p.event, Event::Heartbeat { .. })) {
-            add(args, after.id.clone())?;
+            add(args, after.id.to_string())?;
             add(args, after.version)?;
             add(args, self.now)?;
             add(args, p.event.name())?;
@@ -302,7 +302,7 @@ impl<'a> Batch<'a> {
         for (p, after) in self.pairs() {
             for effect in &p.transition.effects {
                 if let Effect::Invoke { worker_id, attempt } = effect {
-                    add(args, after.id.clone())?;
+                    add(args, after.id.to_string())?;
                     add(args, i64::from(*attempt))?;
                     add(args, worker_id.clone())?;
                     add(args, self.now)?;
@@ -319,7 +319,7 @@ impl<'a> Batch<'a> {
         for (p, after) in self.pairs() {
             for effect in &p.transition.effects {
                 if let Effect::AttemptFinished { attempt, success } = effect {
-                    add(args, after.id.clone())?;
+                    add(args, after.id.to_string())?;
                     add(args, i64::from(*attempt))?;
                     add(args, i64::from(*success))?;
                     // What this attempt reported, not what an earlier one did.
@@ -425,7 +425,7 @@ async fn extras(tx: &mut Transaction<'_, Any>, p: &Pending<'_>, now: Millis) -> 
              (execution_id, request_key, remote_key, attempt, spec_ct, state, created_at, org_id, retention_expires_at) \
              VALUES ($1, $2, $3, $4, $5, 'open', $6, $7, $8)",
         )
-        .bind(&p.before.id)
+        .bind(p.before.id.as_str())
         .bind(key)
         .bind(remote_key)
         .bind(i64::from(p.transition.next.attempts))
@@ -439,7 +439,7 @@ async fn extras(tx: &mut Transaction<'_, Any>, p: &Pending<'_>, now: Millis) -> 
     for effect in &p.transition.effects {
         if let Effect::AttemptVoided { attempt } = effect {
             sqlx::query("DELETE FROM attempts WHERE execution_id = $1 AND attempt = $2")
-                .bind(&p.before.id)
+                .bind(p.before.id.as_str())
                 .bind(i64::from(*attempt))
                 .execute(&mut **tx)
                 .await?;

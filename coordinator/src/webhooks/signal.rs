@@ -66,7 +66,7 @@ pub(crate) fn of_transition(before: &ExecutionRecord, after: &ExecutionRecord) -
         return None;
     }
     let body = serde_json::json!({
-        "execution_id": after.id,
+        "execution_id": after.id.as_str(),
         "state": status.as_str(),
         "created_at": rfc3339(after.created_at),
         "updated_at": rfc3339(after.updated_at),
@@ -75,7 +75,7 @@ pub(crate) fn of_transition(before: &ExecutionRecord, after: &ExecutionRecord) -
     Some(Signal {
         message_id: crate::domain::id::random_id("msg_", 160),
         project_id: after.project_id.clone(),
-        execution_id: after.id.clone(),
+        execution_id: after.id.to_string(),
         state: status.as_str(),
         body: body.to_string(),
     })

@@ -5,7 +5,7 @@
 //! not throughput.
 
 use super::mix::{self, RETENTION};
-use baton_coordinator::domain::{FailureReason, Millis, Status};
+use baton_coordinator::domain::{ExecutionId, FailureReason, Millis, Status};
 use baton_coordinator::store::{HistoryFilter, HistoryRead, Store};
 use std::time::{Duration, Instant};
 
@@ -130,9 +130,9 @@ pub(super) async fn count(store: &Store, f: &HistoryFilter, now: Millis) -> anyh
 
 /// The detail route's reads: the caller's credential joined with the run,
 /// then its event log and its attempts.
-pub(super) async fn detail(store: &Store, token_hash: &[u8], id: &str) -> anyhow::Result<u64> {
+pub(super) async fn detail(store: &Store, token_hash: &[u8], id: &ExecutionId) -> anyhow::Result<u64> {
     let (_, record) =
-        store.credential_with_execution(token_hash, id).await?.ok_or_else(|| anyhow::anyhow!("no credential"))?;
+        store.credential_with_execution(token_hash, Some(id)).await?.ok_or_else(|| anyhow::anyhow!("no credential"))?;
     anyhow::ensure!(record.is_some(), "execution {id} missing");
     let events = store.list_events(id).await?;
     let attempts = store.list_attempts(id).await?;

@@ -170,7 +170,7 @@ fn one(rng: &mut Rng, tools: &[(&'static str, &'static str)], created: Millis, n
     };
     let input_ct = rng.bytes(80, 600);
     let new = NewExecution {
-        id: ExecutionId::generate().to_string(),
+        id: ExecutionId::generate(),
         org_id: ORG.into(),
         project_id: PROJECT.into(),
         gateway_id: GATEWAY.into(),

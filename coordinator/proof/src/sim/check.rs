@@ -9,6 +9,7 @@
 use super::tools::{self, ONCE};
 use super::world::PRINCIPAL_BOUND;
 use super::{Sim, Violation};
+use baton_coordinator::domain::ExecutionId;
 use std::collections::BTreeMap;
 
 impl Sim {
@@ -44,7 +45,8 @@ impl Sim {
         }
         let ids: Vec<String> = self.owned.iter().filter_map(|o| o.id.clone()).collect();
         for id in ids {
-            let record = self.plain.get_execution(&id).await.map_err(|e| self.violation(format!("store: {e}")))?;
+            let typed = ExecutionId::parse(&id).ok_or_else(|| self.violation(format!("malformed id {id}")))?;
+            let record = self.plain.get_execution(&typed).await.map_err(|e| self.violation(format!("store: {e}")))?;
             let Some(record) = record else { return Err(self.violation(format!("{} vanished", self.label(&id)))) };
             if !record.status().is_terminal() {
                 if self.terminal.contains_key(&id) {
@@ -113,7 +115,10 @@ impl Sim {
         for o in &self.owned {
             let Some(id) = &o.id else { continue };
             let Some((status, _)) = self.terminal.get(id) else { continue };
-            let record = self.plain.get_execution(id).await.ok().flatten();
+            let record = match ExecutionId::parse(id) {
+                Some(id) => self.plain.get_execution(&id).await.ok().flatten(),
+                None => None,
+            };
             let attempts = record.map_or(0, |r| r.state.attempts);
             match status.split(' ').next() {
                 Some("Completed") => {

@@ -377,7 +377,7 @@ impl Sim {
         };
         let line = match engine.start(Some(&self.bearer()), req).await {
             Ok(created) => {
-                self.owned[i].id = Some(created.record.id.clone());
+                self.owned[i].id = Some(created.record.id.to_string());
                 format!("e{i} started at co{c}{}", if created.replayed { " (replayed)" } else { "" })
             }
             Err(EngineError::Capacity(r)) => {

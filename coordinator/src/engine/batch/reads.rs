@@ -4,6 +4,7 @@
 //! statement (two on SQLite) and answers each caller (see `coalesce`).
 
 use super::coalesce;
+use crate::domain::ExecutionId;
 use crate::store::{self, Credential, ExecutionRecord, Store};
 use tokio::sync::{mpsc, oneshot};
 
@@ -15,8 +16,8 @@ type Found = (Option<Credential>, Option<ExecutionRecord>);
 
 struct Job {
     token_hash: Option<Vec<u8>>,
-    /// Empty when only the credential is asked for (no execution has this id).
-    id: String,
+    /// None when only the credential is asked for.
+    id: Option<ExecutionId>,
     reply: oneshot::Sender<store::Result<Found>>,
 }
 
@@ -45,43 +46,45 @@ impl Reads {
     pub(crate) async fn credential_with_execution(
         &self,
         token_hash: Vec<u8>,
-        id: &str,
+        id: &ExecutionId,
     ) -> store::Result<Option<(Credential, Option<ExecutionRecord>)>> {
-        let (credential, record) = self.read(Some(token_hash), id).await?;
+        let (credential, record) = self.read(Some(token_hash), Some(id)).await?;
         Ok(credential.map(|c| (c, record)))
     }
 
     /// The credential with `token_hash`, if known (no execution).
     pub(crate) async fn credential(&self, token_hash: Vec<u8>) -> store::Result<Option<Credential>> {
-        Ok(self.read(Some(token_hash), "").await?.0)
+        Ok(self.read(Some(token_hash), None).await?.0)
     }
 
     /// Execution `id`, if it exists.
-    pub(crate) async fn execution(&self, id: &str) -> store::Result<Option<ExecutionRecord>> {
-        Ok(self.read(None, id).await?.1)
+    pub(crate) async fn execution(&self, id: &ExecutionId) -> store::Result<Option<ExecutionRecord>> {
+        Ok(self.read(None, Some(id)).await?.1)
     }
 
-    async fn read(&self, token_hash: Option<Vec<u8>>, id: &str) -> store::Result<Found> {
+    async fn read(&self, token_hash: Option<Vec<u8>>, id: Option<&ExecutionId>) -> store::Result<Found> {
         let (reply, answer) = oneshot::channel();
-        coalesce::enqueue(&self.jobs, Job { token_hash, id: id.to_owned(), reply })?;
+        coalesce::enqueue(&self.jobs, Job { token_hash, id: id.cloned(), reply })?;
         answer.await.map_err(coalesce::gone)?
     }
 }
 
 /// One job on its own: a single query.
 async fn read_one(store: &Store, job: &Job) -> store::Result<Found> {
-    match &job.token_hash {
-        Some(hash) => Ok(match store.credential_with_execution(hash, &job.id).await? {
+    match (&job.token_hash, &job.id) {
+        (Some(hash), id) => Ok(match store.credential_with_execution(hash, id.as_ref()).await? {
             Some((c, e)) => (Some(c), e),
             None => (None, None),
         }),
-        None => Ok((None, store.get_execution(&job.id).await?)),
+        (None, Some(id)) => Ok((None, store.get_execution(id).await?)),
+        (None, None) => Ok((None, None)),
     }
 }
 
 async fn read_batch(store: &Store, jobs: Vec<Job>) {
     if jobs.len() > 1 {
-        let asks: Vec<(Option<&[u8]>, &str)> = jobs.iter().map(|j| (j.token_hash.as_deref(), j.id.as_str())).collect();
+        let asks: Vec<(Option<&[u8]>, Option<&ExecutionId>)> =
+            jobs.iter().map(|j| (j.token_hash.as_deref(), j.id.as_ref())).collect();
         match store.credentials_with_executions(&asks).await {
             Ok(found) => {
                 for (job, found) in jobs.into_iter().zip(found) {
@@ -135,7 +138,8 @@ mod tests {
                     let hash = vec![if i % 2 == 0 { 1 } else { 2 }; 32];
                     let alone = reads.credential(hash.clone()).await.expect("credential").map(|c| c.id);
                     assert_eq!(alone.is_some(), i % 2 == 0, "a credential read on its own");
-                    (i, reads.credential_with_execution(hash, &format!("te_{i}")).await, reads.execution("te_x").await)
+                    let unknown = ExecutionId::generate();
+                    (i, reads.credential_with_execution(hash, &unknown).await, reads.execution(&unknown).await)
                 })
             })
             .collect();

@@ -122,7 +122,8 @@ async fn the_history_shows_every_attempt_and_opens_payloads_for_admins_only() {
     let failures = HistoryQuery { outcome: Some(RunOutcome::Failure), ..Default::default() };
     assert_eq!(w.engine.history_count(key(&member).as_deref(), scope, &failures).await.expect("count"), 1);
 
-    let plain = w.engine.history_detail(key(&member).as_deref(), scope, &id, Reveal::default()).await.expect("detail");
+    let plain =
+        w.engine.history_detail(key(&member).as_deref(), scope, id.as_str(), Reveal::default()).await.expect("detail");
     assert_eq!(plain.record.status(), Status::Completed);
     assert_eq!(plain.record.error_message, None, "a completed run keeps no error of an earlier attempt");
     assert_eq!((plain.input.as_deref(), plain.output.as_deref()), (None, None));
@@ -133,31 +134,36 @@ async fn the_history_shows_every_attempt_and_opens_payloads_for_admins_only() {
     assert_eq!(kinds, ["created", "claimed", "settled", "claimed", "settled"]);
 
     let all = Reveal { inputs: true, outputs: true };
-    let full = w.engine.history_detail(key(&admin).as_deref(), scope, &id, all).await.expect("detail");
+    let full = w.engine.history_detail(key(&admin).as_deref(), scope, id.as_str(), all).await.expect("detail");
     assert_eq!(full.input.as_deref(), Some(r#"{"text":"canary-input"}"#));
     assert_eq!(full.output.as_deref(), Some(result));
     assert_eq!(full.attempts[0].error_detail.as_deref(), Some(r#"{"stack":"canary-detail"}"#));
     assert_eq!(full.attempts[1].output.as_deref(), Some(result));
 
-    let ended =
-        w.engine.history_detail(key(&member).as_deref(), scope, &late, Reveal::default()).await.expect("detail");
+    let ended = w
+        .engine
+        .history_detail(key(&member).as_deref(), scope, late.as_str(), Reveal::default())
+        .await
+        .expect("detail");
     let attempt = &ended.attempts[0];
     assert_eq!((attempt.success, attempt.error.as_deref()), (Some(false), None));
     assert!(attempt.system_error.as_deref().is_some_and(|m| m.contains("deadline")), "{attempt:?}");
 
     // The table: payloads are the admin's; read-only keys and end users are refused.
     let only_inputs = Reveal { inputs: true, outputs: false };
-    assert!(forbidden(w.engine.history_detail(key(&member).as_deref(), scope, &id, only_inputs).await));
+    assert!(forbidden(w.engine.history_detail(key(&member).as_deref(), scope, id.as_str(), only_inputs).await));
     for refused in [key(&read_only), w.bearer()] {
         assert!(forbidden(w.engine.history_list(refused.as_deref(), scope, &everything, 10, 0).await));
         assert!(forbidden(w.engine.history_count(refused.as_deref(), scope, &everything).await));
-        assert!(forbidden(w.engine.history_detail(refused.as_deref(), scope, &id, Reveal::default()).await));
+        assert!(forbidden(w.engine.history_detail(refused.as_deref(), scope, id.as_str(), Reveal::default()).await));
     }
     // Another project's key, an unknown id and a malformed one: the uniform not-found.
     assert!(not_found(w.engine.history_list(key(&foreign).as_deref(), scope, &everything, 10, 0).await));
-    assert!(not_found(w.engine.history_detail(key(&foreign).as_deref(), scope, &id, Reveal::default()).await));
+    assert!(not_found(w.engine.history_detail(key(&foreign).as_deref(), scope, id.as_str(), Reveal::default()).await));
     let foreign_scope = Scope { org_id: &w.org_id, project_id: &elsewhere };
-    assert!(not_found(w.engine.history_detail(key(&foreign).as_deref(), foreign_scope, &id, Reveal::default()).await));
+    assert!(not_found(
+        w.engine.history_detail(key(&foreign).as_deref(), foreign_scope, id.as_str(), Reveal::default()).await
+    ));
     for unknown in ["te_000000000000000000000000000", "te_%00"] {
         assert!(not_found(w.engine.history_detail(key(&admin).as_deref(), scope, unknown, Reveal::default()).await));
     }

@@ -40,30 +40,31 @@ async fn operators_read_status_payloads_and_cancel_by_permission() {
 
     let (rows, next) = w.engine.operator_list(key(&status_only).as_deref(), scope, 10, "").await.expect("list");
     assert_eq!((rows.len(), next), (1, None));
-    let status = w.engine.operator_status(key(&status_only).as_deref(), scope, &id).await.expect("status");
+    let status = w.engine.operator_status(key(&status_only).as_deref(), scope, id.as_str()).await.expect("status");
     assert_eq!(status.id, id);
-    let payload = w.engine.operator_payload(key(&payload_only).as_deref(), scope, &id).await.expect("payload");
+    let payload = w.engine.operator_payload(key(&payload_only).as_deref(), scope, id.as_str()).await.expect("payload");
     assert_eq!(payload.input.as_deref(), Some(r#"{"text":"operator-canary"}"#));
     assert_eq!(payload.result, None, "no result before completion");
 
     let refused = |r: Result<ExecutionRecord>| matches!(r, Err(Error::Auth(authz::Error::Forbidden(_))));
-    assert!(refused(w.engine.operator_status(key(&payload_only).as_deref(), scope, &id).await));
-    assert!(refused(w.engine.operator_status(key(&plain_admin).as_deref(), scope, &id).await));
-    assert!(refused(w.engine.operator_status(w.bearer().as_deref(), scope, &id).await));
+    assert!(refused(w.engine.operator_status(key(&payload_only).as_deref(), scope, id.as_str()).await));
+    assert!(refused(w.engine.operator_status(key(&plain_admin).as_deref(), scope, id.as_str()).await));
+    assert!(refused(w.engine.operator_status(w.bearer().as_deref(), scope, id.as_str()).await));
     assert!(matches!(
-        w.engine.operator_payload(key(&status_only).as_deref(), scope, &id).await,
+        w.engine.operator_payload(key(&status_only).as_deref(), scope, id.as_str()).await,
         Err(Error::Auth(authz::Error::Forbidden(_)))
     ));
     assert!(matches!(
-        w.engine.operator_cancel(key(&read_only_all).as_deref(), scope, &id).await,
+        w.engine.operator_cancel(key(&read_only_all).as_deref(), scope, id.as_str()).await,
         Err(Error::Auth(authz::Error::Forbidden(_)))
     ));
     let unknown = w.engine.operator_status(key(&status_only).as_deref(), scope, "te_000000000000000000000000000").await;
     assert!(matches!(unknown, Err(Error::Auth(authz::Error::NotFound))));
 
-    let (outcome, _) = w.engine.operator_cancel(key(&canceller).as_deref(), scope, &id).await.expect("cancel");
+    let (outcome, _) = w.engine.operator_cancel(key(&canceller).as_deref(), scope, id.as_str()).await.expect("cancel");
     assert_eq!(outcome, CancelOutcome::Accepted, "a pending execution is cancelled at once");
-    let (again, record) = w.engine.operator_cancel(key(&canceller).as_deref(), scope, &id).await.expect("again");
+    let (again, record) =
+        w.engine.operator_cancel(key(&canceller).as_deref(), scope, id.as_str()).await.expect("again");
     assert_eq!((again, record.status()), (CancelOutcome::AlreadyTerminal, Status::Cancelled));
     assert!(matches!(
         w.engine.operator_list(key(&status_only).as_deref(), scope, 10, "bogus").await,

@@ -98,7 +98,7 @@ impl Engine {
                 if let Err(e) = self.admission.started(&ticket(&c.record), now).await {
                     tracing::warn!(error = %e, "admission backlog release failed");
                 }
-                self.changed(&c.record.id);
+                self.changed(c.record.id.as_str());
             }));
             let mut undelivered = Vec::new();
             for c in &claimed {
@@ -125,12 +125,12 @@ impl Engine {
     /// Sends claimed attempt `c` to `session`, the worker its lease names
     /// (without waiting); answers the attempt when it could not be queued,
     /// which proves it never reached the worker.
-    pub(in crate::engine) async fn assign(&self, session: &Session, c: &Claimed) -> Option<(String, u32)> {
+    pub(in crate::engine) async fn assign(&self, session: &Session, c: &Claimed) -> Option<AttemptRef> {
         let record = &c.record;
         if c.attempt == 1 {
             self.metrics.first_attempt(record);
         }
-        let input = match record.input_ct.as_deref().map(|ct| self.ring.open(&record.id, Field::Input, ct)) {
+        let input = match record.input_ct.as_deref().map(|ct| self.ring.open(record.id.as_str(), Field::Input, ct)) {
             Some(Ok(bytes)) => String::from_utf8(bytes).unwrap_or_default(),
             None => "{}".to_owned(),
             Some(Err(e)) => {
@@ -171,6 +171,6 @@ impl Engine {
             pending_input,
         }));
         // Never queued, so never delivered: claimable again now, not owner_lost a lease later.
-        (!sent).then(|| (record.id.clone(), c.attempt))
+        (!sent).then(|| AttemptRef::new(&record.id, c.attempt))
     }
 }

@@ -19,7 +19,7 @@ use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
-use crate::domain::{Event, Ignored, Outcome, StopReason};
+use crate::domain::{Event, ExecutionId, Ignored, Outcome, StopReason};
 use crate::options::ToolLimits;
 use crate::store::{self, Applied, EventData, ExecutionRecord, OwnedElsewhere, ToolChange, ToolRecord};
 use baton_proto::clock::now_ms;
@@ -282,15 +282,9 @@ impl Engine {
     /// Leases this worker holds for attempts it neither runs nor is settling
     /// never reached it (worker ids are unique per process): make them claimable.
     async fn reclaim_undelivered(&self, reg: &Registration, now: i64) -> Result<()> {
-        let known: std::collections::HashSet<(&str, u32)> =
-            reg.running.iter().chain(&reg.settling).map(|r| (r.execution_id.as_str(), r.attempt)).collect();
-        let unknown: Vec<(String, u32)> = self
-            .store
-            .leased_to(&reg.worker_id)
-            .await?
-            .into_iter()
-            .filter(|(id, attempt)| !known.contains(&(id.as_str(), *attempt)))
-            .collect();
+        let known: std::collections::HashSet<&AttemptRef> = reg.running.iter().chain(&reg.settling).collect();
+        let unknown: Vec<AttemptRef> =
+            self.store.leased_to(&reg.worker_id).await?.into_iter().filter(|a| !known.contains(a)).collect();
         self.undelivered(&reg.worker_id, unknown, now).await
     }
 
@@ -300,9 +294,9 @@ impl Engine {
     /// The proof exists only now (nobody will report the attempt again), so a
     /// database that is briefly away (a restart) is waited for rather than
     /// letting the lease lapse into `owner_lost`.
-    pub(crate) async fn undelivered(&self, worker_id: &str, attempts: Vec<(String, u32)>, now: i64) -> Result<()> {
+    pub(crate) async fn undelivered(&self, worker_id: &str, attempts: Vec<AttemptRef>, now: i64) -> Result<()> {
         const TRIES: u32 = 40;
-        for (id, attempt) in attempts {
+        for AttemptRef { execution_id: id, attempt } in attempts {
             let event = Event::Undelivered { worker_id: worker_id.to_owned(), attempt };
             let mut tries = 0;
             let applied = loop {
@@ -416,7 +410,7 @@ impl Engine {
     /// renews. One answer per attempt, in order.
     async fn renew_leases(&self, worker_id: &str, running: &[AttemptRef], now: i64) -> Vec<store::Result<Renewed>> {
         let lease_until = now + self.options.lease_ms;
-        let items: Vec<(String, Event, EventData)> = running
+        let items: Vec<(ExecutionId, Event, EventData)> = running
             .iter()
             .map(|r| {
                 let event = Event::Heartbeat { worker_id: worker_id.to_owned(), attempt: r.attempt, lease_until };
@@ -450,17 +444,17 @@ impl Engine {
     }
 
     /// The event and sealed data a settlement stands for.
-    fn settlement_event(&self, worker_id: &str, s: Settlement) -> Result<(String, Event, EventData)> {
+    fn settlement_event(&self, worker_id: &str, s: Settlement) -> Result<(ExecutionId, Event, EventData)> {
         let id = s.attempt.execution_id;
         let (outcome, data) = match s.outcome {
             Some(Reported::Result(json)) => {
-                let ct = self.ring.seal(&id, Field::Output, json.as_bytes())?;
+                let ct = self.ring.seal(id.as_str(), Field::Output, json.as_bytes())?;
                 let payload_bytes = ct.len() as i64;
                 (Outcome::Success, EventData { output_ct: Some(ct), payload_bytes, ..Default::default() })
             }
             Some(Reported::ToolError { message, retryable, detail_json, protocol }) => {
                 let detail = (!detail_json.is_empty())
-                    .then(|| self.ring.seal(&id, Field::ErrorDetail, detail_json.as_bytes()))
+                    .then(|| self.ring.seal(id.as_str(), Field::ErrorDetail, detail_json.as_bytes()))
                     .transpose()?;
                 let message: String = message.chars().take(2_000).collect();
                 let payload_bytes = detail.as_ref().map_or(0, |d| d.len() as i64);
@@ -504,7 +498,7 @@ impl Engine {
                 FromWorker::Declined(attempt) => {
                     // Nothing more for this session until its next heartbeat says it has room.
                     session.set_free(0);
-                    self.undelivered(&session.worker_id, vec![(attempt.execution_id, attempt.attempt)], now_ms()).await
+                    self.undelivered(&session.worker_id, vec![attempt], now_ms()).await
                 }
             };
             if let Err(e) = handled {

@@ -4,7 +4,7 @@
 //! outbox is full is simply not sent to, so one stuck worker cannot hold up
 //! dispatch, stops or the sweeper for anybody else.
 
-use crate::domain::StopReason;
+use crate::domain::{ExecutionId, StopReason};
 use crate::engine::messages::{AttemptRef, Command, MessageKind};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
@@ -88,7 +88,7 @@ impl Session {
         !self.closed.is_cancelled() && self.outbox.try_send(command).is_ok()
     }
 
-    pub fn stop(&self, execution_id: &str, attempt: u32, reason: StopReason) -> bool {
+    pub fn stop(&self, execution_id: &ExecutionId, attempt: u32, reason: StopReason) -> bool {
         self.send(Command::Stop { attempt: AttemptRef::new(execution_id, attempt), reason })
     }
 
