@@ -14,7 +14,7 @@
 //! document, shared by the starts that arrive while it is in flight), so a
 //! provider that is down is told before the browser is sent there.
 
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken};
+use openidconnect::core::{CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreIdToken};
 use openidconnect::{
     AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken, HttpRequest, HttpResponse,
     IssuerUrl, LogoutRequest, Nonce, PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl,
@@ -354,8 +354,10 @@ impl Provider {
 
     /// The authorization URL for a new sign-in, with fresh state, nonce and
     /// PKCE verifier. The provider is probed first: one that is down is told
-    /// at once, not after the browser was sent to it.
-    pub async fn begin(&self) -> Result<Begun, Error> {
+    /// at once, not after the browser was sent to it. With `another_account`
+    /// the provider is asked to authenticate the person again
+    /// (`prompt=login`), so they may sign in as someone else.
+    pub async fn begin(&self, another_account: bool) -> Result<Begun, Error> {
         let cached = self.probe().await?;
         let client = self.client(&cached.metadata)?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
@@ -363,6 +365,9 @@ impl Provider {
             client.authorize_url(CoreAuthenticationFlow::AuthorizationCode, CsrfToken::new_random, Nonce::new_random);
         for scope in &self.options.scopes {
             request = request.add_scope(Scope::new(scope.clone()));
+        }
+        if another_account {
+            request = request.add_prompt(CoreAuthPrompt::Login);
         }
         let (url, state, nonce) = request.set_pkce_challenge(challenge).url();
         Ok(Begun {

@@ -299,9 +299,10 @@ impl Loopback {
 async fn sign_ins_share_the_cached_keys_and_each_start_still_finds_a_provider_that_is_down() {
     let idp = Loopback::start().await;
     let p = idp.provider();
-    for _ in 0..3 {
-        let begun = p.begin().await.expect("begin");
+    for another_account in [false, false, true] {
+        let begun = p.begin(another_account).await.expect("begin");
         assert!(begun.authorize_url.starts_with(&format!("{}/auth?", idp.issuer)), "{}", begun.authorize_url);
+        assert_eq!(begun.authorize_url.contains("prompt=login"), another_account, "{}", begun.authorize_url);
     }
     // Every start reads the discovery document; the keys were fetched once.
     assert_eq!((idp.count("GET /.well-known/"), idp.count("GET /jwks")), (3, 1));
@@ -312,14 +313,17 @@ async fn sign_ins_share_the_cached_keys_and_each_start_still_finds_a_provider_th
 
     idp.server.abort();
     let _ = idp.server.await;
-    assert!(matches!(p.begin().await, Err(Error::Unavailable(_))), "the start after the provider went down says so");
+    assert!(
+        matches!(p.begin(false).await, Err(Error::Unavailable(_))),
+        "the start after the provider went down says so"
+    );
 }
 
 #[tokio::test]
 async fn a_token_signed_with_a_new_key_has_the_keys_fetched_again_once() {
     let idp = Loopback::start().await;
     let p = idp.provider();
-    p.begin().await.expect("begin");
+    p.begin(false).await.expect("begin");
     // The provider rotates: k2 signs, k1 is still published.
     *idp.kids.lock().expect("kids") = vec!["k2", "k1"];
     idp.answers("k2");

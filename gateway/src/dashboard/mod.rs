@@ -136,7 +136,7 @@ async fn home(Path(p): Path<ProjectPath>) -> Response {
 }
 
 async fn index() -> Response {
-    let header = html::Header { project_base: "", project_id: "", role: None, csrf: None };
+    let header = html::Header { project_base: "", project_id: "", role: None, person: false, csrf: None };
     let body = r#"<section class="message" aria-labelledby="message-title">
 <h1 id="message-title">Open a project</h1>
 <p>The dashboard lives at <code>/dashboard/orgs/{org_id}/projects/{project_id}</code>. <code>baton dev</code>
@@ -146,7 +146,7 @@ prints the URL of its project and writes it to <code>dev.json</code>.</p>
 }
 
 async fn not_found() -> Response {
-    let header = html::Header { project_base: "", project_id: "", role: None, csrf: None };
+    let header = html::Header { project_base: "", project_id: "", role: None, person: false, csrf: None };
     let body = r#"<section class="message" aria-labelledby="message-title">
 <h1 id="message-title">Page not found</h1>
 <p>There is no dashboard page at this address. Dashboard pages live under

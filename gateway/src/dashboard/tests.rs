@@ -74,6 +74,7 @@ fn session_with(key: &[u8; 32], token: &str, project: &str, csrf: &str) -> Strin
         project_id: project.into(),
         csrf: csrf.into(),
         expires_ms: baton_proto::clock::now_ms() + 60_000,
+        person: token.starts_with("bdp_"),
     };
     format!("{}={}", session::COOKIE, session::seal(key, &claims).expect("seal"))
 }
