@@ -66,11 +66,17 @@ pub(super) fn page(title: &str, header: &Header<'_>, body: &str) -> String {
         ),
         _ => String::new(),
     };
+    // The audit log is for the project's admins (the coordinator decides; the link only follows it).
+    let audit = if header.role == Some("admin") {
+        format!(r#" <a href="{}/audit-log">Audit log</a>"#, esc(header.project_base))
+    } else {
+        String::new()
+    };
     let project = if header.project_base.is_empty() {
         String::new()
     } else {
         format!(
-            r#"<nav aria-label="Project" class="sections"><a href="{}/tool-executions">Tool Executions</a></nav>
+            r#"<nav aria-label="Project" class="sections"><a href="{}/tool-executions">Tool Executions</a>{audit}</nav>
 <span class="project" title="Project ID">Project <code>{}</code></span>"#,
             esc(header.project_base),
             esc(header.project_id),

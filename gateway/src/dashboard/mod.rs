@@ -9,11 +9,13 @@
 //! reveal toggles never do, and payloads are fetched only when revealed.
 //!
 //! Who may call what: every route but sign-in and the assets needs a session
-//! of an `admin` or `member` key of the project in the path; POSTs also need
-//! the session's CSRF token. The coordinator decides each call again.
+//! of an `admin` or `member` key (or person) of the project in the path; POSTs
+//! also need the session's CSRF token. The coordinator decides each call
+//! again: payloads and the audit log (`audit`) are for admins only.
 
 mod access;
 mod assets;
+mod audit;
 mod filters;
 mod html;
 mod list;
@@ -63,6 +65,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route(&format!("{executions}/{{execution_id}}/panel"), get(panel::live))
         .route(&format!("{executions}/{{execution_id}}/reveal"), post(panel::reveal))
         .route(&format!("{executions}/{{execution_id}}/cancel"), post(panel::cancel))
+        .route(&format!("{BASE}/audit-log"), get(audit::page))
         .route("/dashboard/{*rest}", get(not_found).post(not_found))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
