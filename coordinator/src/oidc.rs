@@ -8,11 +8,11 @@
 //! `state`, `nonce` and the PKCE verifier in a sealed, short-lived cookie and
 //! checks `state` on the way back. The provider's metadata and keys are
 //! cached: fetched at first use, when the discovery document changes, after
-//! [`METADATA_TTL`], and (the keys alone) when a token names a key the cached
-//! set lacks, at most once per [`KEYS_REFETCH_EVERY`] (key rotation). A
+//! `METADATA_TTL`, and (the keys alone) when a token names a key the cached
+//! set lacks, at most once per `KEYS_REFETCH_EVERY` (key rotation). A
 //! sign-in's start still probes the provider (one small GET of the discovery
-//! document, shared by the starts that arrive while it is in flight), so a
-//! provider that is down is told before the browser is sent there.
+//! document at a time, shared by the starts waiting for it), so a provider
+//! that is down is told before the browser is sent there.
 
 use openidconnect::core::{CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreIdToken};
 use openidconnect::{
