@@ -7,26 +7,35 @@
 //! expiry and nonce. The gateway only carries the browser through: it keeps
 //! `state`, `nonce` and the PKCE verifier in a sealed, short-lived cookie and
 //! checks `state` on the way back. The provider's metadata and keys are
-//! fetched at every sign-in's start (so a provider that is down is told
-//! before the browser goes there), and again when a token names a key they
-//! lack (key rotation).
+//! cached: fetched at first use, when the discovery document changes, after
+//! `METADATA_TTL`, and (the keys alone) when a token names a key the cached
+//! set lacks, at most once per `KEYS_REFETCH_EVERY` (key rotation). A
+//! sign-in's start still probes the provider (one small GET of the discovery
+//! document at a time, shared by the starts waiting for it), so a provider
+//! that is down is told before the browser is sent there.
 
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken};
+use openidconnect::core::{CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreIdToken};
 use openidconnect::{
-    AuthorizationCode, ClientId, ClientSecret, CsrfToken, HttpRequest, HttpResponse, IssuerUrl, LogoutRequest, Nonce,
-    PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadataWithLogout, RedirectUrl,
-    RequestTokenError, Scope, TokenResponse,
+    AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken, HttpRequest, HttpResponse,
+    IssuerUrl, LogoutRequest, Nonce, PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl,
+    ProviderMetadataWithLogout, RedirectUrl, RequestTokenError, Scope, SignatureVerificationError, TokenResponse,
 };
 
 /// The provider's discovery document, with the end-session endpoint of
 /// RP-initiated logout when the provider has one.
 pub type Metadata = ProviderMetadataWithLogout;
+use openidconnect::core::CoreJsonWebKeySet;
+use openidconnect::http::header::ACCEPT;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::RwLock;
+use tokio::sync::{Mutex, RwLock};
 
 /// Metadata and keys older than this are fetched again before use.
-const METADATA_TTL: Duration = Duration::from_secs(3600);
+const METADATA_TTL: Duration = Duration::from_secs(15 * 60);
+/// A token naming a key the cached set lacks has the keys fetched again, but
+/// not more often than this: tokens naming made-up keys cannot make Baton
+/// hammer the provider.
+const KEYS_REFETCH_EVERY: Duration = Duration::from_secs(10);
 /// No answer from the provider larger than this is read.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// The groups kept of a person (each is a bound parameter of the grants' read),
@@ -70,7 +79,7 @@ impl std::fmt::Debug for ProviderOptions {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// The provider could not be reached or answered nonsense (discovery,
     /// keys, or the token endpoint): try again later.
@@ -82,6 +91,10 @@ pub enum Error {
     /// The ID token failed validation (signature, issuer, audience, expiry, nonce).
     #[error("the ID token is not valid: {0}")]
     InvalidToken(String),
+    /// The ID token is signed with a key the provider does not publish (even
+    /// after the keys were fetched again).
+    #[error("the ID token is not valid: it names a key the provider does not publish")]
+    UnknownKey,
     /// The token carries no (verified) email address.
     #[error("the identity provider named no verified email address")]
     NoEmail,
@@ -107,9 +120,18 @@ pub struct Person {
     pub groups: Vec<String>,
 }
 
+/// The provider's metadata, its keys among them.
 struct Cached {
     metadata: Metadata,
+    /// The discovery document it was read from: a probe that reads the same bytes changes nothing.
+    document: Vec<u8>,
     fetched: Instant,
+}
+
+/// The last probe of the provider: when it started, and what it found.
+struct Probe {
+    started: Instant,
+    answer: Result<Arc<Cached>, Error>,
 }
 
 /// A configured provider, its metadata and keys cached.
@@ -117,6 +139,12 @@ pub struct Provider {
     options: ProviderOptions,
     http: reqwest::Client,
     cached: RwLock<Option<Arc<Cached>>>,
+    /// Held while the metadata or keys are fetched (one fetch, however many
+    /// wait for it); holds when the keys were last fetched again for a token
+    /// naming a key the cache lacked.
+    fetching: Mutex<Option<Instant>>,
+    /// Held while the provider is probed: one probe at a time.
+    probe: Mutex<Option<Probe>>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -180,30 +208,125 @@ impl Provider {
             .user_agent("Baton-OIDC/1")
             .build()
             .map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
-        Ok(Provider { options, http, cached: RwLock::new(None) })
+        Ok(Provider { options, http, cached: RwLock::new(None), fetching: Mutex::new(None), probe: Mutex::new(None) })
     }
 
     pub fn options(&self) -> &ProviderOptions {
         &self.options
     }
 
-    /// The provider's metadata and keys: cached, or fetched when `refresh`,
-    /// when none are cached, or when they are old.
-    async fn metadata(&self, refresh: bool) -> Result<Arc<Cached>, Error> {
-        if !refresh
-            && let Some(c) = self.cached.read().await.as_ref()
-            && c.fetched.elapsed() < METADATA_TTL
-        {
-            return Ok(c.clone());
+    /// The cached metadata, unless there is none or it is old.
+    async fn fresh(&self) -> Option<Arc<Cached>> {
+        self.cached.read().await.as_ref().filter(|c| c.fetched.elapsed() < METADATA_TTL).cloned()
+    }
+
+    /// The provider's metadata and keys: cached, or fetched (once, however
+    /// many callers ask at the same time).
+    async fn metadata(&self) -> Result<Arc<Cached>, Error> {
+        if let Some(c) = self.fresh().await {
+            return Ok(c);
         }
+        let _one = self.fetching.lock().await;
+        // Another caller may have fetched them while this one waited.
+        if let Some(c) = self.fresh().await {
+            return Ok(c);
+        }
+        let document = self.document().await?;
+        self.install(document).await
+    }
+
+    /// The discovery document's bytes.
+    async fn document(&self) -> Result<Vec<u8>, Error> {
+        let url = format!("{}/.well-known/openid-configuration", self.options.issuer_url.trim_end_matches('/'));
+        let request = openidconnect::http::Request::get(url)
+            .header(ACCEPT, "application/json")
+            .body(Vec::new())
+            .map_err(|e| Error::Config(format!("discovery URL: {e}")))?;
+        let response = send(&self.http, request).await.map_err(|e| match e {
+            Error::Unavailable(why) => Error::Unavailable(format!("discovery: {why}")),
+            other => other,
+        })?;
+        if response.status() != openidconnect::http::StatusCode::OK {
+            return Err(Error::Unavailable(format!("discovery: HTTP status {}", response.status())));
+        }
+        Ok(response.into_body())
+    }
+
+    /// Reads `document`, fetches the keys it points to, and caches both. The
+    /// caller holds `fetching`.
+    async fn install(&self, document: Vec<u8>) -> Result<Arc<Cached>, Error> {
         let issuer = IssuerUrl::new(self.options.issuer_url.clone()).map_err(|e| Error::Config(e.to_string()))?;
-        let http = Http(&self.http);
-        let metadata = Metadata::discover_async(issuer, &http)
-            .await
-            .map_err(|e| Error::Unavailable(format!("discovery: {}", baton_proto::error::with_sources(&e))))?;
-        let fresh = Arc::new(Cached { metadata, fetched: Instant::now() });
+        let metadata: Metadata = serde_json::from_slice(&document)
+            .map_err(|e| Error::Unavailable(format!("discovery: the document cannot be read: {e}")))?;
+        if metadata.issuer() != &issuer {
+            return Err(Error::Unavailable(format!(
+                "discovery: the document names another issuer ({})",
+                metadata.issuer().as_str()
+            )));
+        }
+        let keys = self.keys(&metadata).await?;
+        let fresh = Arc::new(Cached { metadata: metadata.set_jwks(keys), document, fetched: Instant::now() });
         *self.cached.write().await = Some(fresh.clone());
         Ok(fresh)
+    }
+
+    /// The provider's published keys.
+    async fn keys(&self, metadata: &Metadata) -> Result<CoreJsonWebKeySet, Error> {
+        CoreJsonWebKeySet::fetch_async(metadata.jwks_uri(), &Http(&self.http))
+            .await
+            .map_err(|e| Error::Unavailable(format!("keys: {}", baton_proto::error::with_sources(&e))))
+    }
+
+    /// The keys fetched again because a token named one that `seen` lacks
+    /// (the provider rotated its keys): not when another caller refreshed
+    /// the cache since `seen`, and at most once per [`KEYS_REFETCH_EVERY`].
+    async fn refetch_keys(&self, seen: &Arc<Cached>) -> Result<Arc<Cached>, Error> {
+        let mut last = self.fetching.lock().await;
+        let current = self.cached.read().await.clone();
+        if let Some(current) = current
+            && (!Arc::ptr_eq(&current, seen) || last.is_some_and(|at| at.elapsed() < KEYS_REFETCH_EVERY))
+        {
+            return Ok(current);
+        }
+        *last = Some(Instant::now());
+        let keys = self.keys(&seen.metadata).await?;
+        let fresh = Arc::new(Cached {
+            metadata: seen.metadata.clone().set_jwks(keys),
+            document: seen.document.clone(),
+            fetched: seen.fetched,
+        });
+        *self.cached.write().await = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// Whether the provider answers now, and its metadata: the discovery
+    /// document is read again (one small GET), and the cached metadata and
+    /// keys are kept when it is unchanged and they are not old. One probe at
+    /// a time: a caller that waited for a probe which started after it
+    /// arrived takes that probe's answer, so a crowd of sign-ins costs the
+    /// provider one request at a time, and each still hears of a provider
+    /// that went down before it asked.
+    async fn probe(&self) -> Result<Arc<Cached>, Error> {
+        let arrived = Instant::now();
+        let mut last = self.probe.lock().await;
+        if let Some(p) = last.as_ref()
+            && p.started >= arrived
+        {
+            return p.answer.clone();
+        }
+        let started = Instant::now();
+        let answer = match self.document().await {
+            Err(e) => Err(e),
+            Ok(document) => match self.fresh().await {
+                Some(c) if c.document == document => Ok(c),
+                _ => {
+                    let _one = self.fetching.lock().await;
+                    self.install(document).await
+                }
+            },
+        };
+        *last = Some(Probe { started, answer: answer.clone() });
+        answer
     }
 
     fn client(
@@ -230,16 +353,21 @@ impl Provider {
     }
 
     /// The authorization URL for a new sign-in, with fresh state, nonce and
-    /// PKCE verifier. The metadata is fetched afresh: a provider that is down
-    /// is told at once, not after the browser was sent to it.
-    pub async fn begin(&self) -> Result<Begun, Error> {
-        let cached = self.metadata(true).await?;
+    /// PKCE verifier. The provider is probed first: one that is down is told
+    /// at once, not after the browser was sent to it. With `another_account`
+    /// the provider is asked to authenticate the person again
+    /// (`prompt=login`), so they may sign in as someone else.
+    pub async fn begin(&self, another_account: bool) -> Result<Begun, Error> {
+        let cached = self.probe().await?;
         let client = self.client(&cached.metadata)?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
         let mut request =
             client.authorize_url(CoreAuthenticationFlow::AuthorizationCode, CsrfToken::new_random, Nonce::new_random);
         for scope in &self.options.scopes {
             request = request.add_scope(Scope::new(scope.clone()));
+        }
+        if another_account {
+            request = request.add_prompt(CoreAuthPrompt::Login);
         }
         let (url, state, nonce) = request.set_pkce_challenge(challenge).url();
         Ok(Begun {
@@ -255,7 +383,7 @@ impl Provider {
     /// metadata, or fetches it; a provider that cannot be reached is skipped
     /// (the session here is over either way).
     pub async fn logout_url(&self) -> Option<String> {
-        let cached = match self.metadata(false).await {
+        let cached = match self.metadata().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot end a session at the identity provider");
@@ -274,7 +402,7 @@ impl Provider {
 
     /// Exchanges `code` and validates the ID token it brings.
     pub async fn complete(&self, code: &str, pkce_verifier: &str, nonce: &str) -> Result<Person, Error> {
-        let cached = self.metadata(false).await?;
+        let cached = self.metadata().await?;
         let client = self.client(&cached.metadata)?;
         let http = Http(&self.http);
         let response = client
@@ -290,8 +418,8 @@ impl Provider {
         let token = response.id_token().ok_or_else(|| Error::InvalidToken("no ID token in the answer".into()))?;
         match self.validate(&cached.metadata, token, nonce) {
             // A key the cached set lacks: the provider may have rotated its keys.
-            Err(Error::InvalidToken(_)) if cached.fetched.elapsed() > Duration::from_secs(10) => {
-                let fresh = self.metadata(true).await?;
+            Err(Error::UnknownKey) => {
+                let fresh = self.refetch_keys(&cached).await?;
                 self.validate(&fresh.metadata, token, nonce)
             }
             other => other,
@@ -304,9 +432,12 @@ impl Provider {
     pub fn validate(&self, metadata: &Metadata, token: &CoreIdToken, nonce: &str) -> Result<Person, Error> {
         let client = self.client(metadata)?;
         let verifier = client.id_token_verifier();
-        let claims = token
-            .claims(&verifier, &Nonce::new(nonce.to_owned()))
-            .map_err(|e| Error::InvalidToken(baton_proto::error::with_sources(&e)))?;
+        let claims = token.claims(&verifier, &Nonce::new(nonce.to_owned())).map_err(|e| match e {
+            ClaimsVerificationError::SignatureVerification(SignatureVerificationError::NoMatchingKey) => {
+                Error::UnknownKey
+            }
+            other => Error::InvalidToken(baton_proto::error::with_sources(&other)),
+        })?;
         let subject = claims.subject().as_str().to_owned();
         // The signature holds: the payload may now be read for the configured claims.
         let payload = payload_of(&token.to_string()).ok_or_else(|| Error::InvalidToken("unreadable payload".into()))?;

@@ -177,7 +177,7 @@ fn forged_foreign_expired_and_replayed_tokens_are_refused() {
         Err(Error::InvalidToken(_))
     ));
     // A key the provider does not publish.
-    assert!(matches!(refused(token(Claims::default(), "k-unknown"), "n-1"), Err(Error::InvalidToken(_))));
+    assert!(matches!(refused(token(Claims::default(), "k-unknown"), "n-1"), Err(Error::UnknownKey)));
     // A payload altered after signing.
     let good = token(Claims::default(), "k1").to_string();
     let mut parts: Vec<String> = good.split('.').map(str::to_owned).collect();
@@ -201,4 +201,138 @@ fn the_client_secret_is_never_in_debug_output() {
     let text = format!("{p:?} {:?}", p.options());
     assert!(!text.contains("s3cret"), "{text}");
     assert!(text.contains("baton"));
+}
+
+/// A provider on loopback for the cache's tests: it serves its discovery
+/// document, the keys named in `kids` (all the test key, under those ids)
+/// and a token endpoint answering `id_token`, and records every request's
+/// method and path.
+struct Loopback {
+    issuer: String,
+    requests: Arc<std::sync::Mutex<Vec<String>>>,
+    kids: Arc<std::sync::Mutex<Vec<&'static str>>>,
+    id_token: Arc<std::sync::Mutex<String>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Loopback {
+    async fn start() -> Loopback {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let issuer = format!("http://{}", listener.local_addr().expect("addr"));
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kids = Arc::new(std::sync::Mutex::new(vec!["k1"]));
+        let id_token = Arc::new(std::sync::Mutex::new(String::new()));
+        let (log, keys, token, base) = (requests.clone(), kids.clone(), id_token.clone(), issuer.clone());
+        let server = tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                // The whole request, its body too, before answering.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(n @ 1..) = socket.read(&mut chunk).await {
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).into_owned();
+                let line = head.lines().next().unwrap_or_default().to_owned();
+                let mut parts = line.split(' ');
+                let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+                log.lock().expect("log").push(format!("{method} {path}"));
+                let body = match path {
+                    "/.well-known/openid-configuration" => serde_json::json!({
+                        "issuer": base,
+                        "authorization_endpoint": format!("{base}/auth"),
+                        "token_endpoint": format!("{base}/token"),
+                        "jwks_uri": format!("{base}/jwks"),
+                        "response_types_supported": ["code"],
+                        "subject_types_supported": ["public"],
+                        "id_token_signing_alg_values_supported": ["RS256"],
+                    }),
+                    "/jwks" => {
+                        let published: Vec<_> =
+                            keys.lock().expect("kids").iter().map(|k| key(k).as_verification_key()).collect();
+                        serde_json::to_value(CoreJsonWebKeySet::new(published)).expect("jwks")
+                    }
+                    _ => serde_json::json!({
+                        "access_token": "at", "token_type": "bearer", "expires_in": 60,
+                        "id_token": token.lock().expect("token").clone(),
+                    }),
+                };
+                let body = body.to_string();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        Loopback { issuer, requests, kids, id_token, server }
+    }
+
+    fn provider(&self) -> Provider {
+        Provider::new(ProviderOptions { issuer_url: self.issuer.clone(), ..provider().options().clone() })
+            .expect("provider")
+    }
+
+    fn count(&self, request: &str) -> usize {
+        self.requests.lock().expect("log").iter().filter(|r| r.starts_with(request)).count()
+    }
+
+    /// The next token the token endpoint answers: signed with `kid`, for this issuer.
+    fn answers(&self, kid: &str) {
+        *self.id_token.lock().expect("token") =
+            token(Claims { issuer: &self.issuer, ..Claims::default() }, kid).to_string();
+    }
+}
+
+#[tokio::test]
+async fn sign_ins_share_the_cached_keys_and_each_start_still_finds_a_provider_that_is_down() {
+    let idp = Loopback::start().await;
+    let p = idp.provider();
+    for another_account in [false, false, true] {
+        let begun = p.begin(another_account).await.expect("begin");
+        assert!(begun.authorize_url.starts_with(&format!("{}/auth?", idp.issuer)), "{}", begun.authorize_url);
+        assert_eq!(begun.authorize_url.contains("prompt=login"), another_account, "{}", begun.authorize_url);
+    }
+    // Every start reads the discovery document; the keys were fetched once.
+    assert_eq!((idp.count("GET /.well-known/"), idp.count("GET /jwks")), (3, 1));
+    idp.answers("k1");
+    let person = p.complete("code", "verifier", "n-1").await.expect("signed in");
+    assert_eq!(person.email, "ann@example.org");
+    assert_eq!((idp.count("GET /.well-known/"), idp.count("GET /jwks")), (3, 1), "completing used the cache");
+
+    idp.server.abort();
+    let _ = idp.server.await;
+    assert!(
+        matches!(p.begin(false).await, Err(Error::Unavailable(_))),
+        "the start after the provider went down says so"
+    );
+}
+
+#[tokio::test]
+async fn a_token_signed_with_a_new_key_has_the_keys_fetched_again_once() {
+    let idp = Loopback::start().await;
+    let p = idp.provider();
+    p.begin(false).await.expect("begin");
+    // The provider rotates: k2 signs, k1 is still published.
+    *idp.kids.lock().expect("kids") = vec!["k2", "k1"];
+    idp.answers("k2");
+    assert_eq!(p.complete("code", "verifier", "n-1").await.expect("signed in").subject, "sub-ann");
+    assert_eq!(idp.count("GET /jwks"), 2, "fetched again for the new key");
+    // A token naming a key nobody publishes right after: refused, and the
+    // provider is not asked again within the bound.
+    idp.answers("k-made-up");
+    assert!(matches!(p.complete("code", "verifier", "n-1").await, Err(Error::UnknownKey)));
+    assert_eq!(idp.count("GET /jwks"), 2);
+    assert_eq!(idp.count("GET /.well-known/"), 1, "only the start probed");
 }

@@ -250,8 +250,13 @@ impl Coordinator {
         &self,
         org_id: &str,
         project_id: &str,
+        another_account: bool,
     ) -> Result<pb::BeginPersonSignInResponse, WireError> {
-        let request = pb::BeginPersonSignInRequest { org_id: org_id.to_owned(), project_id: project_id.to_owned() };
+        let request = pb::BeginPersonSignInRequest {
+            org_id: org_id.to_owned(),
+            project_id: project_id.to_owned(),
+            another_account,
+        };
         let anonymous = Bearer("anonymous".into());
         self.call(&anonymous, request, None, |mut c, r| async move { c.begin_person_sign_in(r).await }).await
     }

@@ -29,7 +29,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 idp_port=$(free_port)
 http_port=$(free_port)
 callback="http://127.0.0.1:$http_port/dashboard/oidc/callback"
-node "$idp_dir/oidc_provider.mjs" "$idp_port" "$callback" >"$work/idp.log" 2>&1 &
+node "$idp_dir/oidc_provider.mjs" "$idp_port" "$callback" "$work/idp-keys.json" >"$work/idp.log" 2>&1 &
 idp=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$idp_port/.well-known/openid-configuration" >/dev/null && break; sleep 0.1; done
 export BATON_DASHBOARD_SIGN_IN__OIDC__ISSUER_URL="http://127.0.0.1:$idp_port"
@@ -43,8 +43,12 @@ trap 'kill $dev $idp 2>/dev/null; wait $dev $idp 2>/dev/null || true' EXIT
 for _ in $(seq 600); do [ -s "$work/data/dev.json" ] && break; sleep 0.1; done
 [ -s "$work/data/dev.json" ] || { cat "$work/dev.log"; exit 1; }
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$http_port/readyz" >/dev/null && break; sleep 0.1; done
+# The test restarts the provider with rotated keys (and stops it) itself.
 BATON_BIN="$bin" BATON_DATABASE__URL="sqlite://$work/data/baton.db" IDP_PID=$idp \
+  IDP_COMMAND="node $idp_dir/oidc_provider.mjs $idp_port $callback $work/idp-keys.json" IDP_LOG_DIR="$work" \
   "$venv/bin/python" tests/browser/oidc_test.py "$work/data/dev.json" "$shots" || {
   echo "--- baton dev log (last 40 lines)"; tail -n 40 "$work/dev.log"
-  echo "--- oidc-provider log (last 20 lines)"; tail -n 20 "$work/idp.log"; exit 1
+  echo "--- oidc-provider log (last 20 lines)"; tail -n 20 "$work/idp.log"
+  [ -f "$work/idp-rotated.log" ] && { echo "--- rotated oidc-provider log (last 20 lines)"; tail -n 20 "$work/idp-rotated.log"; }
+  exit 1
 }

@@ -2,15 +2,20 @@
 loopback), in headless Chromium, against a running `baton dev` configured with
 it. People: ann (group baton-admins), bob (baton-members), eve (no grant).
 
-usage: oidc_test.py DEV_JSON SCREENSHOT_DIR   (env: BATON_BIN, BATON_DATABASE__URL, IDP_PID)
+usage: oidc_test.py DEV_JSON SCREENSHOT_DIR
+  env: BATON_BIN, BATON_DATABASE__URL, BATON_DASHBOARD_SIGN_IN__OIDC__ISSUER_URL,
+       IDP_PID (the provider running), IDP_COMMAND (starts it; `rotated` appended
+       rotates its keys), IDP_LOG_DIR
 """
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import traceback
 import urllib.error
 import urllib.request
@@ -31,9 +36,12 @@ CREDS = DEV["credentials"]
 PROJECT = DEV["project_id"]
 DB = os.environ["BATON_DATABASE__URL"].removeprefix("sqlite://")
 CANARY = "oidc-canary-41d9"
+ISSUER = os.environ["BATON_DASHBOARD_SIGN_IN__OIDC__ISSUER_URL"]
 
 results = []
 browsers = []
+# The provider now running: the script's (by pid), or one this test started.
+provider = {"pid": int(os.environ["IDP_PID"]), "process": None}
 
 
 def admin_cli(*args):
@@ -127,6 +135,40 @@ def audit_rows(action):
         return db.execute("SELECT actor_id, actor_kind, outcome FROM audit_logs WHERE action = ?", (action,)).fetchall()
 
 
+def provider_answers():
+    try:
+        with urllib.request.urlopen(ISSUER + "/.well-known/openid-configuration", timeout=2):
+            return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def until(what, condition, timeout=20):
+    """Polls `condition` (no browser involved) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def stop_provider():
+    if provider["process"] is not None:
+        provider["process"].terminate()
+        provider["process"].wait(timeout=10)
+    else:
+        os.kill(provider["pid"], signal.SIGTERM)
+    until("the provider to stop", lambda: not provider_answers())
+
+
+def start_provider(*args, log="idp-rotated.log"):
+    out = open(os.path.join(os.environ["IDP_LOG_DIR"], log), "w")
+    provider["process"] = subprocess.Popen(shlex.split(os.environ["IDP_COMMAND"]) + list(args), stdout=out,
+                                           stderr=subprocess.STDOUT)
+    until("the provider to answer", provider_answers)
+    return out.name
+
+
 def check(name):
     def register(f):
         results.append((name, f))
@@ -155,6 +197,15 @@ def admin_reveals():
     shot(ann, "admin-revealed")
     rows = audit_rows("history.reveal")
     assert ("person:ann@example.org/ann", "person", "allowed") in rows, rows
+    # The dashboard's audit log shows who did it: ann, by her email.
+    ann.find_element(By.CSS_SELECTOR, "nav.sections").find_element(By.LINK_TEXT, "Audit log").click()
+    wait(ann, "the audit log", lambda d: d.find_elements(By.ID, "audit-title"))
+    reveals = ann.find_elements(By.CSS_SELECTOR, 'tr[data-action="history.reveal"]')
+    assert any("ann@example.org" in r.text and "allowed" in r.text and run in r.text for r in reveals), \
+        [r.text for r in reveals]
+    grants = ann.find_elements(By.CSS_SELECTOR, 'tr[data-action="role.grant"]')
+    assert any("baton admin" in r.text for r in grants), [r.text for r in grants]
+    shot(ann, "audit-log")
 
 
 @check("a member sees the reveal disabled")
@@ -167,12 +218,35 @@ def member_reveal_disabled():
     shot(bob, "member-disabled")
 
 
+@check("a member is not offered the audit log, and is refused it")
+def member_audit_refused():
+    bob.get(LIST)
+    wait(bob, "the list", lambda d: d.find_elements(By.ID, "list-title"))
+    assert not bob.find_elements(By.LINK_TEXT, "Audit log"), "no link for a member"
+    bob.get(DASH + "/audit-log")
+    wait(bob, "the refusal", lambda d: "The audit log is for project admins" in text(d))
+    assert "ann@example.org" not in text(bob) and "history.reveal" not in text(bob)
+    shot(bob, "member-audit-refused")
+
+
 @check("a person without a grant is refused with a clear page")
 def no_grant():
     sign_in(eve, "eve")
     wait(eve, "the refusal", lambda d: "You have no role in this project" in text(d))
     assert "baton_dashboard" not in [c["name"] for c in eve.get_cookies()]
     shot(eve, "no-grant")
+
+
+@check("a person without a grant can sign in with another account (the provider asks again)")
+def another_account():
+    d = browser()
+    sign_in(d, "eve")
+    wait(d, "the refusal", lambda dr: "You have no role in this project" in text(dr))
+    d.find_element(By.LINK_TEXT, "Sign in with another account").click()
+    # The provider remembers eve, but is asked to authenticate again: bob signs in instead.
+    at_provider(d, "bob")
+    wait(d, "the list", lambda dr: dr.find_elements(By.ID, "list-title"))
+    assert "Signed in with your organization's account as member" in text(d), text(d)[:300]
 
 
 @check("a grant revoked mid-session takes effect on the next click")
@@ -250,13 +324,27 @@ def sign_out():
     wait(bob, "the provider's login", lambda d: d.find_elements(By.NAME, "login"))
 
 
+@check("after the provider rotates its signing key, a new sign-in works (the coordinator's cached keys fetched again)")
+def rotated_keys():
+    stop_provider()
+    log = start_provider("rotated")
+    d = browser()
+    signed_in(d, "bob")
+    requests = [line.split()[:2] for line in open(log) if line.split()[:1] in (["GET"], ["POST"])]
+    token = requests.index(["POST", "/token"])
+    keys = [i for i, r in enumerate(requests) if r == ["GET", "/jwks"]]
+    assert ["GET", "/.well-known/openid-configuration"] in requests[:token], "the start probed the provider"
+    # The start kept the keys cached before the rotation; the new key in the token had them fetched again.
+    assert keys and all(i > token for i in keys), requests
+
+
 @check("with the provider down, sign-in says so and signed-in sessions keep working")
 def provider_down():
     # Granted again, ann's session (which only lacked a grant) works again.
     admin_cli("grant-role", "--project", PROJECT, "--group", "baton-admins", "--role", "admin")
     ann.get(LIST)
     wait(ann, "the list", lambda d: d.find_elements(By.ID, "list-title"))
-    os.kill(int(os.environ["IDP_PID"]), signal.SIGTERM)
+    stop_provider()
     bob.get(LIST)
     wait(bob, "the sign-in page", lambda d: "/sign-in" in d.current_url)
     bob.find_element(By.PARTIAL_LINK_TEXT, "organization's account").click()
@@ -277,6 +365,8 @@ for name, f in results:
         traceback.print_exc()
 for b in browsers:
     b.quit()
+if provider["process"] is not None and provider["process"].poll() is None:
+    provider["process"].terminate()
 print(f"screenshots: {SHOTS}")
 print(f"{len(results) - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -141,6 +141,7 @@ async fn dashboard_sign_in_admits_project_keys_and_refuses_everyone_else() {
         let list = b.get("/tool-executions").await.expect("list");
         assert_eq!(list.status, 200, "{who}: {}", list.body);
         assert!(list.body.contains(&format!("<strong>{who}</strong> key")), "{who}");
+        assert_eq!(list.body.contains(">Audit log</a>"), who == "admin", "{who}: the audit log is linked for admins");
     }
 
     // Everyone else gets a page saying why, and no session.
@@ -213,6 +214,16 @@ async fn dashboard_sessions_end_with_their_key_and_guard_every_change() {
     assert!(!detail.body.contains("canary-dash-1"), "the panel never carries a payload");
     assert!(detail.body.contains("takes a project admin key"), "the member is told why the toggles are off");
 
+    // The audit log names who revealed (the admin's key, by id); a member is refused with a page saying why.
+    let audit = admin.get("/audit-log?action=history.reveal").await.expect("audit");
+    assert_eq!(audit.status, 200, "{}", audit.body);
+    assert!(audit.body.contains(&format!("<code>{admin_id}</code>")), "{}", audit.body);
+    assert!(audit.body.contains("outcome-ok") && audit.body.contains("outcome-bad"), "allowed and refused reveals");
+    let refused = member.get("/audit-log").await.expect("audit");
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body.contains("The audit log is for project admins"), "{}", refused.body);
+    assert!(!refused.body.contains("history.reveal"), "no row reaches a member");
+
     // Cancel: the token first, then the coordinator's permission check.
     let cancel = format!("/tool-executions/{sleeper}/cancel");
     let operator_csrf = operator.csrf().await.expect("csrf");
@@ -241,6 +252,8 @@ async fn dashboard_sessions_end_with_their_key_and_guard_every_change() {
     assert!(page.cookies.iter().any(|c| c.starts_with("baton_dashboard=;") && c.contains("Max-Age=0")));
     let poll = admin.get("/tool-executions/live").await.expect("live");
     assert_eq!(poll.status, 401, "the script's polls end too: {}", poll.body);
+    let audit = admin.get("/audit-log").await.expect("audit");
+    assert_eq!(audit.status, 303, "the revoked key's session reads no audit log");
 
     // Signing out needs the token too, and clears the cookie.
     let page = member.post("/sign-out", &[("csrf", "forged")], false).await.expect("post");

@@ -37,13 +37,15 @@ impl Engine {
         self.options.oidc.as_deref().ok_or(super::Error::Missing("OpenID provider"))
     }
 
-    /// The authorization URL of a new sign-in, and the secrets the gateway keeps for its return.
-    pub async fn begin_person_sign_in(&self, org_id: &str, project_id: &str) -> Result<Begun> {
+    /// The authorization URL of a new sign-in, and the secrets the gateway
+    /// keeps for its return. With `another_account`, the provider is asked to
+    /// authenticate the person again.
+    pub async fn begin_person_sign_in(&self, org_id: &str, project_id: &str, another_account: bool) -> Result<Begun> {
         let provider = self.provider()?;
         if org_id.is_empty() || project_id.is_empty() {
             return Err(super::Error::Invalid("org_id and project_id are required".into()));
         }
-        Ok(provider.begin().await?)
+        Ok(provider.begin(another_account).await?)
     }
 
     /// Completes a sign-in: the provider vouches for the person, and a person
@@ -202,7 +204,7 @@ mod tests {
         let r = w.engine.authenticate(Some(&forged)).await;
         assert!(matches!(r, Err(super::super::Error::Auth(authz::Error::Unauthenticated))), "{r:?}");
         // A key's session cannot open a person's, and no provider is configured here.
-        let begun = w.engine.begin_person_sign_in(&w.org_id, &w.project_id).await;
+        let begun = w.engine.begin_person_sign_in(&w.org_id, &w.project_id, false).await;
         assert!(matches!(begun, Err(super::super::Error::Missing(_))), "{begun:?}");
         let done = w.engine.complete_person_sign_in(&w.org_id, &w.project_id, "c", "v", "n").await;
         assert!(matches!(done, Err(super::super::Error::Missing(_))), "{done:?}");

@@ -299,7 +299,8 @@ impl Coordinator for Api {
         req: Request<pb::BeginPersonSignInRequest>,
     ) -> Reply<pb::BeginPersonSignInResponse> {
         let r = req.get_ref();
-        let begun = self.engine.begin_person_sign_in(&r.org_id, &r.project_id).await.map_err(to_status)?;
+        let begun =
+            self.engine.begin_person_sign_in(&r.org_id, &r.project_id, r.another_account).await.map_err(to_status)?;
         Ok(Response::new(pb::BeginPersonSignInResponse {
             authorize_url: begun.authorize_url,
             state: begun.state,

@@ -55,7 +55,7 @@ pub(crate) fn wire(e: Error) -> WireError {
         Error::SignIn(oidc::Error::Refused(why)) => {
             WireError::new(ErrorCode::InvalidRequest, format!("the identity provider refused the code: {why}"))
         }
-        Error::SignIn(e @ (oidc::Error::InvalidToken(_) | oidc::Error::NoEmail)) => {
+        Error::SignIn(e @ (oidc::Error::InvalidToken(_) | oidc::Error::UnknownKey | oidc::Error::NoEmail)) => {
             tracing::warn!(error = %e, "a person's sign-in was refused");
             WireError::new(ErrorCode::Unauthenticated, e.to_string())
         }

@@ -30,6 +30,8 @@ pub(super) struct Viewer {
     /// The key holds the operator `status` permission: deadlines are shown.
     pub(crate) can_status: bool,
     pub(crate) csrf: String,
+    /// Signed in with the OpenID provider (not with an API key).
+    pub(crate) person: bool,
 }
 
 impl Viewer {
@@ -38,6 +40,7 @@ impl Viewer {
             project_base: &self.base,
             project_id: &self.scope.project_id,
             role: Some(if self.admin { "admin" } else { "member" }),
+            person: self.person,
             csrf: Some(&self.csrf),
         }
     }
@@ -255,6 +258,7 @@ pub(super) async fn viewer(
         can_cancel: held("cancel"),
         can_status: held("status"),
         csrf: claims.csrf,
+        person: claims.person,
     })
 }
 
@@ -265,28 +269,41 @@ pub(super) fn session_of(state: &AppState, headers: &HeaderMap, path: &ProjectPa
     (claims.org_id == path.org_id && claims.project_id == path.project_id).then_some(claims)
 }
 
-/// A page explaining a refused key, with a way to sign in with another.
+/// A page explaining a refusal, with a way to sign in as someone else: a
+/// person with no grant is offered another account of the identity provider
+/// (which is asked to authenticate again), a key another key.
 pub(super) fn refusal_page(path: &ProjectPath, refusal: Refusal, set_cookie: Option<&str>) -> Response {
-    let mut r = message_page(path, refusal.status(), refusal.title(), refusal.explanation());
+    let base = path.base();
+    let way_on = match refusal {
+        Refusal::NoGrant => (format!("{base}/sign-in/oidc?account=another"), "Sign in with another account"),
+        _ => (format!("{base}/sign-in"), "Sign in with another key"),
+    };
+    let mut r = page_with(path, refusal.status(), refusal.title(), refusal.explanation(), way_on);
     if let Some(c) = set_cookie {
         set(&mut r, c);
     }
     r
 }
 
-/// A page with a heading, a sentence and a way on.
+/// A page with a heading, a sentence and a way on: back to the project's list.
 pub(super) fn message_page(path: &ProjectPath, status: StatusCode, title: &str, text: &str) -> Response {
+    let way_on = (format!("{}/tool-executions", path.base()), "Back to Tool Executions");
+    page_with(path, status, title, text, way_on)
+}
+
+fn page_with(path: &ProjectPath, status: StatusCode, title: &str, text: &str, way_on: (String, &str)) -> Response {
     let base = path.base();
-    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, person: false, csrf: None };
     let body = format!(
         r#"<section class="message" aria-labelledby="message-title">
 <h1 id="message-title">{}</h1>
 <p>{}</p>
-<p><a class="button" href="{}/sign-in">Sign in with another key</a></p>
+<p><a class="button" id="way-on" href="{}">{}</a></p>
 </section>"#,
         esc(title),
         esc(text),
-        esc(&base)
+        esc(&way_on.0),
+        esc(way_on.1),
     );
     super::html_response(status, html::page(title, &header, &body))
 }
@@ -296,7 +313,7 @@ pub(super) fn message_page(path: &ProjectPath, status: StatusCode, title: &str, 
 /// sign-out form's redirect to another origin.)
 pub(crate) fn signed_out_here(path: &ProjectPath, provider_logout: &str) -> Response {
     let base = path.base();
-    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, person: false, csrf: None };
     let body = format!(
         r#"<section class="message" aria-labelledby="message-title">
 <h1 id="message-title">You are signed out</h1>

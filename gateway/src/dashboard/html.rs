@@ -43,6 +43,8 @@ pub(super) struct Header<'a> {
     pub(crate) project_id: &'a str,
     /// `admin` or `member`; `None` on pages shown before sign-in.
     pub(crate) role: Option<&'a str>,
+    /// Signed in with the OpenID provider, not with a key.
+    pub(crate) person: bool,
     pub(crate) csrf: Option<&'a str>,
 }
 
@@ -52,20 +54,29 @@ pub(super) fn page(title: &str, header: &Header<'_>, body: &str) -> String {
         header.csrf.map(|t| format!(r#"<meta name="baton-csrf" content="{}">"#, esc(t))).unwrap_or_default();
     let who = match (header.role, header.csrf) {
         (Some(role), Some(csrf)) => format!(
-            r#"<span class="who">Signed in with a{} <strong>{}</strong> key</span>
+            r#"<span class="who">{}</span>
 <form method="post" action="{}/sign-out" class="sign-out"><input type="hidden" name="csrf" value="{}"><button type="submit">Sign out</button></form>"#,
-            if role == "admin" { "n" } else { "" },
-            esc(role),
+            if header.person {
+                format!("Signed in with your organization's account as <strong>{}</strong>", esc(role))
+            } else {
+                format!("Signed in with a{} <strong>{}</strong> key", if role == "admin" { "n" } else { "" }, esc(role))
+            },
             esc(header.project_base),
             esc(csrf),
         ),
         _ => String::new(),
     };
+    // The audit log is for the project's admins (the coordinator decides; the link only follows it).
+    let audit = if header.role == Some("admin") {
+        format!(r#" <a href="{}/audit-log">Audit log</a>"#, esc(header.project_base))
+    } else {
+        String::new()
+    };
     let project = if header.project_base.is_empty() {
         String::new()
     } else {
         format!(
-            r#"<nav aria-label="Project"><a href="{}/tool-executions">Tool Executions</a></nav>
+            r#"<nav aria-label="Project" class="sections"><a href="{}/tool-executions">Tool Executions</a>{audit}</nav>
 <span class="project" title="Project ID">Project <code>{}</code></span>"#,
             esc(header.project_base),
             esc(header.project_id),

@@ -9,11 +9,13 @@
 //! reveal toggles never do, and payloads are fetched only when revealed.
 //!
 //! Who may call what: every route but sign-in and the assets needs a session
-//! of an `admin` or `member` key of the project in the path; POSTs also need
-//! the session's CSRF token. The coordinator decides each call again.
+//! of an `admin` or `member` key (or person) of the project in the path; POSTs
+//! also need the session's CSRF token. The coordinator decides each call
+//! again: payloads and the audit log (`audit`) are for admins only.
 
 mod access;
 mod assets;
+mod audit;
 mod filters;
 mod html;
 mod list;
@@ -63,6 +65,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route(&format!("{executions}/{{execution_id}}/panel"), get(panel::live))
         .route(&format!("{executions}/{{execution_id}}/reveal"), post(panel::reveal))
         .route(&format!("{executions}/{{execution_id}}/cancel"), post(panel::cancel))
+        .route(&format!("{BASE}/audit-log"), get(audit::page))
         .route("/dashboard/{*rest}", get(not_found).post(not_found))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
@@ -136,7 +139,7 @@ async fn home(Path(p): Path<ProjectPath>) -> Response {
 }
 
 async fn index() -> Response {
-    let header = html::Header { project_base: "", project_id: "", role: None, csrf: None };
+    let header = html::Header { project_base: "", project_id: "", role: None, person: false, csrf: None };
     let body = r#"<section class="message" aria-labelledby="message-title">
 <h1 id="message-title">Open a project</h1>
 <p>The dashboard lives at <code>/dashboard/orgs/{org_id}/projects/{project_id}</code>. <code>baton dev</code>
@@ -146,7 +149,7 @@ prints the URL of its project and writes it to <code>dev.json</code>.</p>
 }
 
 async fn not_found() -> Response {
-    let header = html::Header { project_base: "", project_id: "", role: None, csrf: None };
+    let header = html::Header { project_base: "", project_id: "", role: None, person: false, csrf: None };
     let body = r#"<section class="message" aria-labelledby="message-title">
 <h1 id="message-title">Page not found</h1>
 <p>There is no dashboard page at this address. Dashboard pages live under

@@ -13,7 +13,7 @@
 use super::access::{self, message_page};
 use super::html::{self, Header, esc};
 use super::session;
-use super::sign_in::{safe_next, session_cookie};
+use super::sign_in::{Opened, safe_next, session_cookie};
 use super::{ProjectPath, html_response, see_other};
 use crate::app::AppState;
 use axum::extract::{OriginalUri, Path, Query, State};
@@ -53,6 +53,9 @@ struct Flow {
 #[derive(Deserialize, Default)]
 pub(crate) struct StartQuery {
     next: Option<String>,
+    /// `another`: the provider is asked to authenticate the person again, so
+    /// they may choose another account than the one it remembers.
+    account: Option<String>,
 }
 
 /// Sends the browser to the provider.
@@ -72,7 +75,8 @@ pub(crate) async fn start(
         );
     }
     let secure = access::is_tls(&headers, &uri);
-    let begun = match state.coordinator.begin_person_sign_in(&path.org_id, &path.project_id).await {
+    let another_account = q.account.as_deref() == Some("another");
+    let begun = match state.coordinator.begin_person_sign_in(&path.org_id, &path.project_id, another_account).await {
         Ok(begun) => begun,
         Err(e) => return failure(&path, &e),
     };
@@ -103,7 +107,7 @@ pub(crate) struct CallbackQuery {
 
 /// A page about the sign-in itself, before any project is known for sure.
 fn flow_page(status: StatusCode, title: &str, text: &str, retry: Option<&str>) -> Response {
-    let header = Header { project_base: "", project_id: "", role: None, csrf: None };
+    let header = Header { project_base: "", project_id: "", role: None, person: false, csrf: None };
     let again = retry
         .map(|base| format!(r#"<p><a class="button" href="{}/sign-in">Sign in again</a></p>"#, esc(base)))
         .unwrap_or_default();
@@ -180,12 +184,13 @@ pub(crate) async fn callback(
         Ok(opened) => opened,
         Err(e) => return with_cleared(failure(&path, &e)),
     };
-    let Ok(cookie) = session_cookie(&state, &path, opened.session_token, opened.expires_at_ms, secure) else {
+    let session = Opened { token: opened.session_token, expires_at_ms: opened.expires_at_ms, person: true };
+    let Ok(cookie) = session_cookie(&state, &path, session, secure) else {
         return with_cleared(message_page(&path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", ""));
     };
     // The browser came here through the provider: a strict cookie set now is
     // not sent on a redirect of the same navigation, so a page moves it on.
-    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, person: false, csrf: None };
     let body = format!(
         r#"<section class="message" aria-labelledby="message-title">
 <h1 id="message-title">Signed in as {email}</h1>

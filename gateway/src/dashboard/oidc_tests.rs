@@ -94,7 +94,16 @@ async fn a_tampered_state_another_browser_and_refusals_get_clear_pages() {
         assert_eq!(a.status, status, "{uri}: {}", a.body);
         assert!(a.body.contains(says), "{uri}: {}", a.body);
         assert!(!a.cookies().iter().any(|c| c.starts_with(&format!("{}=bd1.", session::COOKIE))), "{uri}: no session");
+        if says == "no role in this project" {
+            // A person is offered another account of the provider, not another key.
+            assert!(a.body.contains("Sign in with another account"), "{}", a.body);
+            assert!(a.body.contains(&format!(r#"href="{BASE}/sign-in/oidc?account=another""#)), "{}", a.body);
+            assert!(!a.body.contains("another key"), "{}", a.body);
+        }
     }
+    // Choosing another account: the provider is asked to authenticate again.
+    let other = send(&h, get(&format!("{BASE}/sign-in/oidc?account=another"), None)).await;
+    assert_eq!(other.header(http::header::LOCATION), "http://idp.test/auth?state=st-1&prompt=login");
     // A flow cookie sealed by another gateway key is no flow.
     let foreign = format!("{FLOW_COOKIE}={}", session::seal_value(&[1u8; 32], b"x", &"x").expect("seal"));
     let a = send(&h, get(&format!("{CALLBACK}?code=good&state=st-1"), Some(&foreign))).await;

@@ -495,6 +495,7 @@ mod tests {
             can_cancel,
             can_status: false,
             csrf: "tok".into(),
+            person: false,
         }
     }
 

@@ -57,6 +57,9 @@ pub(super) struct Claims {
     /// Unix milliseconds after which the session is over.
     #[serde(rename = "x")]
     pub(crate) expires_ms: i64,
+    /// A person signed in with the OpenID provider (not with an API key).
+    #[serde(rename = "w", default)]
+    pub(crate) person: bool,
 }
 
 impl std::fmt::Debug for Claims {
@@ -65,6 +68,7 @@ impl std::fmt::Debug for Claims {
             .field("org_id", &self.org_id)
             .field("project_id", &self.project_id)
             .field("expires_ms", &self.expires_ms)
+            .field("person", &self.person)
             .finish_non_exhaustive()
     }
 }
@@ -183,6 +187,7 @@ mod tests {
             project_id: "p".into(),
             csrf: random_token().expect("token"),
             expires_ms: 10_000,
+            person: false,
         }
     }
 

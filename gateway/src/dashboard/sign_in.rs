@@ -69,7 +69,7 @@ impl Ways {
 
 fn form_page(path: &ProjectPath, ways: Ways, next: &str, token: &str, notice: Option<(&str, &str)>) -> String {
     let base = path.base();
-    let header = Header { project_base: &base, project_id: &path.project_id, role: None, csrf: None };
+    let header = Header { project_base: &base, project_id: &path.project_id, role: None, person: false, csrf: None };
     let notice = notice
         .map(|(kind, text)| {
             let role = if kind == "error" { "alert" } else { "status" };
@@ -201,7 +201,8 @@ pub(super) async fn submit(
                 Ok(opened) => opened,
                 Err(e) => return access::failure_page(&path, &e),
             };
-            let Ok(cookie) = session_cookie(&state, &path, opened.session_token, opened.expires_at_ms, secure) else {
+            let session = Opened { token: opened.session_token, expires_at_ms: opened.expires_at_ms, person: false };
+            let Ok(cookie) = session_cookie(&state, &path, session, secure) else {
                 return access::message_page(&path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "");
             };
             let mut r = see_other(&next);
@@ -212,23 +213,30 @@ pub(super) async fn submit(
     }
 }
 
-/// The `Set-Cookie` of a coordinator session just opened (a key's or a
-/// person's): its token sealed with a fresh CSRF token, for its lifetime.
+/// A coordinator session just opened: a key's, or a person's.
+pub(crate) struct Opened {
+    pub(crate) token: String,
+    pub(crate) expires_at_ms: i64,
+    pub(crate) person: bool,
+}
+
+/// The `Set-Cookie` of a session just opened: its token sealed with a fresh
+/// CSRF token, for its lifetime.
 pub(crate) fn session_cookie(
     state: &AppState,
     path: &ProjectPath,
-    session_token: String,
-    expires_at_ms: i64,
+    opened: Opened,
     secure: bool,
 ) -> Result<String, session::Error> {
     let now = baton_proto::clock::now_ms();
-    let lifetime = Duration::from_millis(u64::try_from(expires_at_ms - now).unwrap_or(0));
+    let lifetime = Duration::from_millis(u64::try_from(opened.expires_at_ms - now).unwrap_or(0));
     let claims = Claims {
-        session: session_token,
+        session: opened.token,
         org_id: path.org_id.clone(),
         project_id: path.project_id.clone(),
         csrf: session::random_token()?,
-        expires_ms: expires_at_ms,
+        expires_ms: opened.expires_at_ms,
+        person: opened.person,
     };
     let sealed = session::seal(&state.options.session_key, &claims)?;
     Ok(session::set_cookie(session::COOKIE, &sealed, lifetime, secure))

@@ -74,6 +74,7 @@ fn session_with(key: &[u8; 32], token: &str, project: &str, csrf: &str) -> Strin
         project_id: project.into(),
         csrf: csrf.into(),
         expires_ms: baton_proto::clock::now_ms() + 60_000,
+        person: token.starts_with("bdp_"),
     };
     format!("{}={}", session::COOKIE, session::seal(key, &claims).expect("seal"))
 }
@@ -104,6 +105,28 @@ async fn pages_carry_the_security_headers_and_no_store() {
     let page = send(&h, get("/dashboard/nope", None)).await;
     assert_eq!(page.status, StatusCode::NOT_FOUND);
     assert!(page.header(header::CONTENT_TYPE).starts_with("text/html"));
+}
+
+#[tokio::test]
+async fn the_audit_log_needs_a_session_of_the_project() {
+    let h = harness().await;
+    for cookie in [None, Some(session_cookie(&KEY, "p2", "t")), Some(session_cookie(&[7u8; 32], "p1", "t"))] {
+        let a = send(&h, get(&format!("{BASE}/audit-log?action=history.reveal"), cookie.as_deref())).await;
+        assert_eq!(a.status, StatusCode::SEE_OTHER, "{cookie:?}");
+        assert_eq!(
+            a.header(header::LOCATION),
+            format!(
+                "{BASE}/sign-in?next=%2Fdashboard%2Forgs%2Fo1%2Fprojects%2Fp1%2Faudit-log%3Faction%3Dhistory.reveal"
+            )
+        );
+    }
+    // A session whose key was revoked ends; an end user's token is refused, and offered another key.
+    let a = send(&h, get(&format!("{BASE}/audit-log"), Some(&session_cookie(&KEY, "p1", "t")))).await;
+    assert!(a.header(header::LOCATION).ends_with("&ended=1"), "{}", a.header(header::LOCATION));
+    let a = send(&h, get(&format!("{BASE}/audit-log"), Some(&session_with(&KEY, "alice", "p1", "t")))).await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert!(a.body.contains("End-user tokens cannot open the dashboard"), "{}", a.body);
+    assert!(a.body.contains("Sign in with another key") && !a.body.contains("another account"), "{}", a.body);
 }
 
 #[tokio::test]

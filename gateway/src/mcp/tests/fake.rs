@@ -465,8 +465,10 @@ impl Coordinator for Fake {
         if request.get_ref().project_id == "down" {
             return Err(WireError::new(ErrorCode::Unavailable, "the identity provider is unavailable").into_status());
         }
+        // Asked to let the person choose another account, the provider authenticates again.
+        let prompt = if request.get_ref().another_account { "&prompt=login" } else { "" };
         Ok(Response::new(BeginPersonSignInResponse {
-            authorize_url: "http://idp.test/auth?state=st-1".into(),
+            authorize_url: format!("http://idp.test/auth?state=st-1{prompt}"),
             state: "st-1".into(),
             nonce: "n-1".into(),
             pkce_verifier: "v-1".into(),
