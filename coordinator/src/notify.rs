@@ -1,20 +1,45 @@
 //! Wake-ups. Two kinds: "execution X changed" (wakes long polls) and "work is
 //! pending" (wakes the dispatcher). Local waiters are woken in-process; with
-//! Redis the same signals cross replicas over pub/sub. Signals are hints: every
-//! woken party re-reads the durable record.
+//! Redis the same signals cross replicas over pub/sub. Signals are hints: a
+//! woken party re-reads the durable record, unless every change since it last
+//! read was committed on this replica and described as one that cannot end its
+//! wait (a claim, while it waits for the result); see
+//! [`Watch::described_since`].
 //!
 //! A change reaches two kinds of party: a unary long poll holds a [`Watch`]
 //! (one per waiter), and a gateway's watch stream holds one [`Listener`] for
 //! all the executions it follows (one registration per execution and stream,
 //! however many of the gateway's callers wait on it).
 
+use crate::domain::Status;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 
+/// What a change committed on this replica left: the execution's version a
+/// caller can see (`changed_version`) and its status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Change {
+    pub(crate) version: i64,
+    pub(crate) status: Status,
+}
+
+/// The changes signalled to one execution's waiters.
+#[derive(Debug, Default)]
+struct Signalled {
+    /// How many so far.
+    count: u64,
+    /// The count at the last change that came undescribed (another replica's).
+    opaque_at: u64,
+    /// The newest described change.
+    newest: Option<Change>,
+}
+
+type Waiters = (Arc<Notify>, Arc<Mutex<Signalled>>, usize);
+
 #[derive(Default)]
 struct Registry {
-    waiters: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    waiters: Mutex<HashMap<String, Waiters>>,
     listeners: Mutex<HashMap<String, Vec<Arc<Listener>>>>,
 }
 
@@ -56,12 +81,32 @@ pub(crate) struct Watch {
     registry: Arc<Registry>,
     id: String,
     pub(crate) notify: Arc<Notify>,
+    signalled: Arc<Mutex<Signalled>>,
+}
+
+impl Watch {
+    /// A mark to take just before reading the execution: changes signalled
+    /// after it are the ones that read may not have seen.
+    pub(crate) fn mark(&self) -> u64 {
+        self.signalled.lock().unwrap_or_else(PoisonError::into_inner).count
+    }
+
+    /// The newest of the changes signalled since `mark`, when every one of
+    /// them was committed on this replica; None when any came from elsewhere
+    /// (or none came), and the execution must be read.
+    pub(crate) fn described_since(&self, mark: u64) -> Option<Change> {
+        let s = self.signalled.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.count == mark || s.opaque_at > mark {
+            return None;
+        }
+        s.newest
+    }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
         if let Ok(mut map) = self.registry.waiters.lock()
-            && let Some((_, count)) = map.get_mut(&self.id)
+            && let Some((_, _, count)) = map.get_mut(&self.id)
         {
             *count -= 1;
             if *count == 0 {
@@ -73,23 +118,34 @@ impl Drop for Watch {
 
 impl Changes {
     pub(crate) fn watch(&self, id: &str) -> Watch {
-        let notify = match self.registry.waiters.lock() {
+        let (notify, signalled) = match self.registry.waiters.lock() {
             Ok(mut map) => {
-                let entry = map.entry(id.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
-                entry.1 += 1;
-                entry.0.clone()
+                let entry = map.entry(id.to_owned()).or_insert_with(Default::default);
+                entry.2 += 1;
+                (entry.0.clone(), entry.1.clone())
             }
             // A poisoned lock only loses the wake-up; the waiter still times out.
-            Err(_) => Arc::new(Notify::new()),
+            Err(_) => Default::default(),
         };
-        Watch { registry: self.registry.clone(), id: id.to_owned(), notify }
+        Watch { registry: self.registry.clone(), id: id.to_owned(), notify, signalled }
     }
 
-    /// Wakes this replica's waiters and listeners on `id`.
-    pub(crate) fn changed_locally(&self, id: &str) {
+    /// Wakes this replica's waiters and listeners on `id`. `change` describes
+    /// a change committed here; one from elsewhere comes undescribed.
+    pub(crate) fn changed_locally(&self, id: &str, change: Option<Change>) {
         if let Ok(map) = self.registry.waiters.lock()
-            && let Some((notify, _)) = map.get(id)
+            && let Some((notify, signalled, _)) = map.get(id)
         {
+            {
+                let mut s = signalled.lock().unwrap_or_else(PoisonError::into_inner);
+                s.count += 1;
+                match change {
+                    // After-commit work of two transitions may run out of order.
+                    Some(c) if s.newest.is_none_or(|n| n.version <= c.version) => s.newest = Some(c),
+                    Some(_) => {}
+                    None => s.opaque_at = s.count,
+                }
+            }
             notify.notify_waiters();
         }
         let listeners = self.registry.listeners.lock().unwrap_or_else(PoisonError::into_inner);
@@ -122,7 +178,7 @@ impl Changes {
 
     #[cfg(test)]
     pub(crate) fn waiter_count(&self) -> usize {
-        self.registry.waiters.lock().map(|m| m.values().map(|(_, c)| c).sum()).unwrap_or(0)
+        self.registry.waiters.lock().map(|m| m.values().map(|(_, _, c)| c).sum()).unwrap_or(0)
     }
 }
 
@@ -140,7 +196,7 @@ mod tests {
         tokio::pin!(wa, wb);
         wa.as_mut().enable();
         wb.as_mut().enable();
-        changes.changed_locally("a");
+        changes.changed_locally("a", None);
         tokio::time::timeout(std::time::Duration::from_secs(1), wa).await.expect("a woken");
         assert!(futures_util::poll!(wb).is_pending());
         let extra = changes.watch("a");
@@ -157,7 +213,7 @@ mod tests {
         changes.listen("b", &one);
         changes.listen("a", &other);
         for id in ["a", "a", "b", "c"] {
-            changes.changed_locally(id);
+            changes.changed_locally(id, None);
         }
         one.marked().await;
         let mut taken = one.take();
@@ -167,8 +223,34 @@ mod tests {
         assert_eq!(other.take(), ["a"]);
         assert_eq!(changes.listener_count(), 3);
         changes.unlisten("a", &one);
-        changes.changed_locally("a");
+        changes.changed_locally("a", None);
         assert!(one.take().is_empty(), "an unlistened id marks nothing");
         assert_eq!(changes.listener_count(), 2);
+    }
+
+    #[test]
+    fn a_wait_may_skip_a_read_only_when_every_change_since_its_mark_was_described_here() {
+        let changes = Changes::default();
+        let w = changes.watch("a");
+        let working = |version| Some(Change { version, status: Status::Working });
+        let mark = w.mark();
+        assert_eq!(w.described_since(mark), None, "nothing changed: read");
+        changes.changed_locally("a", working(2));
+        assert_eq!(w.described_since(mark), working(2));
+        // After-commit work running late does not hide the newer change.
+        changes.changed_locally("a", working(1));
+        assert_eq!(w.described_since(mark), working(2));
+        // Another replica's change, even followed by one of ours (committed
+        // before it, signalled after it), means a read.
+        changes.changed_locally("a", None);
+        changes.changed_locally("a", working(3));
+        assert_eq!(w.described_since(mark), None);
+        let later = w.mark();
+        changes.changed_locally("a", Some(Change { version: 4, status: Status::Completed }));
+        assert_eq!(w.described_since(later), Some(Change { version: 4, status: Status::Completed }));
+        let other = changes.watch("b");
+        changes.changed_locally("b", working(9));
+        assert_eq!(w.described_since(later).map(|c| c.version), Some(4), "each execution apart");
+        assert_eq!(other.described_since(0), working(9));
     }
 }

@@ -107,7 +107,7 @@ impl Bus {
                                     continue;
                                 }
                                 if msg.get_channel_name() == changed {
-                                    body.split_whitespace().for_each(|id| changes.changed_locally(id));
+                                    body.split_whitespace().for_each(|id| changes.changed_locally(id, None));
                                 } else {
                                     wake.notify_one();
                                 }

@@ -27,19 +27,25 @@ pub(crate) struct Watched {
     /// The execution as last read; read again before trusting it when a
     /// change may have gone unseen.
     record: ExecutionRecord,
+    /// The watch's mark taken before `record` was read.
+    mark: u64,
     stale: bool,
+    /// A change this replica described happened since `record` was read:
+    /// not one that ends the wait, but `record` is not the latest either.
+    behind: bool,
 }
 
 /// A wake-up armed on an execution not read yet.
 pub(super) struct Armed {
     watch: Watch,
     notified: Pin<Box<OwnedNotified>>,
+    mark: u64,
 }
 
 impl Armed {
     /// `record`, read after the wake-up was armed.
     pub(super) fn with(self, record: ExecutionRecord) -> Watched {
-        Watched { watch: self.watch, notified: self.notified, record, stale: false }
+        Watched { watch: self.watch, notified: self.notified, record, mark: self.mark, stale: false, behind: false }
     }
 }
 
@@ -71,7 +77,8 @@ impl Engine {
     pub(super) fn watched(&self, id: &str) -> Armed {
         let watch = self.changes.watch(id);
         let notified = armed(&watch);
-        Armed { watch, notified }
+        let mark = watch.mark();
+        Armed { watch, notified, mark }
     }
 
     /// Starts an execution as [`Engine::start`] does, watched from before it
@@ -104,8 +111,7 @@ impl Engine {
         until: Instant,
         stop_on_input: bool,
     ) -> Result<Settled> {
-        let done =
-            |r: &ExecutionRecord| r.status().is_terminal() || (stop_on_input && r.status() == Status::InputRequired);
+        let done = |s: Status| s.is_terminal() || (stop_on_input && s == Status::InputRequired);
         let record = self.wait_until(authorization, scope, w, until, done).await?;
         let result_json = match (&record.output_ct, record.status()) {
             (Some(ct), Status::Completed) => {
@@ -116,33 +122,46 @@ impl Engine {
         Ok(Settled { record, result_json })
     }
 
-    /// The one wait loop: until `done` holds or `until` passes, woken by a
-    /// change or the safety re-read. Every read after the first authenticates
-    /// the caller again, so a credential revoked meanwhile gets 401, never the
-    /// execution.
+    /// The one wait loop: until the status is one `done` accepts or `until`
+    /// passes, woken by a change or the safety re-read. Every read after the
+    /// first authenticates the caller again, so a credential revoked meanwhile
+    /// gets 401, never the execution; what the wait answers is always such a
+    /// read. A wake-up by a change this replica committed and described as not
+    /// ending the wait (a claim, while it waits for the result) reads nothing.
     pub(super) async fn wait_until(
         &self,
         authorization: Option<&str>,
         scope: Scope<'_>,
         mut w: Watched,
         until: Instant,
-        done: impl Fn(&ExecutionRecord) -> bool,
+        done: impl Fn(Status) -> bool,
     ) -> Result<ExecutionRecord> {
         loop {
             if w.stale {
+                w.mark = w.watch.mark();
                 w.record = self.read_owned(authorization, scope, w.record.id.as_str()).await?.1;
-                w.stale = false;
+                (w.stale, w.behind) = (false, false);
             }
-            if done(&w.record) || Instant::now() >= until {
+            if done(w.record.status()) {
+                return Ok(w.record);
+            }
+            if Instant::now() >= until {
+                if w.behind {
+                    w.stale = true;
+                    continue;
+                }
                 return Ok(w.record);
             }
             let nap = until.min(Instant::now() + SAFETY_REREAD);
-            tokio::select! {
-                _ = w.notified.as_mut() => {}
-                _ = tokio::time::sleep_until(nap) => {}
-            }
+            let by_change = tokio::select! {
+                _ = w.notified.as_mut() => true,
+                _ = tokio::time::sleep_until(nap) => false,
+            };
             w.notified = armed(&w.watch);
-            w.stale = true;
+            match w.watch.described_since(w.mark).filter(|_| by_change) {
+                Some(c) if !done(c.status) => w.behind |= c.version > w.record.changed_version,
+                _ => w.stale = true,
+            }
         }
     }
 }

@@ -29,7 +29,7 @@ impl Engine {
         let data = EventData { remote_task_id: Some(m.remote_task_id), ..Default::default() };
         match self.store.apply(&at.execution_id, &event, &data, now).await? {
             Some(Ok(applied)) => {
-                self.after_commit(&applied.record, &applied.effects).await;
+                self.after_commit(&applied).await;
                 session.send(Command::Ack { attempt: at, kind: MessageKind::RemoteTask });
             }
             Some(Err((Ignored::NotHolder, _))) => {
@@ -76,7 +76,7 @@ impl Engine {
         let data = EventData { new_input_requests: published, payload_bytes, ..Default::default() };
         match self.store.apply(&at.execution_id, &event, &data, now_ms()).await? {
             Some(Ok(applied)) => {
-                self.after_commit(&applied.record, &applied.effects).await;
+                self.after_commit(&applied).await;
                 session.send(Command::Ack { attempt: at, kind: MessageKind::InputRequested });
             }
             Some(Err((Ignored::NotHolder, _))) => {
@@ -126,7 +126,7 @@ impl Engine {
         let Some(answered) = self.store.answer_input(id, request_key, &sealed, now_ms()).await? else {
             return Ok(true);
         };
-        self.after_commit(&answered.applied.record, &answered.applied.effects).await;
+        self.after_commit(&answered.applied).await;
         if let Some(lease) = answered.applied.record.state.phase.lease() {
             let msg = InputAnswer {
                 attempt: AttemptRef::new(id, answered.attempt),

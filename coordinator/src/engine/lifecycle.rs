@@ -411,7 +411,7 @@ impl Engine {
         let baseline = known_status.unwrap_or(record.status());
         let until = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let watched = watched.with(record);
-        let changed = |r: &ExecutionRecord| r.status() != baseline || r.status().is_terminal();
+        let changed = |s: Status| s != baseline || s.is_terminal();
         self.wait_until(authorization, scope, watched, until, changed).await
     }
 
@@ -497,7 +497,7 @@ impl Engine {
             Some(Err((Ignored::AlreadyRequested, r))) => Ok((CancelOutcome::StopAlreadyRequested, r)),
             Some(Err((_, r))) => Ok((CancelOutcome::StopDeliveryUnknown, r)),
             Some(Ok(applied)) => {
-                let delivered = self.after_commit(&applied.record, &applied.effects).await;
+                let delivered = self.after_commit(&applied).await;
                 let outcome = match (applied.record.status(), delivered) {
                     (Status::Cancelled, _) | (_, Some(true)) => CancelOutcome::Accepted,
                     _ => CancelOutcome::StopDeliveryUnknown,

@@ -57,9 +57,9 @@ use crate::admission::{self, Admission, Rejection, Ticket};
 use crate::authz::{self, Principal};
 use crate::crypto::{self, KeyRing};
 use crate::domain::{Effect, ExecutionId, Millis, StopReason};
-use crate::notify::Changes;
+use crate::notify::{Change, Changes};
 use crate::options::Options;
-use crate::store::{self, ExecutionRecord, Store};
+use crate::store::{self, Applied, ExecutionRecord, Store};
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -345,13 +345,16 @@ impl Engine {
     }
 
     /// Carries out what a committed transition asked for.
-    pub(crate) async fn after_commit(&self, record: &ExecutionRecord, effects: &[Effect]) -> Option<bool> {
-        self.changed(record.id.as_str());
-        if crate::webhooks::signal::signalled(record.status()) {
+    pub(crate) async fn after_commit(&self, applied: &Applied) -> Option<bool> {
+        let record = &applied.record;
+        self.changed(record);
+        // Only a commit that queued a delivery wakes the delivery loop: a
+        // project without endpoints costs it nothing (its poll is the net).
+        if applied.deliveries_queued {
             self.webhook_wake.notify_one();
         }
         let mut delivered = None;
-        for effect in effects {
+        for effect in &applied.effects {
             match effect {
                 Effect::Terminal => {
                     self.metrics.finished(record);
@@ -373,10 +376,12 @@ impl Engine {
         delivered
     }
 
-    /// Wakes long polls on every replica.
-    pub(crate) fn changed(&self, id: &str) {
-        self.changes.changed_locally(id);
-        self.bus.publish_changed(id);
+    /// Wakes long polls on every replica: this replica's with what `record`,
+    /// as just committed, says of the change.
+    pub(crate) fn changed(&self, record: &ExecutionRecord) {
+        let change = Change { version: record.changed_version, status: record.status() };
+        self.changes.changed_locally(record.id.as_str(), Some(change));
+        self.bus.publish_changed(record.id.as_str());
     }
 
     /// Wakes dispatchers on every replica.

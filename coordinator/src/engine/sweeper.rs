@@ -96,7 +96,7 @@ impl Engine {
     pub async fn sweep_once(&self, now: i64) -> SweepReport {
         let (report, applied) = self.store.sweep(now, self.options.owner_loss_grace_ms, 500).await;
         for a in &applied {
-            self.after_commit(&a.record, &a.effects).await;
+            self.after_commit(a).await;
         }
         if report != Default::default() {
             tracing::info!(?report, "sweep");

@@ -298,3 +298,22 @@ async fn a_restarted_coordinator_counts_the_open_executions_against_its_bounds()
     let fourth = restarted.start(w.bearer().as_deref(), req()).await;
     assert!(matches!(fourth, Err(super::Error::Capacity(_))), "two open before the restart count: {fourth:?}");
 }
+
+/// A foreground wait is not woken into a read by a change this replica
+/// committed that cannot end it (the claim, while it waits for the result):
+/// it reads only when it has to answer, here when its time is up.
+#[tokio::test]
+async fn a_claim_committed_here_costs_a_foreground_wait_no_read() {
+    let w = World::new().await;
+    let (_session, mut rx) = w.worker("w1", Vec::new()).await;
+    let (created, watched) =
+        w.engine.start_watched(w.bearer().as_deref(), w.start_request("Test.Echo")).await.expect("start");
+    assert_eq!(created.record.status(), Status::Pending);
+    assigned(&w.engine, &mut rx).await;
+    let asked = || w.engine.reads.asked.load(std::sync::atomic::Ordering::Relaxed);
+    let before = asked();
+    let until = tokio::time::Instant::now() + Duration::from_millis(200);
+    let settled = w.engine.settle_wait(w.bearer().as_deref(), w.scope(), watched, until, false).await.expect("wait");
+    assert_eq!(settled.record.status(), Status::Working, "what it answers is read when its time is up");
+    assert_eq!(asked() - before, 1, "no read for the claim's wake-up");
+}

@@ -24,6 +24,9 @@ pub struct EventRecord {
 pub struct Applied {
     pub(crate) record: ExecutionRecord,
     pub(crate) effects: Vec<Effect>,
+    /// Whether its commit queued a webhook delivery: only then is the
+    /// delivery loop worth waking.
+    pub(crate) deliveries_queued: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -162,7 +165,7 @@ impl Store {
             .collect();
         let written = persist_many(&mut tx, &pending, now).await?;
         self.commit(tx).await?;
-        Ok(written.into_iter().map(|record| Claimed { attempt: record.state.attempts, record }).collect())
+        Ok(written.records.into_iter().map(|record| Claimed { attempt: record.state.attempts, record }).collect())
     }
 
     /// Applies many events in one transaction (one commit), rows locked in id
@@ -196,8 +199,9 @@ impl Store {
             .collect();
         let written = persist_many(&mut tx, &pending, now).await?;
         self.commit(tx).await?;
-        for ((i, _, t), record) in decided.into_iter().zip(written) {
-            out[i] = Some(Ok(Applied { record, effects: t.effects }));
+        let queued = written.deliveries_queued;
+        for ((i, _, t), record) in decided.into_iter().zip(written.records) {
+            out[i] = Some(Ok(Applied { record, effects: t.effects, deliveries_queued: queued }));
         }
         for i in later {
             let (id, event, data) = &items[i];
@@ -225,9 +229,9 @@ impl Store {
             Ok(t) => t,
             Err(ignored) => return Ok(Some(Err((ignored, record)))),
         };
-        let record = persist(&mut tx, &record, event, &t, data, now).await?;
+        let (record, deliveries_queued) = persist(&mut tx, &record, event, &t, data, now).await?;
         self.commit(tx).await?;
-        Ok(Some(Ok(Applied { record, effects: t.effects })))
+        Ok(Some(Ok(Applied { record, effects: t.effects, deliveries_queued })))
     }
 }
 
@@ -275,7 +279,8 @@ pub(super) async fn delete_execution(tx: &mut Transaction<'_, Any>, id: &Executi
     Ok(())
 }
 
-/// Writes one transition computed by the state machine (see `write`).
+/// Writes one transition computed by the state machine (see `write`): the row
+/// as written, and whether a webhook delivery was queued.
 pub(super) async fn persist(
     tx: &mut Transaction<'_, Any>,
     before: &ExecutionRecord,
@@ -283,9 +288,11 @@ pub(super) async fn persist(
     t: &Transition,
     data: &EventData,
     now: Millis,
-) -> Result<ExecutionRecord> {
+) -> Result<(ExecutionRecord, bool)> {
     let pending = [Pending { before, event, transition: t, data }];
-    persist_many(tx, &pending, now).await?.pop().ok_or_else(|| Error::Corrupt(before.id.to_string()))
+    let mut written = persist_many(tx, &pending, now).await?;
+    let record = written.records.pop().ok_or_else(|| Error::Corrupt(before.id.to_string()))?;
+    Ok((record, written.deliveries_queued))
 }
 
 async fn attempts_on(pool: &AnyPool, execution_id: &ExecutionId) -> Result<Vec<AttemptRecord>> {

@@ -101,10 +101,10 @@ impl Store {
         };
         // The answer is kept with the record: it counts toward its retained bytes.
         let data = EventData { payload_bytes: response_ct.len() as i64, ..Default::default() };
-        let record = persist(&mut tx, &record, &event, &t, &data, now).await?;
+        let (record, deliveries_queued) = persist(&mut tx, &record, &event, &t, &data, now).await?;
         self.commit(tx).await?;
         Ok(Some(Answered {
-            applied: Applied { record, effects: t.effects },
+            applied: Applied { record, effects: t.effects, deliveries_queued },
             remote_key,
             attempt: u32::try_from(attempt).unwrap_or(0),
         }))

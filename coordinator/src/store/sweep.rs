@@ -141,10 +141,12 @@ impl Store {
                 Ok(written) => {
                     self.commit(tx).await?;
                     let effects = decided.into_iter().map(|(_, t)| t.effects);
+                    let deliveries_queued = written.deliveries_queued;
                     Ok(Ok(written
+                        .records
                         .into_iter()
                         .zip(effects)
-                        .map(|(record, effects)| Applied { record, effects })
+                        .map(|(record, effects)| Applied { record, effects, deliveries_queued })
                         .collect()))
                 }
                 Err(e) => Ok(Err((e, decided.into_iter().map(|(r, _)| r.id).collect::<Vec<_>>()))),

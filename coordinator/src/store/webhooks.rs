@@ -124,15 +124,16 @@ fn list(from: usize, n: usize) -> String {
 
 /// Writes the signals of a batch of transitions, one row per enabled endpoint
 /// of the signal's project, in the caller's transaction.
-pub(super) async fn enqueue(tx: &mut Transaction<'_, Any>, signals: &[Signal], now: Millis) -> Result<()> {
+/// Queues a delivery of each signal to each enabled endpoint of its project;
+/// answers how many were queued.
+pub(super) async fn enqueue(tx: &mut Transaction<'_, Any>, signals: &[Signal], now: Millis) -> Result<u64> {
     if signals.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let mut args = AnyArguments::default();
     let (values, insert) = enqueue_parts(&mut args, 1, signals, now)?;
     let sql = format!("WITH {values} {insert}");
-    sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).execute(&mut **tx).await?;
-    Ok(())
+    Ok(sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).execute(&mut **tx).await?.rows_affected())
 }
 
 /// The signals' values as a `w(…) AS (VALUES …)` list and the `INSERT … SELECT`

@@ -179,3 +179,58 @@ async fn a_project_holds_at_most_its_cap_of_endpoints() {
         assert_eq!(s.webhooks("p1").await.expect("list").len(), 2, "{}", b.name);
     }
 }
+
+/// A commit says whether it queued a delivery: the engine wakes the delivery
+/// loop on that alone, so a project without endpoints (or with its only one
+/// disabled) costs the loop no claim per settlement.
+#[tokio::test]
+async fn a_transition_says_whether_it_queued_a_delivery() {
+    for b in backends().await {
+        let s = &b.store;
+        s.create_org("org_1", "o", 1).await.expect("org");
+        for p in ["p1", "p2", "p3"] {
+            s.create_project(p, "org_1", p, 1).await.expect("project");
+        }
+        assert!(s.create_webhook(&endpoint("we_on", "p1", true), 10).await.expect("endpoint"));
+        assert!(s.create_webhook(&endpoint("we_off", "p3", false), 10).await.expect("endpoint"));
+        let settle_as = Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
+        let mut queued = Vec::new();
+        for (i, p) in ["p1", "p2", "p3"].into_iter().enumerate() {
+            let new = new_execution(p, "u1", None, "f", 1_000 + i as i64);
+            s.create_execution(&new).await.expect("create");
+            let claimed = s.claim(p, &tools(), "w", 1, 1_100, 9_000).await.expect("claim");
+            assert!(claimed.iter().all(|c| c.record.id == new.id), "{}", b.name);
+            // One alone, two in a batch: both write paths answer it.
+            let alone = s.apply(&new.id, &settle_as, &EventData::default(), 1_200).await.expect("apply");
+            let Some(Ok(applied)) = alone else { panic!("{}: settled", b.name) };
+            queued.push((p, applied.deliveries_queued));
+        }
+        assert_eq!(queued, [("p1", true), ("p2", false), ("p3", false)], "{}", b.name);
+
+        let mut ids = Vec::new();
+        for p in ["p2", "p2"] {
+            let new = new_execution(p, "u1", None, "f", 2_000);
+            s.create_execution(&new).await.expect("create");
+            ids.push(new.id);
+        }
+        assert_eq!(s.claim("p2", &tools(), "w", 2, 2_100, 9_000).await.expect("claim").len(), 2, "{}", b.name);
+        let items: Vec<_> = ids.iter().map(|id| (id.clone(), settle_as.clone(), EventData::default())).collect();
+        let answers = s.apply_batch(&items, 2_200).await.expect("batch");
+        let flags: Vec<Option<bool>> =
+            answers.iter().map(|a| a.as_ref().and_then(|a| a.as_ref().ok()).map(|a| a.deliveries_queued)).collect();
+        assert_eq!(flags, [Some(false), Some(false)], "{}: a project without endpoints", b.name);
+        assert!(s.create_webhook(&endpoint("we_p2", "p2", true), 3_000).await.expect("endpoint"));
+        let mut later = Vec::new();
+        for _ in 0..2 {
+            let new = new_execution("p2", "u1", None, "f", 3_000);
+            s.create_execution(&new).await.expect("create");
+            later.push(new.id);
+        }
+        assert_eq!(s.claim("p2", &tools(), "w", 2, 3_100, 9_000).await.expect("claim").len(), 2, "{}", b.name);
+        let items: Vec<_> = later.iter().map(|id| (id.clone(), settle_as.clone(), EventData::default())).collect();
+        let answers = s.apply_batch(&items, 3_200).await.expect("batch");
+        let flags: Vec<Option<bool>> =
+            answers.iter().map(|a| a.as_ref().and_then(|a| a.as_ref().ok()).map(|a| a.deliveries_queued)).collect();
+        assert_eq!(flags, [Some(true), Some(true)], "{}: once the project has an endpoint", b.name);
+    }
+}

@@ -150,30 +150,33 @@ pub(super) fn next_row(p: &Pending<'_>, now: Millis) -> ExecutionRecord {
     after
 }
 
+/// The rows as a batch wrote them, and whether it queued any webhook delivery
+/// (a signal of a project without endpoints queues none).
+pub(super) struct Written {
+    pub(super) records: Vec<ExecutionRecord>,
+    pub(super) deliveries_queued: bool,
+}
+
 /// Writes the transitions (distinct executions) and returns the rows as written.
 ///
 /// On Postgres the whole batch (rows, events, attempts, webhook signals) is one
 /// statement of data-modifying CTEs: one round trip where there were up to five,
 /// inside the caller's transaction all the same. SQLite, which has no such
 /// statements, writes each part as its own.
-pub(super) async fn persist_many(
-    tx: &mut Transaction<'_, Any>,
-    items: &[Pending<'_>],
-    now: Millis,
-) -> Result<Vec<ExecutionRecord>> {
+pub(super) async fn persist_many(tx: &mut Transaction<'_, Any>, items: &[Pending<'_>], now: Millis) -> Result<Written> {
     if items.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Written { records: Vec::new(), deliveries_queued: false });
     }
     let batch = Batch::plan(items, now);
-    if tx.backend_name() == "PostgreSQL" && batch.one_statement_holds() {
-        batch.write_as_one(tx).await?;
+    let deliveries = if tx.backend_name() == "PostgreSQL" && batch.one_statement_holds() {
+        batch.write_as_one(tx).await?
     } else {
-        batch.write_each(tx).await?;
-    }
+        batch.write_each(tx).await?
+    };
     for p in items {
         extras(tx, p, now).await?;
     }
-    Ok(batch.written)
+    Ok(Written { records: batch.written, deliveries_queued: deliveries > 0 })
 }
 
 /// A batch's rows as written, and how many of each part it writes.
@@ -340,8 +343,9 @@ impl<'a> Batch<'a> {
     }
 
     /// Every part in one statement; the count of rows updated says whether
-    /// each row still had the version it was read at.
-    async fn write_as_one(&self, tx: &mut Transaction<'_, Any>) -> Result<()> {
+    /// each row still had the version it was read at. Answers the webhook
+    /// deliveries it queued.
+    async fn write_as_one(&self, tx: &mut Transaction<'_, Any>) -> Result<u64> {
         let mut args = AnyArguments::default();
         let n = self.items.len();
         let days = self.days();
@@ -371,16 +375,19 @@ impl<'a> Batch<'a> {
         }
         if !self.signals.is_empty() {
             let (values, insert) = super::webhooks::enqueue_parts(&mut args, next, &self.signals, self.now)?;
-            sql += &format!(", {values}, h AS ({insert})");
+            sql += &format!(", {values}, h AS ({insert} RETURNING 1)");
+            sql += " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM h)";
+        } else {
+            sql += " SELECT count(*), 0::bigint FROM u";
         }
-        sql += " SELECT count(*) FROM u";
-        let updated: i64 =
-            sqlx::query_scalar_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&mut **tx).await?;
-        self.check_updated(u64::try_from(updated).unwrap_or(0))
+        let (updated, queued): (i64, i64) =
+            sqlx::query_as_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&mut **tx).await?;
+        self.check_updated(u64::try_from(updated).unwrap_or(0))?;
+        Ok(u64::try_from(queued).unwrap_or(0))
     }
 
-    /// Each part as a statement of its own.
-    async fn write_each(&self, tx: &mut Transaction<'_, Any>) -> Result<()> {
+    /// Each part as a statement of its own. Answers the webhook deliveries it queued.
+    async fn write_each(&self, tx: &mut Transaction<'_, Any>) -> Result<u64> {
         let n = self.items.len();
         let days = self.days();
         let mut rows = AnyArguments::default();

@@ -126,10 +126,10 @@ impl Deliverer {
                 // Attempts still running lose their lease later and are made again.
                 _ = shutdown.cancelled() => return,
                 Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
-                // Every settlement wakes this loop, also in projects without
-                // endpoints: after a claim that found nothing, claims are
-                // spaced out so that a busy system without webhooks does not
-                // pay a claim per transition.
+                // A commit that queued a delivery wakes this loop (on this
+                // replica; others find it by their poll). After a claim that
+                // found nothing (another replica took them), claims are spaced
+                // out so that a burst does not cost a claim per transition.
                 _ = async {
                     wake.notified().await;
                     if quiet {

@@ -30,6 +30,9 @@ impl coalesce::Job for Job {
 #[derive(Clone)]
 pub(crate) struct Reads {
     jobs: mpsc::Sender<Job>,
+    /// Reads asked for, for tests that count them.
+    #[cfg(test)]
+    pub(crate) asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Reads {
@@ -39,7 +42,11 @@ impl Reads {
             let store = store.clone();
             async move { read_batch(&store, batch).await }
         });
-        Reads { jobs }
+        Reads {
+            jobs,
+            #[cfg(test)]
+            asked: Default::default(),
+        }
     }
 
     /// The credential with `token_hash` (None when unknown) and execution `id`, if it exists.
@@ -63,6 +70,8 @@ impl Reads {
     }
 
     async fn read(&self, token_hash: Option<Vec<u8>>, id: Option<&ExecutionId>) -> store::Result<Found> {
+        #[cfg(test)]
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         coalesce::enqueue(&self.jobs, Job { token_hash, id: id.cloned(), reply })?;
         answer.await.map_err(coalesce::gone)?

@@ -98,7 +98,7 @@ impl Engine {
                 if let Err(e) = self.admission.started(&ticket(&c.record), now).await {
                     tracing::warn!(error = %e, "admission backlog release failed");
                 }
-                self.changed(c.record.id.as_str());
+                self.changed(&c.record);
             }));
             let mut undelivered = Vec::new();
             for c in &claimed {

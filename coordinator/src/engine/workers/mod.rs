@@ -310,7 +310,7 @@ impl Engine {
             };
             if let Some(Ok(applied)) = applied {
                 tracing::warn!(execution_id = %id, attempt, "assignment never reached the worker; claimable again");
-                self.after_commit(&applied.record, &applied.effects).await;
+                self.after_commit(&applied).await;
             }
         }
         self.wake_dispatch();
@@ -574,7 +574,7 @@ impl Engine {
                 Err(e) => out.push(Settled::Failed(e)),
             }
         }
-        futures_util::future::join_all(committed.iter().map(|a| self.after_commit(&a.record, &a.effects))).await;
+        futures_util::future::join_all(committed.iter().map(|a| self.after_commit(a))).await;
         session.return_slots(freed);
         self.slots_wake.notify_one();
         out
