@@ -11,6 +11,7 @@
 //! (and the refusal is itself audited, as `audit.read`).
 
 use super::access::{self, Viewer};
+use super::filters::{MAX_OFFSET, PAGE};
 use super::html::{self, esc, url_part};
 use super::list::here;
 use super::{ProjectPath, html_response};
@@ -22,11 +23,8 @@ use baton_proto::coordinator::v1 as pb;
 use baton_proto::error::ErrorCode;
 use http::{HeaderMap, StatusCode};
 
-/// Rows per page.
-const PAGE: u32 = 50;
 /// A filter value is at most this many characters (as the coordinator allows).
 const MAX_CHARS: usize = 128;
-const MAX_OFFSET: u32 = i32::MAX as u32;
 
 /// The page's filters, as they live in the URL.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

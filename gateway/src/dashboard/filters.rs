@@ -16,7 +16,8 @@ use time::{OffsetDateTime, PrimitiveDateTime};
 pub(super) const PAGE: u32 = 50;
 /// Filter values are at most this many characters (as in the history API).
 const MAX_CHARS: usize = 512;
-const MAX_OFFSET: u32 = i32::MAX as u32;
+/// The furthest a page may start (the coordinator's offsets are `i32`).
+pub(super) const MAX_OFFSET: u32 = i32::MAX as u32;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Filters {
