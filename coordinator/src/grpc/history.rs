@@ -3,7 +3,7 @@
 //! names become wire enums only through `baton_proto::names`.
 
 use super::authorization;
-use super::convert::status;
+use super::convert::{failure_reason, status};
 use super::status::to_status;
 use crate::domain::FailureReason;
 use crate::engine::history::{AttemptView, HistoryDetail, HistoryQuery, Reveal, RunOutcome};
@@ -24,17 +24,6 @@ fn outcome(o: pb::ExecutionOutcome) -> Option<RunOutcome> {
         pb::ExecutionOutcome::Unspecified => None,
         pb::ExecutionOutcome::Success => Some(RunOutcome::Success),
         pb::ExecutionOutcome::Failure => Some(RunOutcome::Failure),
-    }
-}
-
-pub(crate) fn failure_reason(r: FailureReason) -> pb::FailureReason {
-    match r {
-        FailureReason::ToolError => pb::FailureReason::ToolError,
-        FailureReason::DeadlineExceeded => pb::FailureReason::DeadlineExceeded,
-        FailureReason::OwnerLost => pb::FailureReason::OwnerLost,
-        FailureReason::UnsupportedInteraction => pb::FailureReason::UnsupportedInteraction,
-        FailureReason::InvocationRefused => pb::FailureReason::InvocationRefused,
-        FailureReason::ProtocolError => pb::FailureReason::ProtocolError,
     }
 }
 

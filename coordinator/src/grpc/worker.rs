@@ -3,7 +3,7 @@
 //! message is checked against the lease it names, under the session's bound
 //! worker id. Settlements are acknowledged only after they are durable.
 
-use super::convert::{input_action, message_kind, stop_reason};
+use super::convert::{decline_reason, input_action, message_kind, stop_reason};
 use super::status::to_status;
 use crate::engine::messages::{
     AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, Registration, RemoteInputRequest,
@@ -12,6 +12,7 @@ use crate::engine::messages::{
 use crate::engine::{CloseReason, Engine, FromWorker, Session, outbox};
 use crate::store::{ToolMetadata, ToolRecord};
 use baton_proto::clock::now_ms;
+use baton_proto::error::ErrorCode;
 use baton_proto::worker::v1::{
     self as wpb, CoordinatorMessage, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
     worker_session_server::WorkerSession,
@@ -276,7 +277,10 @@ pub fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
                 })
                 .collect(),
         }),
-        W::Declined(d) => FromWorker::Declined(attempt(d.execution_id, d.attempt)),
+        W::Declined(d) => {
+            let why = decline_reason(d.read_reason());
+            FromWorker::Declined(attempt(d.execution_id, d.attempt), why)
+        }
         W::InputDelivered(m) => FromWorker::InputDelivered(InputDelivered {
             attempt: attempt(m.execution_id, m.attempt),
             remote_key: m.remote_key,
@@ -333,7 +337,7 @@ fn to_worker(c: Command) -> Msg {
             execution_id: attempt.execution_id,
             attempt: attempt.attempt,
             kind: message_kind(k) as i32,
-            code: "permission_denied".into(),
+            code: ErrorCode::PermissionDenied.as_str().into(),
             message: "this worker does not hold the named attempt".into(),
         }),
     }

@@ -12,8 +12,8 @@ pub(super) mod sessions;
 pub(super) use dispatch::Round;
 
 use super::messages::{
-    AttemptRef, Command, Heartbeat, InputDelivered, InputRequested, MessageKind, Registration, RemoteTaskStarted,
-    Reported, Settlement,
+    AttemptRef, Command, DeclineReason, Heartbeat, InputDelivered, InputRequested, MessageKind, Registration,
+    RemoteTaskStarted, Reported, Settlement,
 };
 use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
@@ -46,7 +46,7 @@ pub enum FromWorker {
     InputRequested(InputRequested),
     InputDelivered(InputDelivered),
     /// The worker did not start an assignment (at capacity, or draining).
-    Declined(AttemptRef),
+    Declined(AttemptRef, DeclineReason),
 }
 
 static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
@@ -501,8 +501,9 @@ impl Engine {
                 FromWorker::RemoteTaskStarted(m) => self.remote_task_started(session, m).await,
                 FromWorker::InputRequested(m) => self.input_requested(session, m).await,
                 FromWorker::InputDelivered(m) => self.input_delivered(session, m).await,
-                FromWorker::Declined(attempt) => {
+                FromWorker::Declined(attempt, why) => {
                     // Nothing more for this session until its next heartbeat says it has room.
+                    tracing::debug!(worker_id = %session.worker_id, reason = why.as_str(), "assignment declined");
                     session.set_free(0);
                     self.undelivered(&session.worker_id, vec![(attempt.execution_id, attempt.attempt)], now_ms()).await
                 }
