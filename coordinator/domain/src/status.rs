@@ -99,9 +99,43 @@ mod tests {
     }
 
     #[test]
+    fn background_policies_are_stored_as_the_wire_names_them() {
+        for b in [Background::Forbidden, Background::Optional, Background::Required] {
+            assert_eq!(Background::parse(b.as_str()), Some(b));
+        }
+        assert_eq!(Background::parse("forbidden"), Some(Background::Forbidden));
+        assert_eq!(Background::parse(""), None);
+        assert_eq!(Background::parse("sometimes"), None);
+    }
+
+    #[test]
     fn exactly_three_statuses_are_terminal() {
         let terminal: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_terminal()).collect();
         assert_eq!(terminal, [Status::Completed, Status::Failed, Status::Cancelled]);
+    }
+}
+
+/// Whether a tool may run in the background, as its worker registered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Background {
+    /// Only a foreground MCP call: a REST start is refused.
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl Background {
+    /// The stored spelling (the wire's `BackgroundPolicy` names).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Background::Forbidden => "forbidden",
+            Background::Optional => "optional",
+            Background::Required => "required",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Background::Forbidden, Background::Optional, Background::Required].into_iter().find(|b| b.as_str() == s)
     }
 }
 

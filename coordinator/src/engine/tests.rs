@@ -145,7 +145,7 @@ fn test_tool(name: &str, background: &str) -> ToolRecord {
         toolkit_version: "1".into(),
         description: String::new(),
         input_schema: r#"{"type":"object"}"#.into(),
-        background: background.into(),
+        background: crate::domain::Background::parse(background),
         task_time_input: false,
         max_attempts: 1,
         max_ttl_ms: None,

@@ -3,7 +3,7 @@
 //! one spelling of every wire enum; the conversions here are enum to enum.
 
 use crate::authz::{Principal, Role};
-use crate::domain::{FailureReason, Status, StopReason, Surface};
+use crate::domain::{Background, FailureReason, Status, StopReason, Surface};
 use crate::engine::lifecycle::CancelOutcome;
 use crate::engine::messages::{DeclineReason, MessageKind};
 use crate::people::PersonRole;
@@ -79,6 +79,14 @@ pub(crate) fn failure_reason(r: FailureReason) -> pb::FailureReason {
         FailureReason::UnsupportedInteraction => pb::FailureReason::UnsupportedInteraction,
         FailureReason::InvocationRefused => pb::FailureReason::InvocationRefused,
         FailureReason::ProtocolError => pb::FailureReason::ProtocolError,
+    }
+}
+
+pub(crate) fn background(b: Background) -> wpb::BackgroundPolicy {
+    match b {
+        Background::Forbidden => wpb::BackgroundPolicy::Forbidden,
+        Background::Optional => wpb::BackgroundPolicy::Optional,
+        Background::Required => wpb::BackgroundPolicy::Required,
     }
 }
 
@@ -174,7 +182,7 @@ pub(crate) fn tool(t: &ToolRecord) -> pb::ToolDefinition {
         toolkit_version: t.toolkit_version.clone(),
         description: t.description.clone(),
         input_schema_json: t.input_schema.clone(),
-        background: wpb::BackgroundPolicy::from_name(&t.background).unwrap_or_default() as i32,
+        background: t.background.map_or(wpb::BackgroundPolicy::Unspecified, background) as i32,
         task_time_input: t.task_time_input,
         required_client_capabilities: t.required_client_capabilities.clone(),
         title: t.metadata.title.clone(),

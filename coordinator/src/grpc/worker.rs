@@ -5,6 +5,7 @@
 
 use super::convert::{decline_reason, input_action, message_kind, stop_reason};
 use super::status::to_status;
+use crate::domain::Background;
 use crate::engine::messages::{
     AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, Registration, RemoteInputRequest,
     RemoteTaskStarted, Reported, Settlement,
@@ -196,8 +197,8 @@ pub(super) fn registration(r: wpb::Register) -> Registration {
         .tools
         .into_iter()
         .map(|t| ToolRecord {
-            // Unspecified has the empty name, which the engine refuses.
-            background: t.background().name().to_owned(),
+            // A policy this release does not know is none, which the engine refuses.
+            background: Background::parse(t.background().name()),
             name: t.name,
             toolkit_name: t.toolkit_name,
             toolkit_version: t.toolkit_version,

@@ -38,7 +38,7 @@ fn flaky() -> ToolRecord {
         toolkit_version: "2.0.0".into(),
         description: String::new(),
         input_schema: r#"{"type":"object"}"#.into(),
-        background: "optional".into(),
+        background: Some(crate::domain::Background::Optional),
         task_time_input: false,
         max_attempts: 3,
         max_ttl_ms: None,

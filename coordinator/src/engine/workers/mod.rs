@@ -104,8 +104,8 @@ fn validated(mut t: ToolRecord, limits: ToolLimits) -> Result<ToolRecord> {
     if t.required_client_capabilities.iter().any(|c| c.is_empty() || c.len() > 64 || c.contains(',')) {
         return Err(Error::Invalid(format!("tool {:?}: a required client capability must be a plain name", t.name)));
     }
-    // `grpc` spells the policy; the empty name is a policy the wire did not know.
-    if t.background.is_empty() {
+    // `grpc` reads the policy; none is one the wire named that this release does not know.
+    if t.background.is_none() {
         return Err(Error::Invalid(format!("tool {:?}: background must be forbidden, optional or required", t.name)));
     }
     if !serde_json::from_str::<serde_json::Value>(&t.input_schema).is_ok_and(|v| v.is_object()) {
