@@ -115,6 +115,63 @@ mod tests {
     }
 }
 
+/// What an entry of an execution's event log records: `Event::name` of each
+/// logged event, and `created`, written with the row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Created,
+    Claimed,
+    Settled,
+    CancelRequested,
+    LeaseLapsed,
+    OwnerLost,
+    DeadlineExceeded,
+    Refused,
+    Undelivered,
+    RemoteTaskRecorded,
+    InputRequested,
+    InputAnswered,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 12] = [
+        EventKind::Created,
+        EventKind::Claimed,
+        EventKind::Settled,
+        EventKind::CancelRequested,
+        EventKind::LeaseLapsed,
+        EventKind::OwnerLost,
+        EventKind::DeadlineExceeded,
+        EventKind::Refused,
+        EventKind::Undelivered,
+        EventKind::RemoteTaskRecorded,
+        EventKind::InputRequested,
+        EventKind::InputAnswered,
+    ];
+
+    /// The stored spelling (the wire's `TimelineEvent` names).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Created => "created",
+            EventKind::Claimed => "claimed",
+            EventKind::Settled => "settled",
+            EventKind::CancelRequested => "cancel_requested",
+            EventKind::LeaseLapsed => "lease_lapsed",
+            EventKind::OwnerLost => "owner_lost",
+            EventKind::DeadlineExceeded => "deadline_exceeded",
+            EventKind::Refused => "refused",
+            EventKind::Undelivered => "undelivered",
+            EventKind::RemoteTaskRecorded => "remote_task_recorded",
+            EventKind::InputRequested => "input_requested",
+            EventKind::InputAnswered => "input_answered",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
 /// Whether a tool may run in the background, as its worker registered it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Background {

@@ -11,7 +11,7 @@ use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, history::Route};
 use crate::crypto::Field;
-use crate::domain::{FailureReason, Millis, Status};
+use crate::domain::{EventKind, FailureReason, Millis, Status};
 use crate::store::{AttemptRecord, EventRecord, ExecutionRecord, HistoryFilter, HistoryRow};
 use baton_proto::clock::now_ms;
 
@@ -268,7 +268,7 @@ impl Engine {
     fn attempt_view(&self, id: &str, a: AttemptRecord, timeline: &[EventRecord], outputs: bool) -> Result<AttemptView> {
         let ending: Vec<&EventRecord> =
             a.finished_at.map(|at| timeline.iter().filter(|e| e.at == at).collect()).unwrap_or_default();
-        let settled = ending.iter().any(|e| e.kind == "settled");
+        let settled = ending.iter().any(|e| e.kind == Some(EventKind::Settled));
         let cancelled = a.success == Some(false) && ending.iter().any(|e| e.status == Status::Cancelled.as_str());
         let (error, mut system_error) = if settled { (a.error_message, None) } else { (None, a.error_message) };
         if cancelled && error.is_none() && system_error.is_none() {

@@ -3,7 +3,7 @@
 //! one spelling of every wire enum; the conversions here are enum to enum.
 
 use crate::authz::{Principal, Role};
-use crate::domain::{Background, FailureReason, Status, StopReason, Surface};
+use crate::domain::{Background, EventKind, FailureReason, Status, StopReason, Surface};
 use crate::engine::lifecycle::CancelOutcome;
 use crate::engine::messages::{DeclineReason, MessageKind};
 use crate::people::PersonRole;
@@ -79,6 +79,23 @@ pub(crate) fn failure_reason(r: FailureReason) -> pb::FailureReason {
         FailureReason::UnsupportedInteraction => pb::FailureReason::UnsupportedInteraction,
         FailureReason::InvocationRefused => pb::FailureReason::InvocationRefused,
         FailureReason::ProtocolError => pb::FailureReason::ProtocolError,
+    }
+}
+
+pub(crate) fn timeline_event(k: EventKind) -> pb::TimelineEvent {
+    match k {
+        EventKind::Created => pb::TimelineEvent::Created,
+        EventKind::Claimed => pb::TimelineEvent::Claimed,
+        EventKind::Settled => pb::TimelineEvent::Settled,
+        EventKind::CancelRequested => pb::TimelineEvent::CancelRequested,
+        EventKind::LeaseLapsed => pb::TimelineEvent::LeaseLapsed,
+        EventKind::OwnerLost => pb::TimelineEvent::OwnerLost,
+        EventKind::DeadlineExceeded => pb::TimelineEvent::DeadlineExceeded,
+        EventKind::Refused => pb::TimelineEvent::Refused,
+        EventKind::Undelivered => pb::TimelineEvent::Undelivered,
+        EventKind::RemoteTaskRecorded => pb::TimelineEvent::RemoteTaskRecorded,
+        EventKind::InputRequested => pb::TimelineEvent::InputRequested,
+        EventKind::InputAnswered => pb::TimelineEvent::InputAnswered,
     }
 }
 

@@ -4,7 +4,7 @@
 use super::records::{AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, attempt_from_row, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Error, Result, Store};
-use crate::domain::{self, Effect, Event, Millis, Transition};
+use crate::domain::{self, Effect, Event, EventKind, Millis, Transition};
 use sqlx::AnyPool;
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
@@ -14,8 +14,9 @@ use sqlx::{AssertSqlSafe, Row, Transaction};
 pub struct EventRecord {
     pub(crate) seq: i64,
     pub(crate) at: Millis,
-    /// The event's name (`created`, `claimed`, `settled`, …).
-    pub(crate) kind: String,
+    /// What happened; `None` for a kind this release does not know (a newer
+    /// coordinator's, sharing the database during a rollout).
+    pub(crate) kind: Option<EventKind>,
     /// The status it left the execution in.
     pub(crate) status: String,
 }
@@ -304,7 +305,7 @@ async fn events_on(pool: &AnyPool, execution_id: &str) -> Result<Vec<EventRecord
             Ok(EventRecord {
                 seq: r.try_get("seq")?,
                 at: r.try_get("at")?,
-                kind: r.try_get("kind")?,
+                kind: EventKind::parse(&r.try_get::<String, _>("kind")?),
                 status: r.try_get("status")?,
             })
         })

@@ -271,7 +271,7 @@ mod tests {
         use baton_proto::coordinator::v1::ExecutionChange;
         let change = |seq, status: ExecutionStatus| {
             let mut change = ExecutionChange { seq, at_ms: 0, status: status as i32, ..Default::default() };
-            change.write_event("settled");
+            change.write_event(baton_proto::coordinator::v1::TimelineEvent::Settled);
             change
         };
         let missed = ListExecutionChangesResponse {

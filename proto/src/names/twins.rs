@@ -45,12 +45,9 @@ impl ExecutionChange {
         shown(self.read_event().name(), &self.kind)
     }
 
-    /// From the event log's spelling: one this build does not know (written
-    /// by a newer coordinator sharing the database) is sent as `Unspecified`
-    /// with its spelling.
-    pub fn write_event(&mut self, logged: &str) {
-        self.event = TimelineEvent::from_name(logged).unwrap_or_default() as i32;
-        self.kind = logged.to_owned();
+    pub fn write_event(&mut self, event: TimelineEvent) {
+        self.event = event as i32;
+        self.kind = event.name().to_owned();
     }
 }
 
@@ -113,7 +110,7 @@ mod tests {
         assert_eq!((who.project_role, who.role.as_str()), (Role::ReadOnly as i32, "read_only"));
 
         let mut change = ExecutionChange::default();
-        change.write_event("cancel_requested");
+        change.write_event(TimelineEvent::CancelRequested);
         assert_eq!((change.event, change.kind.as_str()), (TimelineEvent::CancelRequested as i32, "cancel_requested"));
     }
 
