@@ -341,7 +341,7 @@ impl Coordinator for Api {
             .changes
             .iter()
             .map(|e| {
-                let status = pb::ExecutionStatus::from_name(&e.status).unwrap_or_default() as i32;
+                let status = e.status.map_or(pb::ExecutionStatus::Unspecified, convert::status) as i32;
                 let mut change = pb::ExecutionChange { seq: e.seq, at_ms: e.at, status, ..Default::default() };
                 change.write_event(e.kind.map_or(pb::TimelineEvent::Unspecified, convert::timeline_event));
                 change

@@ -75,7 +75,7 @@ fn timeline_entry(e: &EventRecord) -> pb::TimelineEntry {
     pb::TimelineEntry {
         at_ms: e.at,
         event: e.kind.map_or(pb::TimelineEvent::Unspecified, timeline_event) as i32,
-        status: pb::ExecutionStatus::from_name(&e.status).unwrap_or_default() as i32,
+        status: e.status.map_or(pb::ExecutionStatus::Unspecified, status) as i32,
     }
 }
 

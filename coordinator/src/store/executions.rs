@@ -4,7 +4,7 @@
 use super::records::{AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, attempt_from_row, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Error, Result, Store};
-use crate::domain::{self, Effect, Event, EventKind, Millis, Transition};
+use crate::domain::{self, Effect, Event, EventKind, Millis, Status, Transition};
 use sqlx::AnyPool;
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
@@ -17,8 +17,9 @@ pub struct EventRecord {
     /// What happened; `None` for a kind this release does not know (a newer
     /// coordinator's, sharing the database during a rollout).
     pub(crate) kind: Option<EventKind>,
-    /// The status it left the execution in.
-    pub(crate) status: String,
+    /// The status it left the execution in; `None` for one this release does
+    /// not know.
+    pub(crate) status: Option<Status>,
 }
 
 #[derive(Clone, Debug)]
@@ -306,7 +307,7 @@ async fn events_on(pool: &AnyPool, execution_id: &str) -> Result<Vec<EventRecord
                 seq: r.try_get("seq")?,
                 at: r.try_get("at")?,
                 kind: EventKind::parse(&r.try_get::<String, _>("kind")?),
-                status: r.try_get("status")?,
+                status: Status::parse(&r.try_get::<String, _>("status")?),
             })
         })
         .collect()
