@@ -19,23 +19,47 @@ pub(crate) const RETENTION_MS: i64 = 400 * 86_400_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Actor {
     pub(crate) id: String,
-    pub(crate) kind: &'static str,
+    pub(crate) kind: ActorKind,
+}
+
+/// What kind of caller acted: a row's `actor_kind`, stored as `as_str` spells
+/// it. On the wire and in REST it stays text (decision 0051): rows are read
+/// back as written, a newer coordinator's kind included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ActorKind {
+    ApiKey,
+    /// A person signed in with the OpenID provider (engine/people.rs).
+    Person,
+    EndUser,
+    Worker,
+    Cli,
+}
+
+impl ActorKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::ApiKey => "api_key",
+            ActorKind::Person => "person",
+            ActorKind::EndUser => "end_user",
+            ActorKind::Worker => "worker",
+            ActorKind::Cli => "cli",
+        }
+    }
 }
 
 impl Actor {
     pub(crate) fn of(p: &Principal) -> Actor {
         let kind = match p {
-            // A person signed in with the OpenID provider (engine/people.rs).
-            Principal::ApiKey { credential_id, .. } if credential_id.starts_with("person:") => "person",
-            Principal::ApiKey { .. } => "api_key",
-            Principal::EndUser { .. } => "end_user",
-            Principal::Worker { .. } => "worker",
+            Principal::ApiKey { credential_id, .. } if credential_id.starts_with("person:") => ActorKind::Person,
+            Principal::ApiKey { .. } => ActorKind::ApiKey,
+            Principal::EndUser { .. } => ActorKind::EndUser,
+            Principal::Worker { .. } => ActorKind::Worker,
         };
         Actor { id: p.credential_id().to_owned(), kind }
     }
 
     pub fn cli() -> Actor {
-        Actor { id: "cli".into(), kind: "cli" }
+        Actor { id: "cli".into(), kind: ActorKind::Cli }
     }
 }
 
@@ -125,7 +149,7 @@ pub(crate) async fn append(store: &Store, actor: &Actor, r: Record<'_>) -> Resul
             project_id: r.project_id.map(str::to_owned),
             at,
             actor_id: actor.id.clone(),
-            actor_kind: actor.kind.to_owned(),
+            actor_kind: actor.kind.as_str().to_owned(),
             action: r.action.to_owned(),
             target,
             outcome: r.outcome.to_owned(),
@@ -172,14 +196,22 @@ fn folded_id(actor: &Actor, r: &Record<'_>, window: i64) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn actor_kinds_are_stored_as_0_1_spelled_them() {
+        let kinds = [ActorKind::ApiKey, ActorKind::Person, ActorKind::EndUser, ActorKind::Worker, ActorKind::Cli];
+        let spelled: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        assert_eq!(spelled, ["api_key", "person", "end_user", "worker", "cli"]);
+        assert_eq!(Actor::cli().kind.as_str(), "cli");
+    }
+
     fn refusal<'a>(action: &'static str, target: Option<&'a str>) -> Record<'a> {
         Record { org_id: "org_1", project_id: Some("p1"), action, target, outcome: outcome::REFUSED, detail: None }
     }
 
     #[test]
     fn a_minutes_refusals_of_one_credential_and_action_share_a_row() {
-        let a = Actor { id: "cred_a".into(), kind: "end_user" };
-        let b = Actor { id: "cred_b".into(), kind: "end_user" };
+        let a = Actor { id: "cred_a".into(), kind: ActorKind::EndUser };
+        let b = Actor { id: "cred_b".into(), kind: ActorKind::EndUser };
         let list = refusal(action::OPERATOR_LIST, None);
         assert_eq!(fold_window(&list), Some(REFUSAL_WINDOW_MS));
         assert_eq!(folded_id(&a, &list, 7), folded_id(&a, &refusal(action::OPERATOR_LIST, Some("te_x")), 7));
@@ -191,7 +223,7 @@ mod tests {
 
     #[test]
     fn a_polled_status_read_is_one_row_per_execution_but_payloads_and_cancels_are_each_a_row() {
-        let a = Actor { id: "cred_a".into(), kind: "api_key" };
+        let a = Actor { id: "cred_a".into(), kind: ActorKind::ApiKey };
         let read = |action, target| Record {
             org_id: "org_1",
             project_id: Some("p1"),

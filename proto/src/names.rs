@@ -7,9 +7,11 @@
 
 use crate::coordinator::v1::{
     CancelOutcome, CancelState, ExecutionOutcome, ExecutionStatus, ExecutionType, FailureReason, InputRequestState,
-    PrincipalKind, Surface, TimelineEvent, WebhookDeliveryStatus,
+    PrincipalKind, Role, Surface, TimelineEvent, WebhookDeliveryStatus,
 };
-use crate::worker::v1::{BackgroundPolicy, InputAction, MessageKind, StopReason};
+use crate::worker::v1::{BackgroundPolicy, DeclineReason, InputAction, MessageKind, StopReason};
+
+mod twins;
 
 /// For each enum: `ALL` (every value but `Unspecified`, in declaration order),
 /// `name` (empty for `Unspecified`) and `from_name` (`None` for any other
@@ -39,6 +41,17 @@ macro_rules! names {
             /// Every name, in declaration order (for schemas).
             pub fn names() -> impl Iterator<Item = &'static str> {
                 Self::ALL.iter().map(|v| v.name())
+            }
+
+            /// A value sent twice, as this enum and as its deprecated string
+            /// twin (decision 0051): the enum when it holds a value this
+            /// build knows, else the value the string names, else
+            /// `Unspecified` (a newer peer's value, or none sent).
+            pub fn read_twin(value: i32, name: &str) -> Self {
+                match Self::try_from(value) {
+                    Ok(v) if v != $ty::Unspecified => v,
+                    _ => Self::from_name(name).unwrap_or($ty::Unspecified),
+                }
             }
         }
     )+};
@@ -121,6 +134,16 @@ names! {
         InvocationRefused => "invocation_refused",
         ProtocolError => "protocol_error",
     }
+    Role {
+        Admin => "admin",
+        Operator => "operator",
+        Member => "member",
+        ReadOnly => "read_only",
+    }
+    DeclineReason {
+        AtCapacity => "at_capacity",
+        Draining => "draining",
+    }
     TimelineEvent {
         Created => "created",
         Claimed => "claimed",
@@ -195,6 +218,22 @@ mod tests {
         check!(FailureReason, "FAILURE_REASON_");
         check!(TimelineEvent, "TIMELINE_EVENT_");
         check!(WebhookDeliveryStatus, "WEBHOOK_DELIVERY_STATUS_");
+        check!(Role, "ROLE_");
+        check!(DeclineReason, "DECLINE_REASON_");
+    }
+
+    #[test]
+    fn a_twin_is_read_from_the_enum_first_then_from_the_string() {
+        let known = FailureReason::OwnerLost as i32;
+        // A sender of today fills both; one of 0.1 only the string.
+        assert_eq!(FailureReason::read_twin(known, "owner_lost"), FailureReason::OwnerLost);
+        assert_eq!(FailureReason::read_twin(0, "owner_lost"), FailureReason::OwnerLost);
+        // The enum wins over a string that disagrees.
+        assert_eq!(FailureReason::read_twin(known, "tool_error"), FailureReason::OwnerLost);
+        // A newer sender's value, in both fields, is unknown here: unspecified.
+        assert_eq!(FailureReason::read_twin(99, "meteor_strike"), FailureReason::Unspecified);
+        assert_eq!(FailureReason::read_twin(99, "tool_error"), FailureReason::ToolError);
+        assert_eq!(FailureReason::read_twin(0, ""), FailureReason::Unspecified);
     }
 
     #[test]

@@ -103,6 +103,8 @@ fn start() -> pb::StartExecutionRequest {
     }
 }
 
+// As 0.1 wrote it: `failure_reason` is the deprecated string twin of `failure`.
+#[allow(deprecated)]
 fn view() -> pb::ExecutionView {
     pb::ExecutionView {
         execution_id: "te_0123456789ABCDEFGHIJabcdefg".into(),
@@ -142,6 +144,7 @@ fn view() -> pb::ExecutionView {
             updated_at_ms: 1_767_225_600_150,
         }),
         cursor: 42,
+        failure: pb::FailureReason::Unspecified as i32,
     }
 }
 

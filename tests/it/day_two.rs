@@ -8,3 +8,4 @@ mod key_retirement;
 mod migrations;
 mod mixed_versions;
 mod skew;
+mod string_twins;

@@ -198,12 +198,11 @@ async fn forged_messages_change_nothing(settings: Settings) -> Result<()> {
         .await?;
         h.next(Duration::from_secs(10), refused(wpb::MessageKind::Heartbeat)).await?;
         // Declining the holder's assignment: not this worker's to give back.
-        h.send(worker_message::Msg::Declined(wpb::AssignmentDeclined {
-            execution_id: id.clone(),
-            attempt,
-            reason: "at_capacity".into(),
-        }))
-        .await?;
+        // As a 0.1 worker declines: the string only, no `cause`.
+        #[allow(deprecated)]
+        let declined =
+            wpb::AssignmentDeclined { execution_id: id.clone(), attempt, reason: "at_capacity".into(), cause: 0 };
+        h.send(worker_message::Msg::Declined(declined)).await?;
     }
 
     // Registering under the holder's worker id with another credential is

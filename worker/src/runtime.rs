@@ -15,7 +15,7 @@ use crate::supervise::Supervisor;
 use crate::wire::registration_of;
 use attempts::{Attempts, Key, Start};
 use baton_proto::worker::v1::{
-    self as wpb, MessageKind, StopReason, WorkerMessage, coordinator_message::Msg, worker_message,
+    self as wpb, DeclineReason, MessageKind, StopReason, WorkerMessage, coordinator_message::Msg, worker_message,
     worker_session_client::WorkerSessionClient,
 };
 use std::sync::{Arc, Mutex};
@@ -413,13 +413,14 @@ impl Worker {
             Start::Started => {}
             Start::Known => return,
             Start::Full => {
-                let reason = if draining { "draining" } else { "at_capacity" };
-                tracing::info!(execution_id = %a.execution_id, attempt = a.attempt, reason, "assignment declined");
-                let declined = wpb::AssignmentDeclined {
+                let reason = if draining { DeclineReason::Draining } else { DeclineReason::AtCapacity };
+                tracing::info!(execution_id = %a.execution_id, attempt = a.attempt, reason = reason.name(), "assignment declined");
+                let mut declined = wpb::AssignmentDeclined {
                     execution_id: a.execution_id.clone(),
                     attempt: a.attempt,
-                    reason: reason.into(),
+                    ..Default::default()
                 };
+                declined.write_reason(reason);
                 // Sent in order with everything else; if the session is gone, the
                 // next registration does not list the attempt, which proves the same.
                 if let Some(tx) = self.with_state(|s| s.outbox.clone()) {

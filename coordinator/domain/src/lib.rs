@@ -15,4 +15,4 @@ mod machine_tests;
 pub use id::{AttemptRef, ExecutionId};
 pub use machine::{Effect, Event, Ignored, Lease, Outcome, Phase, State, StopReason, Transition, apply};
 pub use policy::{Deadlines, Lifetime};
-pub use status::{FailureReason, Status, Surface};
+pub use status::{Background, EventKind, FailureReason, Status, Surface};

@@ -99,9 +99,100 @@ mod tests {
     }
 
     #[test]
+    fn background_policies_are_stored_as_the_wire_names_them() {
+        for b in [Background::Forbidden, Background::Optional, Background::Required] {
+            assert_eq!(Background::parse(b.as_str()), Some(b));
+        }
+        assert_eq!(Background::parse("forbidden"), Some(Background::Forbidden));
+        assert_eq!(Background::parse(""), None);
+        assert_eq!(Background::parse("sometimes"), None);
+    }
+
+    #[test]
     fn exactly_three_statuses_are_terminal() {
         let terminal: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_terminal()).collect();
         assert_eq!(terminal, [Status::Completed, Status::Failed, Status::Cancelled]);
+    }
+}
+
+/// What an entry of an execution's event log records: `Event::name` of each
+/// logged event, and `created`, written with the row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Created,
+    Claimed,
+    Settled,
+    CancelRequested,
+    LeaseLapsed,
+    OwnerLost,
+    DeadlineExceeded,
+    Refused,
+    Undelivered,
+    RemoteTaskRecorded,
+    InputRequested,
+    InputAnswered,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 12] = [
+        EventKind::Created,
+        EventKind::Claimed,
+        EventKind::Settled,
+        EventKind::CancelRequested,
+        EventKind::LeaseLapsed,
+        EventKind::OwnerLost,
+        EventKind::DeadlineExceeded,
+        EventKind::Refused,
+        EventKind::Undelivered,
+        EventKind::RemoteTaskRecorded,
+        EventKind::InputRequested,
+        EventKind::InputAnswered,
+    ];
+
+    /// The stored spelling (the wire's `TimelineEvent` names).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Created => "created",
+            EventKind::Claimed => "claimed",
+            EventKind::Settled => "settled",
+            EventKind::CancelRequested => "cancel_requested",
+            EventKind::LeaseLapsed => "lease_lapsed",
+            EventKind::OwnerLost => "owner_lost",
+            EventKind::DeadlineExceeded => "deadline_exceeded",
+            EventKind::Refused => "refused",
+            EventKind::Undelivered => "undelivered",
+            EventKind::RemoteTaskRecorded => "remote_task_recorded",
+            EventKind::InputRequested => "input_requested",
+            EventKind::InputAnswered => "input_answered",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// Whether a tool may run in the background, as its worker registered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Background {
+    /// Only a foreground MCP call: a REST start is refused.
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl Background {
+    /// The stored spelling (the wire's `BackgroundPolicy` names).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Background::Forbidden => "forbidden",
+            Background::Optional => "optional",
+            Background::Required => "required",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Background::Forbidden, Background::Optional, Background::Required].into_iter().find(|b| b.as_str() == s)
     }
 }
 

@@ -11,7 +11,7 @@ use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
 use crate::authz::{self, history::Route};
 use crate::crypto::Field;
-use crate::domain::{ExecutionId, FailureReason, Millis, Status};
+use crate::domain::{EventKind, ExecutionId, FailureReason, Millis, Status};
 use crate::store::{AttemptRecord, EventRecord, ExecutionRecord, HistoryFilter, HistoryRow};
 use baton_proto::clock::now_ms;
 
@@ -240,7 +240,7 @@ impl Engine {
         // timeline that has not reached the record's status is read again there.
         let mut timeline = self.store.history_events(id).await?;
         let mut attempts = self.store.history_attempts(id).await?;
-        if timeline.last().map(|e| e.status.as_str()) != Some(record.status().as_str()) {
+        if timeline.last().and_then(|e| e.status) != Some(record.status()) {
             timeline = self.store.list_events(id).await?;
             attempts = self.store.list_attempts(id).await?;
         }
@@ -275,8 +275,8 @@ impl Engine {
     ) -> Result<AttemptView> {
         let ending: Vec<&EventRecord> =
             a.finished_at.map(|at| timeline.iter().filter(|e| e.at == at).collect()).unwrap_or_default();
-        let settled = ending.iter().any(|e| e.kind == "settled");
-        let cancelled = a.success == Some(false) && ending.iter().any(|e| e.status == Status::Cancelled.as_str());
+        let settled = ending.iter().any(|e| e.kind == Some(EventKind::Settled));
+        let cancelled = a.success == Some(false) && ending.iter().any(|e| e.status == Some(Status::Cancelled));
         let (error, mut system_error) = if settled { (a.error_message, None) } else { (None, a.error_message) };
         if cancelled && error.is_none() && system_error.is_none() {
             system_error = Some(STOPPED_BY_CANCEL.to_owned());

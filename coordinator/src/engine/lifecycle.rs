@@ -8,7 +8,9 @@ use crate::admission::{Rejection, Ticket};
 use crate::audit::{action, outcome};
 use crate::authz::{self, Principal};
 use crate::crypto::Field;
-use crate::domain::{Deadlines, Event, ExecutionId, FailureReason, Ignored, Lifetime, Millis, Status, Surface};
+use crate::domain::{
+    Background, Deadlines, Event, ExecutionId, FailureReason, Ignored, Lifetime, Millis, Status, Surface,
+};
 use crate::store::{
     Claimed, Created, EventData, ExecutionRecord, ListFilter, NewExecution, RetentionSettings, ToolRecord,
 };
@@ -91,7 +93,7 @@ struct Starter {
 /// refused before anything is admitted or created (MCP checks the same policy
 /// per call in the gateway, where foreground calls exist).
 fn refuse_background_forbidden_over_rest(surface: Surface, tool: &ToolRecord) -> Result<()> {
-    if surface == Surface::Rest && tool.background == "forbidden" {
+    if surface == Surface::Rest && tool.background == Some(Background::Forbidden) {
         return Err(Error::PolicyRefused(format!(
             "tool {:?} forbids background execution; call it over MCP without a task",
             tool.name

@@ -118,6 +118,26 @@ pub enum MessageKind {
     InputDelivered,
 }
 
+/// Why a worker declined an assignment. Every reason is handled alike (the
+/// attempt never reached the tool, so it is claimable again); it is logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeclineReason {
+    AtCapacity,
+    Draining,
+    /// None stated, or one this release does not know (a newer worker's).
+    Unknown,
+}
+
+impl DeclineReason {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DeclineReason::AtCapacity => "at_capacity",
+            DeclineReason::Draining => "draining",
+            DeclineReason::Unknown => "unknown",
+        }
+    }
+}
+
 /// What the engine tells a worker.
 #[derive(Clone, Debug)]
 pub enum Command {

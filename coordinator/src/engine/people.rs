@@ -161,7 +161,7 @@ mod tests {
         let Principal::ApiKey { credential_id, role, permissions, .. } = &p else { panic!("{p:?}") };
         assert_eq!((credential_id.as_str(), *role), ("person:ann@x.org/sub-1", Role::Admin));
         assert_eq!(permissions, &["status", "payload", "cancel"]);
-        assert_eq!(crate::audit::Actor::of(&p).kind, "person");
+        assert_eq!(crate::audit::Actor::of(&p).kind, crate::audit::ActorKind::Person);
 
         // Revoked mid-session: the next request is refused, and says why.
         assert!(people::revoke_role(store, &w.project_id, &admins).await.expect("revoke"));

@@ -145,7 +145,7 @@ fn test_tool(name: &str, background: &str) -> ToolRecord {
         toolkit_version: "1".into(),
         description: String::new(),
         input_schema: r#"{"type":"object"}"#.into(),
-        background: background.into(),
+        background: crate::domain::Background::parse(background),
         task_time_input: false,
         max_attempts: 1,
         max_ttl_ms: None,
@@ -260,7 +260,7 @@ async fn a_resumed_watch_reads_only_the_changes_after_its_cursor() {
     let all = w.engine.changes_after(w.bearer().as_deref(), w.scope(), &id, 0).await.expect("changes");
     let seqs: Vec<i64> = all.changes.iter().map(|c| c.seq).collect();
     assert!(seqs.len() >= 3 && seqs.windows(2).all(|s| s[0] < s[1]), "created, claimed, settled in order: {seqs:?}");
-    assert_eq!(all.changes.last().map(|c| c.status.as_str()), Some("completed"));
+    assert_eq!(all.changes.last().and_then(|c| c.status), Some(Status::Completed));
     assert!(!all.gone);
     let later = w.engine.changes_after(w.bearer().as_deref(), w.scope(), &id, seqs[0]).await.expect("changes");
     assert_eq!(later.changes.iter().map(|c| c.seq).collect::<Vec<_>>(), seqs[1..], "only what came after");

@@ -260,7 +260,7 @@ impl Coordinator for Api {
                 out.user_id = user_id;
             }
             Principal::ApiKey { role, permissions, .. } => {
-                out.role = role.as_str().into();
+                out.write_role(convert::role(role));
                 out.permissions = permissions;
             }
             Principal::Worker { .. } => {}
@@ -319,13 +319,15 @@ impl Coordinator for Api {
             .complete_person_sign_in(&r.org_id, &r.project_id, &r.code, &r.pkce_verifier, &r.nonce)
             .await
             .map_err(to_status)?;
-        Ok(Response::new(pb::CompletePersonSignInResponse {
+        let mut out = pb::CompletePersonSignInResponse {
             session_token: opened.token,
             idle_ms: opened.idle_ms,
             expires_at_ms: opened.expires_at_ms,
             email: opened.email,
-            role: opened.role.as_str().to_owned(),
-        }))
+            ..Default::default()
+        };
+        out.write_role(convert::person_role(opened.role));
+        Ok(Response::new(out))
     }
 
     async fn list_execution_changes(
@@ -339,11 +341,11 @@ impl Coordinator for Api {
         let changes = missed
             .changes
             .iter()
-            .map(|e| pb::ExecutionChange {
-                seq: e.seq,
-                at_ms: e.at,
-                kind: e.kind.clone(),
-                status: pb::ExecutionStatus::from_name(&e.status).unwrap_or_default() as i32,
+            .map(|e| {
+                let status = e.status.map_or(pb::ExecutionStatus::Unspecified, convert::status) as i32;
+                let mut change = pb::ExecutionChange { seq: e.seq, at_ms: e.at, status, ..Default::default() };
+                change.write_event(e.kind.map_or(pb::TimelineEvent::Unspecified, convert::timeline_event));
+                change
             })
             .collect();
         Ok(Response::new(pb::ListExecutionChangesResponse { changes, gone: missed.gone }))

@@ -2,10 +2,11 @@
 //! own enums meet the wire enums. Text goes through `baton_proto::names`, the
 //! one spelling of every wire enum; the conversions here are enum to enum.
 
-use crate::authz::Principal;
-use crate::domain::{Status, StopReason, Surface};
+use crate::authz::{Principal, Role};
+use crate::domain::{Background, EventKind, FailureReason, Status, StopReason, Surface};
 use crate::engine::lifecycle::CancelOutcome;
-use crate::engine::messages::MessageKind;
+use crate::engine::messages::{DeclineReason, MessageKind};
+use crate::people::PersonRole;
 use crate::store::{ExecutionRecord, ToolRecord};
 use baton_proto::coordinator::v1 as pb;
 use baton_proto::worker::v1 as wpb;
@@ -70,6 +71,68 @@ pub(crate) fn message_kind(k: MessageKind) -> wpb::MessageKind {
     }
 }
 
+pub(crate) fn failure_reason(r: FailureReason) -> pb::FailureReason {
+    match r {
+        FailureReason::ToolError => pb::FailureReason::ToolError,
+        FailureReason::DeadlineExceeded => pb::FailureReason::DeadlineExceeded,
+        FailureReason::OwnerLost => pb::FailureReason::OwnerLost,
+        FailureReason::UnsupportedInteraction => pb::FailureReason::UnsupportedInteraction,
+        FailureReason::InvocationRefused => pb::FailureReason::InvocationRefused,
+        FailureReason::ProtocolError => pb::FailureReason::ProtocolError,
+    }
+}
+
+pub(crate) fn timeline_event(k: EventKind) -> pb::TimelineEvent {
+    match k {
+        EventKind::Created => pb::TimelineEvent::Created,
+        EventKind::Claimed => pb::TimelineEvent::Claimed,
+        EventKind::Settled => pb::TimelineEvent::Settled,
+        EventKind::CancelRequested => pb::TimelineEvent::CancelRequested,
+        EventKind::LeaseLapsed => pb::TimelineEvent::LeaseLapsed,
+        EventKind::OwnerLost => pb::TimelineEvent::OwnerLost,
+        EventKind::DeadlineExceeded => pb::TimelineEvent::DeadlineExceeded,
+        EventKind::Refused => pb::TimelineEvent::Refused,
+        EventKind::Undelivered => pb::TimelineEvent::Undelivered,
+        EventKind::RemoteTaskRecorded => pb::TimelineEvent::RemoteTaskRecorded,
+        EventKind::InputRequested => pb::TimelineEvent::InputRequested,
+        EventKind::InputAnswered => pb::TimelineEvent::InputAnswered,
+    }
+}
+
+pub(crate) fn background(b: Background) -> wpb::BackgroundPolicy {
+    match b {
+        Background::Forbidden => wpb::BackgroundPolicy::Forbidden,
+        Background::Optional => wpb::BackgroundPolicy::Optional,
+        Background::Required => wpb::BackgroundPolicy::Required,
+    }
+}
+
+/// A worker's reason, read from either field (`AssignmentDeclined::read_reason`).
+pub(crate) fn decline_reason(r: wpb::DeclineReason) -> DeclineReason {
+    match r {
+        wpb::DeclineReason::AtCapacity => DeclineReason::AtCapacity,
+        wpb::DeclineReason::Draining => DeclineReason::Draining,
+        wpb::DeclineReason::Unspecified => DeclineReason::Unknown,
+    }
+}
+
+pub(crate) fn role(r: Role) -> pb::Role {
+    match r {
+        Role::Admin => pb::Role::Admin,
+        Role::Member => pb::Role::Member,
+        Role::ReadOnly => pb::Role::ReadOnly,
+    }
+}
+
+pub(crate) fn person_role(r: PersonRole) -> pb::Role {
+    match r {
+        PersonRole::Admin => pb::Role::Admin,
+        PersonRole::Operator => pb::Role::Operator,
+        PersonRole::Member => pb::Role::Member,
+        PersonRole::ReadOnly => pb::Role::ReadOnly,
+    }
+}
+
 pub(crate) fn principal_kind(p: &Principal) -> pb::PrincipalKind {
     match p {
         Principal::EndUser { .. } => pb::PrincipalKind::EndUser,
@@ -86,7 +149,7 @@ pub(crate) fn input_action(name: &str) -> wpb::InputAction {
 
 pub(crate) fn view(r: &ExecutionRecord) -> pb::ExecutionView {
     let cancel_state = if r.state.cancel_requested { pb::CancelState::Requested } else { pb::CancelState::None };
-    pb::ExecutionView {
+    let mut view = pb::ExecutionView {
         execution_id: r.id.to_string(),
         status: status(r.status()) as i32,
         org_id: r.org_id.clone(),
@@ -107,14 +170,16 @@ pub(crate) fn view(r: &ExecutionRecord) -> pb::ExecutionView {
         retention_expires_at_ms: r.retention_expires_at,
         poll_interval_ms: r.poll_interval_ms,
         owner_loss_detection_at_ms: r.state.owner_loss_detection_at,
-        failure_reason: r.failure_reason().map(|f| f.as_str().to_owned()).unwrap_or_default(),
         error_message: r.error_message.clone().unwrap_or_default(),
         summary: r.summary.clone().unwrap_or_default(),
         input_requests: Vec::new(),
         cancel_state: cancel_state as i32,
         progress: progress(r),
         cursor: r.changed_version,
-    }
+        ..Default::default()
+    };
+    view.write_failure_reason(r.failure_reason().map(failure_reason).unwrap_or_default());
+    view
 }
 
 /// The tool's latest progress report, if any.
@@ -134,7 +199,7 @@ pub(crate) fn tool(t: &ToolRecord) -> pb::ToolDefinition {
         toolkit_version: t.toolkit_version.clone(),
         description: t.description.clone(),
         input_schema_json: t.input_schema.clone(),
-        background: wpb::BackgroundPolicy::from_name(&t.background).unwrap_or_default() as i32,
+        background: t.background.map_or(wpb::BackgroundPolicy::Unspecified, background) as i32,
         task_time_input: t.task_time_input,
         required_client_capabilities: t.required_client_capabilities.clone(),
         title: t.metadata.title.clone(),

@@ -3,7 +3,7 @@
 //! names become wire enums only through `baton_proto::names`.
 
 use super::authorization;
-use super::convert::status;
+use super::convert::{failure_reason, status, timeline_event};
 use super::status::to_status;
 use crate::domain::FailureReason;
 use crate::engine::history::{AttemptView, HistoryDetail, HistoryQuery, Reveal, RunOutcome};
@@ -24,17 +24,6 @@ fn outcome(o: pb::ExecutionOutcome) -> Option<RunOutcome> {
         pb::ExecutionOutcome::Unspecified => None,
         pb::ExecutionOutcome::Success => Some(RunOutcome::Success),
         pb::ExecutionOutcome::Failure => Some(RunOutcome::Failure),
-    }
-}
-
-pub(crate) fn failure_reason(r: FailureReason) -> pb::FailureReason {
-    match r {
-        FailureReason::ToolError => pb::FailureReason::ToolError,
-        FailureReason::DeadlineExceeded => pb::FailureReason::DeadlineExceeded,
-        FailureReason::OwnerLost => pb::FailureReason::OwnerLost,
-        FailureReason::UnsupportedInteraction => pb::FailureReason::UnsupportedInteraction,
-        FailureReason::InvocationRefused => pb::FailureReason::InvocationRefused,
-        FailureReason::ProtocolError => pb::FailureReason::ProtocolError,
     }
 }
 
@@ -85,8 +74,8 @@ fn item(r: &HistoryRow) -> pb::HistoryItem {
 fn timeline_entry(e: &EventRecord) -> pb::TimelineEntry {
     pb::TimelineEntry {
         at_ms: e.at,
-        event: pb::TimelineEvent::from_name(&e.kind).unwrap_or_default() as i32,
-        status: pb::ExecutionStatus::from_name(&e.status).unwrap_or_default() as i32,
+        event: e.kind.map_or(pb::TimelineEvent::Unspecified, timeline_event) as i32,
+        status: e.status.map_or(pb::ExecutionStatus::Unspecified, status) as i32,
     }
 }
 
@@ -234,9 +223,12 @@ mod tests {
         // Written by the store when it creates the row.
         names.push("created");
         for name in &names {
-            assert!(pb::TimelineEvent::from_name(name).is_some(), "{name}");
+            // Read back as the domain's kind, sent as the wire's event of the same name.
+            let kind = crate::domain::EventKind::parse(name);
+            assert_eq!(kind.map(|k| timeline_event(k).name()), Some(*name), "{name}");
         }
         assert_eq!(pb::TimelineEvent::ALL.len(), names.len());
+        assert_eq!(crate::domain::EventKind::ALL.len(), names.len());
     }
 
     #[test]

@@ -45,9 +45,9 @@ fn an_unknown_input_action_is_refused_from_an_owner_and_cancels_when_relayed() {
 }
 
 #[test]
-fn a_tool_with_an_unknown_background_policy_reaches_the_engine_as_the_empty_name() {
+fn a_tool_with_an_unknown_background_policy_reaches_the_engine_as_none() {
     let tool = wpb::ToolRegistration { name: "T".into(), background: FUTURE, ..Default::default() };
     let r = super::worker::registration(wpb::Register { tools: vec![tool], ..Default::default() });
     // `engine::workers::validated` refuses it (engine::tests::a_tool_with_a_background_policy_from_a_newer_sdk_is_refused).
-    assert_eq!(r.tools[0].background, "");
+    assert_eq!(r.tools[0].background, None);
 }

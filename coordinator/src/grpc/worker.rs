@@ -3,9 +3,9 @@
 //! message is checked against the lease it names, under the session's bound
 //! worker id. Settlements are acknowledged only after they are durable.
 
-use super::convert::{input_action, message_kind, stop_reason};
+use super::convert::{decline_reason, input_action, message_kind, stop_reason};
 use super::status::to_status;
-use crate::domain::ExecutionId;
+use crate::domain::{Background, ExecutionId};
 use crate::engine::messages::{
     AttemptRef, Command, Heartbeat, InputAnswer, InputDelivered, InputRequested, Registration, RemoteInputRequest,
     RemoteTaskStarted, Reported, Settlement,
@@ -13,6 +13,7 @@ use crate::engine::messages::{
 use crate::engine::{CloseReason, Engine, FromWorker, Session, outbox};
 use crate::store::{ToolMetadata, ToolRecord};
 use baton_proto::clock::now_ms;
+use baton_proto::error::ErrorCode;
 use baton_proto::worker::v1::{
     self as wpb, CoordinatorMessage, WorkerMessage, coordinator_message::Msg, settlement, worker_message,
     worker_session_server::WorkerSession,
@@ -203,8 +204,8 @@ pub(super) fn registration(r: wpb::Register) -> Registration {
         .tools
         .into_iter()
         .map(|t| ToolRecord {
-            // Unspecified has the empty name, which the engine refuses.
-            background: t.background().name().to_owned(),
+            // A policy this release does not know is none, which the engine refuses.
+            background: Background::parse(t.background().name()),
             name: t.name,
             toolkit_name: t.toolkit_name,
             toolkit_version: t.toolkit_version,
@@ -284,7 +285,10 @@ pub fn from_worker(m: WorkerMessage) -> Option<FromWorker> {
                 })
                 .collect(),
         }),
-        W::Declined(d) => FromWorker::Declined(attempt(&d.execution_id, d.attempt)?),
+        W::Declined(d) => {
+            let why = decline_reason(d.read_reason());
+            FromWorker::Declined(attempt(&d.execution_id, d.attempt)?, why)
+        }
         W::InputDelivered(m) => FromWorker::InputDelivered(InputDelivered {
             attempt: attempt(&m.execution_id, m.attempt)?,
             remote_key: m.remote_key,
@@ -341,7 +345,7 @@ fn to_worker(c: Command) -> Msg {
             execution_id: attempt.execution_id.into_string(),
             attempt: attempt.attempt,
             kind: message_kind(k) as i32,
-            code: "permission_denied".into(),
+            code: ErrorCode::PermissionDenied.as_str().into(),
             message: "this worker does not hold the named attempt".into(),
         }),
     }

@@ -97,7 +97,7 @@ async fn create_then_read_back_with_created_event() {
         assert_eq!(got.input_ct.as_deref(), Some(&[1u8, 2, 3][..]));
         let events = b.store.list_events(&new.id).await.expect("events");
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].kind, "created");
+        assert_eq!(events[0].kind, Some(crate::domain::EventKind::Created));
         assert!(b.store.get_execution(&ExecutionId::generate()).await.expect("get").is_none());
     }
 }
@@ -255,8 +255,14 @@ async fn settlement_completes_once_and_duplicates_are_ignored() {
         let attempts = b.store.list_attempts(&new.id).await.expect("attempts");
         assert_eq!(attempts[0].success, Some(true));
         assert_eq!(attempts[0].output_ct.as_deref(), Some(&[9u8; 4][..]));
-        let kinds: Vec<String> =
-            b.store.list_events(&new.id).await.expect("events").into_iter().map(|e| e.kind).collect();
+        let kinds: Vec<&str> = b
+            .store
+            .list_events(&new.id)
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.kind.map_or("", |k| k.as_str()))
+            .collect();
         assert_eq!(kinds, ["created", "claimed", "settled"]);
     }
 }

@@ -4,7 +4,7 @@
 use super::records::{AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, attempt_from_row, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Error, Result, Store};
-use crate::domain::{self, AttemptRef, Effect, Event, ExecutionId, Millis, Transition};
+use crate::domain::{self, AttemptRef, Effect, Event, EventKind, ExecutionId, Millis, Status, Transition};
 use sqlx::AnyPool;
 use sqlx::any::Any;
 use sqlx::{AssertSqlSafe, Row, Transaction};
@@ -14,10 +14,12 @@ use sqlx::{AssertSqlSafe, Row, Transaction};
 pub struct EventRecord {
     pub(crate) seq: i64,
     pub(crate) at: Millis,
-    /// The event's name (`created`, `claimed`, `settled`, …).
-    pub(crate) kind: String,
-    /// The status it left the execution in.
-    pub(crate) status: String,
+    /// What happened; `None` for a kind this release does not know (a newer
+    /// coordinator's, sharing the database during a rollout).
+    pub(crate) kind: Option<EventKind>,
+    /// The status it left the execution in; `None` for one this release does
+    /// not know.
+    pub(crate) status: Option<Status>,
 }
 
 #[derive(Clone, Debug)]
@@ -316,8 +318,8 @@ async fn events_on(pool: &AnyPool, execution_id: &ExecutionId) -> Result<Vec<Eve
             Ok(EventRecord {
                 seq: r.try_get("seq")?,
                 at: r.try_get("at")?,
-                kind: r.try_get("kind")?,
-                status: r.try_get("status")?,
+                kind: EventKind::parse(&r.try_get::<String, _>("kind")?),
+                status: Status::parse(&r.try_get::<String, _>("status")?),
             })
         })
         .collect()

@@ -2,7 +2,7 @@
 //! directory of live workers and coordinators.
 
 use super::{Result, Store};
-use crate::domain::Millis;
+use crate::domain::{Background, Millis};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -85,7 +85,10 @@ pub struct ToolRecord {
     pub(crate) toolkit_version: String,
     pub(crate) description: String,
     pub(crate) input_schema: String,
-    pub(crate) background: String,
+    /// `None`: a policy this release does not know (a newer worker's, or a
+    /// newer coordinator's row); registration refuses it, and a start treats
+    /// it as not forbidden.
+    pub(crate) background: Option<Background>,
     pub(crate) task_time_input: bool,
     pub(crate) max_attempts: u32,
     pub(crate) max_ttl_ms: Option<i64>,
@@ -126,7 +129,7 @@ pub(super) fn tool_from_row(row: &AnyRow) -> Result<ToolRecord> {
         toolkit_version: row.try_get("toolkit_version")?,
         description: row.try_get("description")?,
         input_schema: row.try_get("input_schema")?,
-        background: row.try_get("background")?,
+        background: Background::parse(&row.try_get::<String, _>("background")?),
         task_time_input: task_time_input != 0,
         max_attempts: u32::try_from(max_attempts).unwrap_or(1),
         max_ttl_ms: row.try_get("max_ttl_ms")?,

@@ -7,7 +7,7 @@
 
 use super::identity::{TOOL_COLUMNS, ToolRecord, tool_from_row};
 use super::{Result, Store};
-use crate::domain::Millis;
+use crate::domain::{Background, Millis};
 use sqlx::Row;
 
 /// Whether identity `tools.owner` still has a live token (SQL, inside a `tools` query).
@@ -131,7 +131,7 @@ impl Store {
                 .bind(&t.toolkit_version)
                 .bind(&t.description)
                 .bind(&t.input_schema)
-                .bind(&t.background)
+                .bind(t.background.map_or("", Background::as_str))
                 .bind(i64::from(t.task_time_input))
                 .bind(i64::from(t.max_attempts))
                 .bind(t.max_ttl_ms)
@@ -212,7 +212,7 @@ mod tests {
             toolkit_version: "1.0.0".into(),
             description: description.into(),
             input_schema: r#"{"type":"object"}"#.into(),
-            background: "optional".into(),
+            background: Some(crate::domain::Background::Optional),
             task_time_input: false,
             max_attempts: 1,
             max_ttl_ms: None,

@@ -136,8 +136,14 @@ async fn a_batch_of_settlements_writes_each_row_event_attempt_and_signal() {
             let attempts = b.store.list_attempts(id).await.expect("attempts");
             assert_eq!(attempts.len(), 1, "{}", b.name);
             assert_eq!((attempts[0].success, attempts[0].finished_at), (Some(success), Some(1_200)), "{}", b.name);
-            let events: Vec<String> =
-                b.store.list_events(id).await.expect("events").into_iter().map(|e| e.kind).collect();
+            let events: Vec<&str> = b
+                .store
+                .list_events(id)
+                .await
+                .expect("events")
+                .into_iter()
+                .map(|e| e.kind.map_or("", |k| k.as_str()))
+                .collect();
             assert_eq!(events, kinds, "{}", b.name);
         }
         let row = b.store.get_execution(&ids[1]).await.expect("get").expect("exists");

@@ -13,7 +13,7 @@ use super::session::{self, Claims};
 use crate::app::AppState;
 use crate::coordinator::{Bearer, Scope};
 use axum::response::{IntoResponse, Response};
-use baton_proto::coordinator::v1::PrincipalKind;
+use baton_proto::coordinator::v1::{PrincipalKind, Role, WhoAmIResponse};
 use baton_proto::error::{ErrorCode, WireError};
 use http::{HeaderMap, StatusCode, header};
 
@@ -39,7 +39,7 @@ impl Viewer {
         Header {
             project_base: &self.base,
             project_id: &self.scope.project_id,
-            role: Some(if self.admin { "admin" } else { "member" }),
+            role: Some(if self.admin { Role::Admin } else { Role::Member }.name()),
             person: self.person,
             csrf: Some(&self.csrf),
         }
@@ -126,20 +126,27 @@ pub(super) async fn check_key(
         }
         Err(e) => return Err(e),
     };
+    Ok(decide(who, path))
+}
+
+/// Whether the key `who` describes may look at the project of `path`.
+fn decide(who: WhoAmIResponse, path: &ProjectPath) -> Result<Access, Refusal> {
     let refusal = match who.kind() {
         PrincipalKind::EndUser => Some(Refusal::EndUser),
         PrincipalKind::Worker => Some(Refusal::Worker),
         PrincipalKind::ApiKey if who.org_id != path.org_id || who.project_id != path.project_id => {
             Some(Refusal::OtherProject)
         }
-        PrincipalKind::ApiKey if who.role == "admin" || who.role == "member" => None,
+        // A role this release does not know (a newer coordinator's) reads as
+        // unspecified and is refused, as a read-only key is.
+        PrincipalKind::ApiKey if matches!(who.read_role(), Role::Admin | Role::Member) => None,
         PrincipalKind::ApiKey => Some(Refusal::ReadOnly),
         PrincipalKind::Unspecified => Some(Refusal::Unknown),
     };
-    Ok(match refusal {
+    match refusal {
         Some(r) => Err(r),
-        None => Ok(Access { admin: who.role == "admin", permissions: who.permissions }),
-    })
+        None => Ok(Access { admin: who.read_role() == Role::Admin, permissions: who.permissions }),
+    }
 }
 
 /// Why a request gets no [`Viewer`].
@@ -375,6 +382,41 @@ mod tests {
             h.insert(http::HeaderName::from_bytes(k.as_bytes()).expect("name"), v.parse().expect("value"));
         }
         h
+    }
+
+    /// An API key of project `p` as a coordinator of `release` describes it.
+    #[allow(deprecated)]
+    fn key(role: Role, release: &str) -> WhoAmIResponse {
+        let mut who = WhoAmIResponse {
+            kind: PrincipalKind::ApiKey as i32,
+            org_id: "o".into(),
+            project_id: "p".into(),
+            ..Default::default()
+        };
+        match release {
+            // 0.1 spelled the role only.
+            "0.1" => who = WhoAmIResponse { role: role.name().into(), ..who },
+            _ => who.write_role(role),
+        }
+        who
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn a_role_is_read_from_either_release_and_an_unknown_one_is_refused() {
+        let path = ProjectPath { org_id: "o".into(), project_id: "p".into() };
+        for release in ["0.1", "today"] {
+            let admin = decide(key(Role::Admin, release), &path);
+            assert!(matches!(admin, Ok(Access { admin: true, .. })), "{release}");
+            let member = decide(key(Role::Member, release), &path);
+            assert!(matches!(member, Ok(Access { admin: false, .. })), "{release}");
+            for refused in [Role::ReadOnly, Role::Operator] {
+                assert!(matches!(decide(key(refused, release), &path), Err(Refusal::ReadOnly)), "{release}");
+            }
+        }
+        // A newer coordinator's role: neither field names one this release knows.
+        let newer = WhoAmIResponse { project_role: 42, role: "auditor".into(), ..key(Role::Admin, "today") };
+        assert!(matches!(decide(newer, &path), Err(Refusal::ReadOnly)));
     }
 
     #[test]

@@ -184,6 +184,7 @@ pub(crate) async fn callback(
         Ok(opened) => opened,
         Err(e) => return with_cleared(failure(&path, &e)),
     };
+    let role = opened.role_name().to_owned();
     let session = Opened { token: opened.session_token, expires_at_ms: opened.expires_at_ms, person: true };
     let Ok(cookie) = session_cookie(&state, &path, session, secure) else {
         return with_cleared(message_page(&path, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", ""));
@@ -198,7 +199,7 @@ pub(crate) async fn callback(
 <p><a class="button" id="continue" href="{next}">Continue</a></p>
 </section>"#,
         email = esc(&opened.email),
-        role = esc(&opened.role),
+        role = esc(&role),
         next = esc(&flow.next),
     );
     let page = html::page("Signed in", &header, &body).replacen(

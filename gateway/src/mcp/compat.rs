@@ -298,7 +298,7 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
             let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
             let failed = task_view::is_tool_failure(v);
             if failed {
-                structured["error"] = json!({"message": v.error_message, "failure_reason": v.failure_reason});
+                structured["error"] = json!({"message": v.error_message, "failure_reason": v.failure_reason_name()});
             }
             let ended = if failed { "failed" } else { "completed" };
             let mut content = vec![json!({"type": "text", "text": format!("Execution {} {ended}.", v.execution_id)})];
@@ -309,7 +309,7 @@ fn describe(ctx: &Ctx, snap: &Snapshot) -> Value {
         }
         Some(Err(e)) if v.status() == ExecutionStatus::Failed => {
             let mut structured = base();
-            structured["error"] = json!({"message": e.message, "failure_reason": v.failure_reason});
+            structured["error"] = json!({"message": e.message, "failure_reason": v.failure_reason_name()});
             tool_result(format!("Execution {} failed: {}", v.execution_id, e.message), structured, true)
         }
         Some(Err(_)) => tool_result(format!("Execution {} was cancelled.", v.execution_id), base(), false),

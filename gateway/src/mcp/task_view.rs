@@ -77,7 +77,7 @@ pub(super) fn settled(view: ExecutionView, result_json: Option<&str>) -> Snapsho
 
 /// Whether the execution ended because the tool itself reported a failure.
 pub(super) fn is_tool_failure(view: &ExecutionView) -> bool {
-    view.status() == ExecutionStatus::Failed && view.failure_reason == FailureReason::ToolError.name()
+    view.status() == ExecutionStatus::Failed && view.read_failure_reason() == FailureReason::ToolError
 }
 
 /// The tool's own failure as MCP's `CallToolResult`: its message as text
@@ -126,8 +126,8 @@ pub(super) fn outcome(s: &Snapshot) -> Option<Result<Value, RpcError>> {
 fn failure(view: &ExecutionView) -> RpcError {
     let message = if view.error_message.is_empty() { "the execution failed" } else { view.error_message.as_str() };
     let mut data = json!({"code": "execution_failed"});
-    if !view.failure_reason.is_empty() {
-        data["failureReason"] = view.failure_reason.clone().into();
+    if !view.failure_reason_name().is_empty() {
+        data["failureReason"] = view.failure_reason_name().into();
     }
     RpcError::new(INTERNAL_ERROR, message).with_data(data)
 }

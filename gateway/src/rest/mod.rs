@@ -325,8 +325,8 @@ async fn result(
                 "message": format!("execution {} has no result", status.name()),
                 "status": status.name(),
             });
-            if !execution.failure_reason.is_empty() {
-                error["failure_reason"] = execution.failure_reason.clone().into();
+            if !execution.failure_reason_name().is_empty() {
+                error["failure_reason"] = execution.failure_reason_name().into();
                 error["error_message"] = execution.error_message.clone().into();
             }
             Ok(json(StatusCode::CONFLICT, serde_json::json!({ "error": error })))

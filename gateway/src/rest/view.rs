@@ -45,7 +45,7 @@ pub(crate) fn owner(e: &ExecutionView) -> Value {
         "retention_expires_at": rfc3339(e.retention_expires_at_ms),
         "poll_interval_ms": e.poll_interval_ms,
         "owner_loss_detection_at": opt_time(e.owner_loss_detection_at_ms),
-        "failure_reason": non_empty(&e.failure_reason),
+        "failure_reason": non_empty(e.failure_reason_name()),
         "error_message": non_empty(&e.error_message),
         "cancel_state": e.cancel_state().name(),
         "input_requests": requests,

@@ -111,7 +111,7 @@ pub(crate) fn replay(execution_id: &str, after: i64, missed: &ListExecutionChang
         .changes
         .iter()
         .map(|c| {
-            json!({"type": "change", "execution_id": execution_id, "seq": c.seq, "kind": c.kind,
+            json!({"type": "change", "execution_id": execution_id, "seq": c.seq, "kind": c.event_name(),
                    "status": c.status().name(), "at": crate::json::rfc3339(c.at_ms)})
         })
         .collect()
@@ -269,8 +269,11 @@ mod tests {
     #[test]
     fn a_resume_replays_the_changes_in_order_or_says_they_are_gone() {
         use baton_proto::coordinator::v1::ExecutionChange;
-        let change =
-            |seq, status: ExecutionStatus| ExecutionChange { seq, at_ms: 0, kind: "k".into(), status: status as i32 };
+        let change = |seq, status: ExecutionStatus| {
+            let mut change = ExecutionChange { seq, at_ms: 0, status: status as i32, ..Default::default() };
+            change.write_event(baton_proto::coordinator::v1::TimelineEvent::Settled);
+            change
+        };
         let missed = ListExecutionChangesResponse {
             changes: vec![change(3, ExecutionStatus::Working), change(5, ExecutionStatus::Completed)],
             gone: false,

@@ -38,7 +38,7 @@ fn flaky() -> ToolRecord {
         toolkit_version: "2.0.0".into(),
         description: String::new(),
         input_schema: r#"{"type":"object"}"#.into(),
-        background: "optional".into(),
+        background: Some(crate::domain::Background::Optional),
         task_time_input: false,
         max_attempts: 3,
         max_ttl_ms: None,
@@ -130,7 +130,7 @@ async fn the_history_shows_every_attempt_and_opens_payloads_for_admins_only() {
     let errors: Vec<_> = plain.attempts.iter().map(|a| (a.number, a.success, a.error.as_deref())).collect();
     assert_eq!(errors, [(1, Some(false), Some("provider said 502")), (2, Some(true), None)]);
     assert!(plain.attempts.iter().all(|a| a.output.is_none() && a.error_detail.is_none() && a.system_error.is_none()));
-    let kinds: Vec<&str> = plain.timeline.iter().map(|e| e.kind.as_str()).collect();
+    let kinds: Vec<&str> = plain.timeline.iter().map(|e| e.kind.map_or("", |k| k.as_str())).collect();
     assert_eq!(kinds, ["created", "claimed", "settled", "claimed", "settled"]);
 
     let all = Reveal { inputs: true, outputs: true };

@@ -12,8 +12,8 @@ pub(super) mod sessions;
 pub(super) use dispatch::Round;
 
 use super::messages::{
-    AttemptRef, Command, Heartbeat, InputDelivered, InputRequested, MessageKind, Registration, RemoteTaskStarted,
-    Reported, Settlement,
+    AttemptRef, Command, DeclineReason, Heartbeat, InputDelivered, InputRequested, MessageKind, Registration,
+    RemoteTaskStarted, Reported, Settlement,
 };
 use super::{Engine, Error, Result, Scope};
 use crate::audit::{action, outcome};
@@ -46,7 +46,7 @@ pub enum FromWorker {
     InputRequested(InputRequested),
     InputDelivered(InputDelivered),
     /// The worker did not start an assignment (at capacity, or draining).
-    Declined(AttemptRef),
+    Declined(AttemptRef, DeclineReason),
 }
 
 static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
@@ -104,8 +104,8 @@ fn validated(mut t: ToolRecord, limits: ToolLimits) -> Result<ToolRecord> {
     if t.required_client_capabilities.iter().any(|c| c.is_empty() || c.len() > 64 || c.contains(',')) {
         return Err(Error::Invalid(format!("tool {:?}: a required client capability must be a plain name", t.name)));
     }
-    // `grpc` spells the policy; the empty name is a policy the wire did not know.
-    if t.background.is_empty() {
+    // `grpc` reads the policy; none is one the wire named that this release does not know.
+    if t.background.is_none() {
         return Err(Error::Invalid(format!("tool {:?}: background must be forbidden, optional or required", t.name)));
     }
     if !serde_json::from_str::<serde_json::Value>(&t.input_schema).is_ok_and(|v| v.is_object()) {
@@ -495,8 +495,9 @@ impl Engine {
                 FromWorker::RemoteTaskStarted(m) => self.remote_task_started(session, m).await,
                 FromWorker::InputRequested(m) => self.input_requested(session, m).await,
                 FromWorker::InputDelivered(m) => self.input_delivered(session, m).await,
-                FromWorker::Declined(attempt) => {
+                FromWorker::Declined(attempt, why) => {
                     // Nothing more for this session until its next heartbeat says it has room.
+                    tracing::debug!(worker_id = %session.worker_id, reason = why.as_str(), "assignment declined");
                     session.set_free(0);
                     self.undelivered(&session.worker_id, vec![attempt], now_ms()).await
                 }

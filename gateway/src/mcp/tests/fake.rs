@@ -146,7 +146,7 @@ impl Fake {
     pub(crate) fn fail_with(&self, id: &str, reason: &str, message: &str, detail: Option<&str>) {
         self.update(id, |e| {
             e.view.set_status(ExecutionStatus::Failed);
-            e.view.failure_reason = reason.into();
+            e.view.write_failure_reason(FailureReason::from_name(reason).unwrap_or_default());
             e.view.error_message = message.into();
             e.error_detail = detail.map(str::to_owned);
         });
@@ -334,7 +334,7 @@ impl Coordinator for Fake {
             None => (None, None),
         };
         let result_json = if view.status() == ExecutionStatus::Completed { result } else { None };
-        let error_detail_json = if view.failure_reason == "tool_error" { detail } else { None };
+        let error_detail_json = if view.read_failure_reason() == FailureReason::ToolError { detail } else { None };
         Ok(Response::new(GetResultResponse { execution: Some(view), result_json, error_detail_json }))
     }
 
@@ -398,16 +398,17 @@ impl Coordinator for Fake {
         let gateway = if user == "carol" { "gw2" } else { "gw1" };
         let session = &request.get_ref().mcp_session_id;
         let ended = self.0.state.lock().map(|s| s.ended_sessions.contains(session)).unwrap_or(false);
-        Ok(Response::new(WhoAmIResponse {
+        let mut who = WhoAmIResponse {
             mcp_session_ended: ended,
             kind: PrincipalKind::EndUser as i32,
             org_id: "org1".into(),
             project_id: "proj1".into(),
             gateway_id: gateway.into(),
             user_id: user.into(),
-            role: "member".into(),
-            permissions: Vec::new(),
-        }))
+            ..Default::default()
+        };
+        who.write_role(Role::Member);
+        Ok(Response::new(who))
     }
 
     async fn end_mcp_session(
@@ -487,13 +488,17 @@ impl Coordinator for Fake {
         }
         let refused = |code, message: &str| Err(WireError::new(code, message).into_status());
         match r.code.as_str() {
-            "good" => Ok(Response::new(CompletePersonSignInResponse {
-                session_token: "bdp_fake".into(),
-                idle_ms: 60_000,
-                expires_at_ms: now_ms() + 60_000,
-                email: "ann@x.org".into(),
-                role: "admin".into(),
-            })),
+            "good" => {
+                let mut signed_in = CompletePersonSignInResponse {
+                    session_token: "bdp_fake".into(),
+                    idle_ms: 60_000,
+                    expires_at_ms: now_ms() + 60_000,
+                    email: "ann@x.org".into(),
+                    ..Default::default()
+                };
+                signed_in.write_role(Role::Admin);
+                Ok(Response::new(signed_in))
+            }
             "used" => refused(ErrorCode::InvalidRequest, "the identity provider refused the code: invalid_grant"),
             "nobody" => refused(ErrorCode::PermissionDenied, "no_role: the person holds no role in this project"),
             _ => refused(ErrorCode::Unauthenticated, "the ID token is not valid: expired"),
