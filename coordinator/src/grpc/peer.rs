@@ -67,7 +67,7 @@ impl Peer for PeerService {
         let r = req.into_inner();
         let reason = convert::stop_reason_from_wire(r.reason())
             .ok_or_else(|| Status::invalid_argument("unknown stop reason"))?;
-        let execution_id = attempt_id(&r.execution_id)?;
+        let Some(execution_id) = ExecutionId::parse(&r.execution_id) else { return Ok(held_by_nobody()) };
         let delivered = match self.engine.session(&r.worker_id) {
             Some(session) => session.stop(&execution_id, r.attempt, reason),
             None => false,
@@ -81,7 +81,7 @@ impl Peer for PeerService {
     ) -> Result<Response<DeliverCancelResponse>, Status> {
         self.authorize(&req, INPUT, &input_digest(req.get_ref()))?;
         let r = req.into_inner();
-        let execution_id = attempt_id(&r.execution_id)?;
+        let Some(execution_id) = ExecutionId::parse(&r.execution_id) else { return Ok(held_by_nobody()) };
         let delivered = match self.engine.session(&r.worker_id) {
             Some(session) => session.send(Command::Answer(InputAnswer {
                 action: r.action().name().to_owned(),
@@ -95,9 +95,10 @@ impl Peer for PeerService {
     }
 }
 
-/// A peer names executions this cluster created; another shape is refused.
-fn attempt_id(id: &str) -> Result<ExecutionId, Status> {
-    ExecutionId::parse(id).ok_or_else(|| Status::invalid_argument("malformed execution id"))
+/// The answer about an id no execution can have: no session holds it, so
+/// nothing was delivered.
+fn held_by_nobody() -> Response<DeliverCancelResponse> {
+    Response::new(DeliverCancelResponse { delivered: false })
 }
 
 /// Calls to other replicas, one lazily connected channel per replica URL,
