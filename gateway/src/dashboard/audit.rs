@@ -11,7 +11,7 @@
 //! (and the refusal is itself audited, as `audit.read`).
 
 use super::access::{self, Viewer};
-use super::filters::{MAX_OFFSET, PAGE};
+use super::filters::{Invalid, PAGE, bounded_text, offset};
 use super::html::{self, esc, url_part};
 use super::list::here;
 use super::{ProjectPath, html_response};
@@ -38,30 +38,14 @@ pub(super) struct AuditFilters {
 impl AuditFilters {
     /// Reads the query's pairs; unknown names are ignored. An unusable value is named.
     pub(super) fn parse(pairs: &[(String, String)]) -> Result<AuditFilters, String> {
-        let text = |label: &str, v: &str| {
-            let v = v.trim();
-            if v.is_empty() {
-                Ok(None)
-            } else if v.chars().count() > MAX_CHARS || v.chars().any(char::is_control) {
-                Err(format!("{label} must be at most {MAX_CHARS} characters, without control characters"))
-            } else {
-                Ok(Some(v.to_owned()))
-            }
-        };
+        let text = |label: &str, v: &str| bounded_text(label, v, MAX_CHARS).map_err(|Invalid(m)| m);
         let mut f = AuditFilters::default();
         for (name, v) in pairs {
             match name.as_str() {
                 "action" => f.action = text("Action", v)?,
                 "actor_id" => f.actor_id = text("Who", v)?,
                 "outcome" => f.outcome = text("Outcome", v)?,
-                "offset" if v.is_empty() => f.offset = 0,
-                "offset" => {
-                    f.offset = v
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|o| *o <= MAX_OFFSET)
-                        .ok_or_else(|| "The page offset must be a whole number".to_owned())?
-                }
+                "offset" => f.offset = offset(v).map_err(|Invalid(m)| m)?,
                 _ => {}
             }
         }

@@ -17,7 +17,7 @@ pub(super) const PAGE: u32 = 50;
 /// Filter values are at most this many characters (as in the history API).
 const MAX_CHARS: usize = 512;
 /// The furthest a page may start (the coordinator's offsets are `i32`).
-pub(super) const MAX_OFFSET: u32 = i32::MAX as u32;
+const MAX_OFFSET: u32 = i32::MAX as u32;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Filters {
@@ -36,14 +36,31 @@ pub(super) struct Filters {
 pub(super) struct Invalid(pub String);
 
 fn text(label: &str, v: &str) -> Result<Option<String>, Invalid> {
+    bounded_text(label, v, MAX_CHARS)
+}
+
+/// A text filter: trimmed, none when empty, at most `max` characters and no
+/// control characters.
+pub(super) fn bounded_text(label: &str, v: &str, max: usize) -> Result<Option<String>, Invalid> {
     let v = v.trim();
     if v.is_empty() {
         return Ok(None);
     }
-    if v.chars().count() > MAX_CHARS || v.chars().any(char::is_control) {
-        return Err(Invalid(format!("{label} must be at most {MAX_CHARS} characters, without control characters")));
+    if v.chars().count() > max || v.chars().any(char::is_control) {
+        return Err(Invalid(format!("{label} must be at most {max} characters, without control characters")));
     }
     Ok(Some(v.to_owned()))
+}
+
+/// A page offset: empty is the first page.
+pub(super) fn offset(v: &str) -> Result<u32, Invalid> {
+    if v.is_empty() {
+        return Ok(0);
+    }
+    v.parse::<u32>()
+        .ok()
+        .filter(|o| *o <= MAX_OFFSET)
+        .ok_or_else(|| Invalid("The page offset must be a whole number".into()))
 }
 
 /// RFC 3339, or what a `datetime-local` field sends (`2026-11-30T15:04` or
@@ -103,14 +120,7 @@ impl Filters {
                 }
                 "start_time" => f.start_ms = moment("Created from", v)?,
                 "end_time" => f.end_ms = moment("Created before", v)?,
-                "offset" if v.is_empty() => f.offset = 0,
-                "offset" => {
-                    f.offset = v
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|o| *o <= MAX_OFFSET)
-                        .ok_or_else(|| Invalid("The page offset must be a whole number".into()))?
-                }
+                "offset" => f.offset = offset(v)?,
                 _ => {}
             }
         }
