@@ -82,6 +82,8 @@ pub struct Shared {
     pub(crate) shutdown: CancellationToken,
     /// Tool definitions `tools/call` plans with (see `mcp::tool_defs`).
     pub(crate) tool_defs: Arc<crate::tool_defs::ToolDefs>,
+    /// What credentials seen before are (see `known_callers`).
+    pub(crate) known_callers: Arc<crate::known_callers::KnownCallers>,
 }
 
 impl AppState {

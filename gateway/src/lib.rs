@@ -15,6 +15,7 @@ mod health;
 // Waiting at scale (issue #21): every parked wait on one coordinator stream.
 mod hub;
 mod json;
+mod known_callers;
 pub(crate) mod mcp;
 pub(crate) mod rest;
 mod serve;
@@ -79,6 +80,7 @@ pub(crate) fn state(options: Options, shutdown: CancellationToken) -> Result<App
         waits,
         shutdown,
         tool_defs: Default::default(),
+        known_callers: Default::default(),
     }))
 }
 

@@ -8,6 +8,7 @@ use super::error::RpcError;
 use super::protocol::{Era, TASKS_EXTENSION, TASKS_LEGACY_VERSION};
 use crate::app::AppState;
 use crate::coordinator::{Bearer, Coordinator, Scope};
+use crate::known_callers::Known;
 use crate::waits::WaitPermit;
 use base64::Engine;
 use futures_util::stream::BoxStream;
@@ -43,7 +44,11 @@ pub(super) fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Bearer, Rp
 pub(super) async fn credential_refusal(state: &AppState, headers: &HeaderMap) -> Option<RpcError> {
     match bearer(state, headers) {
         Err(missing) => Some(missing),
-        Ok(bearer) => state.coordinator.credential_refused(&bearer).await.map(RpcError::from),
+        Ok(bearer) => {
+            let refused = state.coordinator.credential_refused(&bearer).await?;
+            state.known_callers.forget(&bearer.0);
+            Some(refused.into())
+        }
     }
 }
 
@@ -81,8 +86,28 @@ impl Caller {
             hash.update([0u8]);
         }
         let principal = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash.finalize());
-        let scope = Scope { org_id: who.org_id, project_id: who.project_id, gateway_id: Some(gateway_id.to_owned()) };
-        Ok(Caller { state: state.clone(), bearer, scope, principal })
+        let known = Known { org_id: who.org_id, project_id: who.project_id, gateway_id: who.gateway_id, principal };
+        state.known_callers.keep(&bearer.0, known.clone());
+        Ok(Self::of(state, bearer, known, gateway_id))
+    }
+
+    /// The caller of a request the coordinator will authenticate anyway, from
+    /// what its credential was said to be before, without asking again
+    /// (`known_callers`); `None` when it was not seen, or is bound to another
+    /// gateway (the full path says why).
+    pub(super) fn known(state: &AppState, headers: &HeaderMap, gateway_id: &str) -> Option<Caller> {
+        let bearer = bearer(state, headers).ok()?;
+        let known = state.known_callers.get(&bearer.0)?;
+        if !known.gateway_id.is_empty() && known.gateway_id != gateway_id {
+            return None;
+        }
+        Some(Self::of(state, bearer, known, gateway_id))
+    }
+
+    fn of(state: &AppState, bearer: Bearer, known: Known, gateway_id: &str) -> Caller {
+        let scope =
+            Scope { org_id: known.org_id, project_id: known.project_id, gateway_id: Some(gateway_id.to_owned()) };
+        Caller { state: state.clone(), bearer, scope, principal: known.principal }
     }
 
     /// The client every coordinator call of this caller goes through, with

@@ -129,9 +129,21 @@ async fn modern_message(state: &AppState, gateway_id: &str, headers: &HeaderMap,
     if !modern::serves(&method, state.options.native_mcp_tasks) {
         return refuse(RpcError::method_not_found(&method)).await;
     }
-    let caller = match Caller::authenticate(state, headers, gateway_id).await {
-        Ok(c) => c,
-        Err(e) => return error_response(Era::Modern, Some(&id), e),
+    // A call the coordinator authenticates anyway, of a credential seen before,
+    // skips `WhoAmI`; whatever error it ends with is answered as the full path
+    // would, the credential checked first (401 before any other refusal).
+    let known = if modern::authenticated_downstream(state, &method, &params) {
+        Caller::known(state, headers, gateway_id)
+    } else {
+        None
+    };
+    let vouched = known.is_none();
+    let caller = match known {
+        Some(c) => c,
+        None => match Caller::authenticate(state, headers, gateway_id).await {
+            Ok(c) => c,
+            Err(e) => return error_response(Era::Modern, Some(&id), e),
+        },
     };
     let ctx = Ctx {
         caller,
@@ -142,6 +154,9 @@ async fn modern_message(state: &AppState, gateway_id: &str, headers: &HeaderMap,
         elicitation: false,
     };
     let outcome = crate::telemetry::mcp_operation(&method, &params, modern::dispatch(&ctx, &method, &params)).await;
+    if !vouched && outcome.is_err() {
+        return unverified(state, headers, Era::Modern, Some(&id), || reply(Era::Modern, &id, outcome)).await;
+    }
     reply(Era::Modern, &id, outcome)
 }
 

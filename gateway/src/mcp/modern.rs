@@ -9,7 +9,8 @@ use super::error::RpcError;
 use super::guard::{BadHeader, PROTOCOL_VERSION_HEADER, header};
 use super::jsonrpc::{Message, str_param};
 use super::protocol::{LEGACY_VERSIONS, MODERN_VERSION, TASKS_EXTENSION};
-use super::{tasks_v2, tools};
+use super::{compat, tasks_v2, tools};
+use crate::app::AppState;
 use http::HeaderMap;
 use serde_json::{Map, Value, json};
 
@@ -111,6 +112,21 @@ pub(super) fn discover(native_tasks: bool) -> Value {
         "ttlMs": 60_000,
         "cacheScope": "public",
     })
+}
+
+/// Whether every answer of `method` but an error comes from a coordinator
+/// call made with the caller's own credential, so the gateway need not
+/// authenticate it first: a `tools/call` of a Baton tool (the compatibility
+/// tools answer some mistakes themselves), and the task methods.
+pub(super) fn authenticated_downstream(state: &AppState, method: &str, params: &Map<String, Value>) -> bool {
+    match method {
+        "tasks/get" | "tasks/update" | "tasks/cancel" => true,
+        "tools/call" => params
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|name| compat::Tool::parse(&state.options.compat_prefix, name).is_none()),
+        _ => false,
+    }
 }
 
 pub(super) async fn dispatch(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> Result<Reply, RpcError> {

@@ -33,6 +33,9 @@ struct State {
     /// What the next cancel of a running execution answers (default: accepted).
     next_cancel_outcome: Option<CancelOutcome>,
     ended_sessions: std::collections::BTreeSet<String>,
+    /// Users whose token was revoked: every call of theirs is refused.
+    revoked: std::collections::BTreeSet<&'static str>,
+    who_am_i_calls: u64,
 }
 
 struct Inner {
@@ -67,7 +70,7 @@ pub(super) fn text_result(text: &str, is_error: bool) -> String {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error}).to_string()
 }
 
-fn user_of<T>(request: &Request<T>) -> Result<&'static str, Status> {
+fn token_user<T>(request: &Request<T>) -> Result<&'static str, Status> {
     let token = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
     match token {
         "Bearer alice" => Ok("alice"),
@@ -114,6 +117,25 @@ impl Fake {
             let _ = tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming).await;
         });
         (addr, handle)
+    }
+
+    /// The user of the request's token, unless it is unknown or revoked.
+    fn user_of<T>(&self, request: &Request<T>) -> Result<&'static str, Status> {
+        let user = token_user(request)?;
+        if self.lock().revoked.contains(user) {
+            return Err(WireError::new(ErrorCode::Unauthenticated, "invalid credential").into_status());
+        }
+        Ok(user)
+    }
+
+    /// Revokes `user`'s token.
+    pub(crate) fn revoke(&self, user: &'static str) {
+        self.lock().revoked.insert(user);
+    }
+
+    /// How many `WhoAmI` calls were made.
+    pub(crate) fn who_am_i_calls(&self) -> u64 {
+        self.lock().who_am_i_calls
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -223,7 +245,7 @@ impl Coordinator for Fake {
         &self,
         request: Request<StartExecutionRequest>,
     ) -> Result<Response<StartExecutionResponse>, Status> {
-        let user = user_of(&request)?;
+        let user = self.user_of(&request)?;
         let r = request.into_inner();
         let mut state = self.lock();
         if let Some(e) = state.next_start_error.take() {
@@ -279,12 +301,12 @@ impl Coordinator for Fake {
     }
 
     async fn get_execution(&self, request: Request<GetExecutionRequest>) -> Result<Response<ExecutionView>, Status> {
-        let user = user_of(&request)?;
+        let user = self.user_of(&request)?;
         self.owned(user, &request.get_ref().execution_id).map(Response::new)
     }
 
     async fn wait_execution(&self, request: Request<WaitExecutionRequest>) -> Result<Response<ExecutionView>, Status> {
-        let user = user_of(&request)?;
+        let user = self.user_of(&request)?;
         let r = request.into_inner();
         let mut rx = self.0.changed.subscribe();
         let deadline = tokio::time::Instant::now() + Duration::from_millis(r.wait_ms.max(0) as u64);
@@ -305,7 +327,7 @@ impl Coordinator for Fake {
         &self,
         request: Request<ListExecutionsRequest>,
     ) -> Result<Response<ListExecutionsResponse>, Status> {
-        let user = user_of(&request)?;
+        let user = self.user_of(&request)?;
         let r = request.into_inner();
         let start: usize = match r.cursor.as_str() {
             "" => 0,
@@ -327,7 +349,7 @@ impl Coordinator for Fake {
     }
 
     async fn get_result(&self, request: Request<GetResultRequest>) -> Result<Response<GetResultResponse>, Status> {
-        let user = user_of(&request)?;
+        let user = self.user_of(&request)?;
         let view = self.owned(user, &request.get_ref().execution_id)?;
         let (result, detail) = match self.lock().executions.get(&view.execution_id) {
             Some(e) => (e.result.clone(), e.error_detail.clone()),
@@ -342,7 +364,7 @@ impl Coordinator for Fake {
         &self,
         request: Request<ProvideInputRequest>,
     ) -> Result<Response<ProvideInputResponse>, Status> {
-        let user = user_of(&request)?;
+        let user = self.user_of(&request)?;
         let r = request.into_inner();
         self.owned(user, &r.execution_id)?;
         let response = r.response.unwrap_or_default();
@@ -368,7 +390,7 @@ impl Coordinator for Fake {
         &self,
         request: Request<CancelExecutionRequest>,
     ) -> Result<Response<CancelExecutionResponse>, Status> {
-        let user = user_of(&request)?;
+        let user = self.user_of(&request)?;
         let id = request.into_inner().execution_id;
         let view = self.owned(user, &id)?;
         if view.status().is_terminal() {
@@ -389,12 +411,13 @@ impl Coordinator for Fake {
     }
 
     async fn list_tools(&self, request: Request<ListToolsRequest>) -> Result<Response<ListToolsResponse>, Status> {
-        user_of(&request)?;
+        self.user_of(&request)?;
         Ok(Response::new(ListToolsResponse { tools: self.0.tools.clone() }))
     }
 
     async fn who_am_i(&self, request: Request<WhoAmIRequest>) -> Result<Response<WhoAmIResponse>, Status> {
-        let user = user_of(&request)?;
+        self.lock().who_am_i_calls += 1;
+        let user = self.user_of(&request)?;
         let gateway = if user == "carol" { "gw2" } else { "gw1" };
         let session = &request.get_ref().mcp_session_id;
         let ended = self.0.state.lock().map(|s| s.ended_sessions.contains(session)).unwrap_or(false);
@@ -415,7 +438,7 @@ impl Coordinator for Fake {
         &self,
         request: Request<EndMcpSessionRequest>,
     ) -> Result<Response<EndMcpSessionResponse>, Status> {
-        user_of(&request)?;
+        self.user_of(&request)?;
         if let Ok(mut s) = self.0.state.lock() {
             s.ended_sessions.insert(request.into_inner().mcp_session_id);
         }

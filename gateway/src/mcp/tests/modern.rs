@@ -467,3 +467,45 @@ async fn start(h: &Harness) -> String {
 async fn cancel(h: &Harness, id: &str) -> Answer {
     h.modern("alice", "tasks/cancel", json!({"taskId": id}), true).await
 }
+
+/// A credential seen before is not asked about again (`WhoAmI`) for calls the
+/// coordinator authenticates itself; once revoked, its very next call is
+/// refused 401, and so is its next malformed one (401 before 400).
+#[tokio::test]
+async fn a_known_credential_is_not_asked_about_again_and_its_revocation_refuses_the_next_call() {
+    let h = harness().await;
+    let call = json!({"name": "echo", "arguments": {"text": "hi"}});
+    assert_eq!(h.modern("alice", "tools/call", call.clone(), true).await.status, StatusCode::OK);
+    let asked = h.fake.who_am_i_calls();
+    for _ in 0..3 {
+        let a = h.modern("alice", "tools/call", call.clone(), true).await;
+        assert_eq!(a.result()["content"][0]["text"], "echo hi");
+    }
+    let task = h.modern("alice", "tools/call", json!({"name": "long_only", "arguments": {}}), true).await;
+    let task_id = task.result()["taskId"].as_str().expect("a task").to_owned();
+    let got = h.modern("alice", "tasks/get", json!({"taskId": task_id}), true).await;
+    assert_eq!(got.result()["status"], "working", "{:?}", got.body());
+    assert_eq!(h.fake.who_am_i_calls(), asked, "a known credential's calls ask the coordinator nothing more");
+    let malformed = json!({"name": "echo", "arguments": 7});
+    assert_eq!(h.modern("alice", "tools/call", malformed.clone(), true).await.error_code(), -32602);
+
+    h.fake.revoke("alice");
+    let refused = h.modern("alice", "tools/call", call, true).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{:?}", refused.body());
+    let refused = h.modern("alice", "tools/call", malformed, true).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "401 before the refusal of its arguments");
+    let refused = h.modern("alice", "tasks/get", json!({"taskId": task_id}), true).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+}
+
+/// A token bound to another gateway, known from a call there, is refused here.
+#[tokio::test]
+async fn a_known_token_of_another_gateway_is_still_refused_here() {
+    let h = harness().await;
+    let mut there = modern_request("carol", "tools/call", json!({"name": "echo", "arguments": {}}), true);
+    *there.uri_mut() = http::Uri::from_static("/mcp/gw2");
+    let there = h.send(there).await;
+    assert_eq!(there.status, StatusCode::OK, "{:?}", there.body());
+    let here = h.modern("carol", "tools/call", json!({"name": "echo", "arguments": {}}), true).await;
+    assert_eq!(here.status, StatusCode::FORBIDDEN, "{:?}", here.body());
+}
