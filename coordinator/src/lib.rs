@@ -15,6 +15,7 @@ pub mod options;
 pub mod payload_keys;
 pub mod people;
 pub mod redis_link;
+mod revocations;
 pub(crate) mod schema;
 pub mod store;
 pub mod webhooks;

@@ -12,6 +12,7 @@
 //! however many of the gateway's callers wait on it).
 
 use crate::domain::Status;
+use crate::store::ExecutionRecord;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
@@ -33,6 +34,9 @@ struct Signalled {
     opaque_at: u64,
     /// The newest described change.
     newest: Option<Change>,
+    /// The execution as the change that settled it here left it: final, so
+    /// a wait this replica may answer without reading takes it (`call.rs`).
+    settled: Option<Arc<ExecutionRecord>>,
 }
 
 type Waiters = (Arc<Notify>, Arc<Mutex<Signalled>>, usize);
@@ -101,6 +105,16 @@ impl Watch {
         }
         s.newest
     }
+
+    /// The settled execution, when a change committed here since `mark`
+    /// settled it and every change since `mark` was committed here.
+    pub(crate) fn settled_since(&self, mark: u64) -> Option<Arc<ExecutionRecord>> {
+        let s = self.signalled.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.count == mark || s.opaque_at > mark {
+            return None;
+        }
+        s.settled.clone()
+    }
 }
 
 impl Drop for Watch {
@@ -133,12 +147,27 @@ impl Changes {
     /// Wakes this replica's waiters and listeners on `id`. `change` describes
     /// a change committed here; one from elsewhere comes undescribed.
     pub(crate) fn changed_locally(&self, id: &str, change: Option<Change>) {
+        self.signal(id, change, || None);
+    }
+
+    /// As [`Changes::changed_locally`] for a change committed here that left
+    /// `record`; a waiter may take it once it is terminal.
+    pub(crate) fn changed_here(&self, record: &ExecutionRecord) {
+        let change = Change { version: record.changed_version, status: record.status() };
+        let settled = || change.status.is_terminal().then(|| Arc::new(record.clone()));
+        self.signal(record.id.as_str(), Some(change), settled);
+    }
+
+    fn signal(&self, id: &str, change: Option<Change>, settled: impl FnOnce() -> Option<Arc<ExecutionRecord>>) {
         if let Ok(map) = self.registry.waiters.lock()
             && let Some((notify, signalled, _)) = map.get(id)
         {
             {
                 let mut s = signalled.lock().unwrap_or_else(PoisonError::into_inner);
                 s.count += 1;
+                if s.settled.is_none() {
+                    s.settled = settled();
+                }
                 match change {
                     // After-commit work of two transitions may run out of order.
                     Some(c) if s.newest.is_none_or(|n| n.version <= c.version) => s.newest = Some(c),

@@ -72,12 +72,14 @@ async fn an_unknown_or_revoked_credential_gets_no_result() -> Result<()> {
     assert_eq!(status, 401, "{body}");
     assert_eq!(c.invocations("Demo.Echo").await?, 0, "nothing started");
 
-    // A token of its own, revoked while its call waits for the tool.
+    // A token of its own, revoked while its call waits for the tool. The tool
+    // ends before any safety re-read of the wait: the coordinator must have
+    // heard of the revocation to refuse the settlement it just committed.
     let issued =
         admin(&c, &["create-end-user-token", "--gateway", &c.id.gateway_id, "--user", "alice@example.com"]).await?;
     let token = issued["token"].as_str().context("token")?.to_owned();
     let mcp = endpoint(&c);
-    let waiting = tokio::spawn(async move { call(&mcp, &token, "Demo.Sleep", json!({"seconds": 5})).await });
+    let waiting = tokio::spawn(async move { call(&mcp, &token, "Demo.Sleep", json!({"seconds": 3})).await });
     let alice = c.rest(0, &c.id.user_token);
     eventually(Duration::from_secs(20), "the call's execution is working", || async {
         let listed = alice.get("/tool-executions").await?.json();

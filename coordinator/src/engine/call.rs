@@ -3,7 +3,9 @@
 //! instead of a start, waits and a result read. The watch is placed on the
 //! execution's id before the execution exists, so no change between the
 //! create and the wait can be missed, and the wait's reads authenticate the
-//! caller again, as every long poll does.
+//! caller again, as every long poll does. Its answer may instead be the
+//! settlement this replica just committed, unread, while no credential has
+//! been revoked since the call arrived (`revocations`, decision 0053).
 
 use super::lifecycle::StartRequest;
 use super::{Engine, Result, Scope};
@@ -33,6 +35,10 @@ pub(crate) struct Watched {
     /// A change this replica described happened since `record` was read:
     /// not one that ends the wait, but `record` is not the latest either.
     behind: bool,
+    /// For a foreground call: the revocation mark taken before its caller was
+    /// authenticated. While no credential has been revoked since, the call
+    /// may be answered with the settlement committed here, unread.
+    arrived: Option<u64>,
 }
 
 /// A wake-up armed on an execution not read yet.
@@ -45,7 +51,15 @@ pub(super) struct Armed {
 impl Armed {
     /// `record`, read after the wake-up was armed.
     pub(super) fn with(self, record: ExecutionRecord) -> Watched {
-        Watched { watch: self.watch, notified: self.notified, record, mark: self.mark, stale: false, behind: false }
+        Watched {
+            watch: self.watch,
+            notified: self.notified,
+            record,
+            mark: self.mark,
+            stale: false,
+            behind: false,
+            arrived: None,
+        }
     }
 }
 
@@ -90,6 +104,7 @@ impl Engine {
     ) -> Result<(Created, Watched)> {
         let minted = ExecutionId::generate();
         let armed = self.watched(minted.as_str());
+        let arrived = self.revocations.mark();
         let created = self.start_as(authorization, req, minted.clone()).await?;
         let watched = if created.record.id == minted {
             armed.with(created.record.clone())
@@ -98,7 +113,7 @@ impl Engine {
             // one, and read it once the wake-up is armed.
             Watched { stale: true, ..self.watched(created.record.id.as_str()).with(created.record.clone()) }
         };
-        Ok((created, watched))
+        Ok((created, Watched { arrived, ..watched }))
     }
 
     /// Waits until the execution is terminal, asks for input (with
@@ -125,9 +140,11 @@ impl Engine {
     /// The one wait loop: until the status is one `done` accepts or `until`
     /// passes, woken by a change or the safety re-read. Every read after the
     /// first authenticates the caller again, so a credential revoked meanwhile
-    /// gets 401, never the execution; what the wait answers is always such a
-    /// read. A wake-up by a change this replica committed and described as not
-    /// ending the wait (a claim, while it waits for the result) reads nothing.
+    /// gets 401, never the execution; what the wait answers is such a read,
+    /// or, for a foreground call, the settlement committed here while no
+    /// credential has been revoked since the call arrived. A wake-up by a
+    /// change this replica committed and described as not ending the wait (a
+    /// claim, while it waits for the result) reads nothing.
     pub(super) async fn wait_until(
         &self,
         authorization: Option<&str>,
@@ -160,6 +177,11 @@ impl Engine {
             w.notified = armed(&w.watch);
             match w.watch.described_since(w.mark).filter(|_| by_change) {
                 Some(c) if !done(c.status) => w.behind |= c.version > w.record.changed_version,
+                Some(_) if self.revocations.none_since(w.arrived) => match w.watch.settled_since(w.mark) {
+                    // Settled here, and its caller's credential still stands.
+                    Some(settled) => return Ok(ExecutionRecord::clone(&settled)),
+                    None => w.stale = true,
+                },
                 _ => w.stale = true,
             }
         }

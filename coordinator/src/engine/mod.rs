@@ -57,7 +57,7 @@ use crate::admission::{self, Admission, Rejection, Ticket};
 use crate::authz::{self, Principal};
 use crate::crypto::{self, KeyRing};
 use crate::domain::{Effect, ExecutionId, Millis, StopReason};
-use crate::notify::{Change, Changes};
+use crate::notify::Changes;
 use crate::options::Options;
 use crate::store::{self, Applied, ExecutionRecord, Store};
 use futures_util::future::BoxFuture;
@@ -111,6 +111,8 @@ pub struct Engine {
     ring: Arc<KeyRing>,
     admission: Arc<dyn Admission>,
     changes: Changes,
+    /// Whether a credential was revoked since a foreground call began.
+    revocations: Arc<crate::revocations::Revocations>,
     bus: Bus,
     sessions: Sessions,
     dispatch_wake: Arc<Notify>,
@@ -162,6 +164,7 @@ impl Engine {
                 ring: options.key_ring.clone(),
                 admission,
                 changes: Changes::default(),
+                revocations: Arc::default(),
                 bus,
                 sessions: Sessions::default(),
                 dispatch_wake: Arc::default(),
@@ -205,6 +208,11 @@ impl Engine {
             self.shutdown.clone(),
         ));
         self.tasks.spawn(sweeper::run(self.clone()));
+        self.tasks.spawn(crate::revocations::listen(
+            self.options.database_url.clone(),
+            self.revocations.clone(),
+            self.shutdown.clone(),
+        ));
         self.tasks.spawn(sweeper::reconcile_admission(self.clone()));
         self.tasks.spawn(sweeper::measure_read_replica(self.clone()));
         self.tasks.spawn(self.clone().run_session_audit());
@@ -379,8 +387,7 @@ impl Engine {
     /// Wakes long polls on every replica: this replica's with what `record`,
     /// as just committed, says of the change.
     pub(crate) fn changed(&self, record: &ExecutionRecord) {
-        let change = Change { version: record.changed_version, status: record.status() };
-        self.changes.changed_locally(record.id.as_str(), Some(change));
+        self.changes.changed_here(record);
         self.bus.publish_changed(record.id.as_str());
     }
 

@@ -317,3 +317,44 @@ async fn a_claim_committed_here_costs_a_foreground_wait_no_read() {
     assert_eq!(settled.record.status(), Status::Working, "what it answers is read when its time is up");
     assert_eq!(asked() - before, 1, "no read for the claim's wake-up");
 }
+
+/// A foreground call is answered with the settlement this replica committed,
+/// unread, while no credential has been revoked since the call arrived; once
+/// one has, it reads again, so a caller revoked meanwhile gets 401.
+#[tokio::test]
+async fn a_foreground_call_takes_the_settlement_committed_here_unread_until_a_revocation() {
+    let w = World::new().await;
+    w.engine.revocations.connected(); // as the Postgres listener does
+    let (session, mut rx) = w.worker("w1", Vec::new()).await;
+    let asked = || w.engine.reads.asked.load(std::sync::atomic::Ordering::Relaxed);
+    for revoked in [false, true] {
+        let second = crate::admin::issue_end_user_token(&w.engine.store, &w.gateway_id, "ada").await.expect("token");
+        let bearer = Some(format!("Bearer {}", second.token));
+        let (_, watched) =
+            w.engine.start_watched(bearer.as_deref(), w.start_request("Test.Echo")).await.expect("start");
+        let attempt = assigned(&w.engine, &mut rx).await;
+        let before = asked();
+        let settle = async {
+            if revoked {
+                assert!(w.engine.store.revoke_credential(&second.id, 1).await.expect("revoke"));
+                w.engine.revocations.heard();
+            }
+            w.engine.handle(&session, vec![settlement(&attempt, Reported::Result(r#"{"content":[]}"#.into()))]).await;
+        };
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        let (answer, ()) =
+            tokio::join!(w.engine.settle_wait(bearer.as_deref(), w.scope(), watched, until, false), settle);
+        if revoked {
+            assert!(
+                matches!(answer, Err(super::Error::Auth(crate::authz::Error::Unauthenticated))),
+                "a revocation since the call arrived means a read, and the revoked caller gets 401"
+            );
+            assert_eq!(asked() - before, 1);
+        } else {
+            let settled = answer.expect("answered");
+            assert_eq!(settled.record.status(), Status::Completed);
+            assert_eq!(settled.result_json.as_deref(), Some(r#"{"content":[]}"#));
+            assert_eq!(asked() - before, 0, "the settlement committed here is the answer, unread");
+        }
+    }
+}

@@ -10,6 +10,8 @@ const PG_URL_ENV: &str = "TEST_POSTGRES_URL";
 pub(crate) struct Backend {
     pub(super) name: &'static str,
     pub(crate) store: Store,
+    /// The database's URL, for a connection of a test's own.
+    pub(crate) url: String,
     sqlite_path: Option<std::path::PathBuf>,
 }
 
@@ -19,9 +21,10 @@ fn unique(prefix: &str) -> String {
 
 async fn sqlite() -> Backend {
     let path = std::env::temp_dir().join(format!("{}.db", unique("baton_t_")));
-    let store = Store::connect(&format!("sqlite://{}", path.display()), 1).await.expect("sqlite");
+    let url = format!("sqlite://{}", path.display());
+    let store = Store::connect(&url, 1).await.expect("sqlite");
     store.migrate().await.expect("migrate sqlite");
-    Backend { name: "sqlite", store, sqlite_path: Some(path) }
+    Backend { name: "sqlite", store, url, sqlite_path: Some(path) }
 }
 
 pub(crate) async fn postgres() -> Backend {
@@ -32,9 +35,10 @@ pub(crate) async fn postgres() -> Backend {
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin.pool).await.expect("create db");
     admin.close().await;
     let (prefix, _) = base.rsplit_once('/').expect("url has a database");
-    let store = Store::connect(&format!("{prefix}/{db}"), 4).await.expect("connect test db");
+    let url = format!("{prefix}/{db}");
+    let store = Store::connect(&url, 4).await.expect("connect test db");
     store.migrate().await.expect("migrate postgres");
-    Backend { name: "postgres", store, sqlite_path: None }
+    Backend { name: "postgres", store, url, sqlite_path: None }
 }
 
 async fn credential_of(store: &Store, hash: &[u8]) -> Credential {

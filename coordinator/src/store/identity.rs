@@ -1,7 +1,10 @@
 //! Organizations, projects, gateways, credentials, registered tools, and the
 //! directory of live workers and coordinators.
 
-use super::{Result, Store};
+use super::{Dialect, Result, Store};
+
+/// The Postgres channel a revocation is announced on, with the credential's id.
+pub(crate) const REVOCATION_CHANNEL: &str = "baton_credential_revoked";
 use crate::domain::{Background, Millis};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -222,7 +225,6 @@ impl Store {
         Ok(())
     }
 
-    /// Revokes a credential; returns false when no live credential has that id.
     /// The organization and project of credential `id`, if it exists.
     pub(crate) async fn credential_scope(&self, id: &str) -> Result<Option<(String, String)>> {
         let row = sqlx::query("SELECT org_id, project_id FROM credentials WHERE id = $1")
@@ -232,13 +234,24 @@ impl Store {
         row.map(|r| Ok((r.try_get("org_id")?, r.try_get("project_id")?))).transpose()
     }
 
+    /// Revokes a credential; returns false when no live credential has that id.
+    /// On Postgres the revocation is announced to every coordinator as it
+    /// commits (`revocations`), in the same statement.
     pub(crate) async fn revoke_credential(&self, id: &str, now: Millis) -> Result<bool> {
-        let done = sqlx::query("UPDATE credentials SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-            .bind(now)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        let revoke = "UPDATE credentials SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING id";
+        let revoked = match self.dialect {
+            Dialect::Postgres => {
+                let sql = format!("WITH r AS ({revoke}) SELECT pg_notify($3, id) FROM r");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(now)
+                    .bind(id)
+                    .bind(REVOCATION_CHANNEL)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            Dialect::Sqlite => sqlx::query(revoke).bind(now).bind(id).fetch_all(&self.pool).await?,
+        };
+        Ok(revoked.len() == 1)
     }
 
     /// The project's tools callers may use (a disabled tool is not offered).

@@ -64,6 +64,7 @@ pub(crate) use executions::{Applied, Claimed, EventRecord, ListFilter};
 pub use faults::{CommitFault, Faults};
 pub use history::{HistoryRead, HistoryRow};
 pub use history_filter::HistoryFilter;
+pub(crate) use identity::REVOCATION_CHANNEL;
 pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
 pub(crate) use input::InputRequestRow;
 pub use migrations::{MigrateOptions, MigrationError, MigrationName, MigrationPlan, PendingMigration};
