@@ -143,12 +143,15 @@ async fn measure(args: &Args, url: &str, created: Option<&str>) -> anyhow::Resul
 }
 
 /// The bench project, and an admin key whose credential the detail reads join.
+/// The bench's credential: the starter of the runs its starts create.
+pub(super) const CREDENTIAL_ID: &str = "cred_bench_history_admin";
+
 pub(super) async fn identity(store: &Store, now: Millis) -> anyhow::Result<()> {
     store.create_org(mix::ORG, "bench history", now).await?;
     store.create_project(mix::PROJECT, mix::ORG, "bench history", now).await?;
     store.create_gateway(mix::GATEWAY, mix::PROJECT, "bench history", now).await?;
     let credential = NewCredential {
-        id: "cred_bench_history_admin".into(),
+        id: CREDENTIAL_ID.into(),
         token_hash: CREDENTIAL_HASH.to_vec(),
         kind: CredentialKind::ApiKey,
         org_id: mix::ORG.into(),

@@ -243,7 +243,7 @@ fn fresh(now: Millis) -> NewExecution {
         toolkit_name: "Demo".into(),
         toolkit_version: "1.0.0".into(),
         user_id: mix::user(1),
-        started_by: "cred_bench".into(),
+        started_by: super::history::CREDENTIAL_ID.into(),
         surface: "rest".into(),
         created_at: now,
         run_at: None,

@@ -171,6 +171,8 @@ async fn a_revoked_token_fails_closed_at_once() {
     assert_eq!(carol.get(&format!("/tool-executions/{id}")).await.expect("get").status, 401);
     let cancel = carol.post(&format!("/tool-executions/{id}/cancel"), json!({})).await.expect("cancel");
     assert_eq!(cancel.status, 401, "a revoked credential cannot cancel");
+    let again = carol.start("Demo.Sleep", json!({"seconds": 30}), None).await.expect("start");
+    assert_eq!(again.status, 401, "a revoked credential starts nothing, whatever its last start read");
     // Nothing reached the worker: the execution still runs, and its owner (another token) can see it.
     let alice = c.rest(0, &c.id.user_token);
     let v = alice.get(&format!("/tool-executions/{id}")).await.expect("get").json();

@@ -319,6 +319,7 @@ impl Engine {
     /// back when it is not created (an error, or a replay of earlier work).
     async fn create_admitted(&self, p: &Principal, new: NewExecution, ticket: &Ticket, now: Millis) -> Result<Created> {
         let run_at = new.run_at;
+        let tool_name = new.tool_name.clone();
         let due_now = run_at.is_none_or(|at| at <= now);
         // A start that finds a free slot of a session here is created leased
         // to it: one commit instead of a create and a claim, and no dispatch
@@ -350,7 +351,7 @@ impl Engine {
                 if !e.may_have_committed() {
                     let _ = self.admission.withdraw(ticket, now).await;
                 }
-                return Err(e.into());
+                return Err(self.refused_by_create(p, &tool_name, e));
             }
         };
         let leased = !created.replayed && created.record.status() == Status::Working;
@@ -374,6 +375,23 @@ impl Engine {
         }
         tracing::debug!(execution_id = %created.record.id, tool = %created.record.tool_name, "execution created");
         Ok(created)
+    }
+
+    /// What a start whose create failed answers. A start reads its caller and
+    /// tool from memory; the create's own statement refuses a credential
+    /// revoked or a tool disabled since, and what memory held is forgotten.
+    fn refused_by_create(&self, p: &Principal, tool_name: &str, e: crate::store::Error) -> Error {
+        match e {
+            crate::store::Error::CredentialRevoked => {
+                self.start_reads.forget(p.credential_id());
+                authz::Error::Unauthenticated.into()
+            }
+            crate::store::Error::ToolDisabled => {
+                self.start_reads.forget(p.credential_id());
+                Error::PolicyRefused(format!("tool {tool_name:?} is disabled by an administrator"))
+            }
+            e => e.into(),
+        }
     }
 
     /// Sends an execution created leased to `session` on its way: out of the

@@ -358,3 +358,47 @@ async fn a_foreground_call_takes_the_settlement_committed_here_unread_until_a_re
         }
     }
 }
+
+/// A caller's next start within a second reads nothing: what its first start
+/// read is reused. The credential is still checked, by the create's own
+/// statement, so one revoked meanwhile gets 401 and nothing is created.
+#[tokio::test]
+async fn a_start_from_memory_is_refused_by_its_create_once_the_credential_is_revoked() {
+    let w = World::new().await;
+    let (_session, _rx) = w.worker("w1", Vec::new()).await;
+    let issued = crate::admin::issue_end_user_token(&w.engine.store, &w.gateway_id, "ada").await.expect("token");
+    let bearer = Some(format!("Bearer {}", issued.token));
+    let asked = || w.engine.start_reads.asked.load(std::sync::atomic::Ordering::Relaxed);
+    w.engine.start(bearer.as_deref(), w.start_request("Test.Echo")).await.expect("first start");
+    let before = asked();
+    w.engine.start(bearer.as_deref(), w.start_request("Test.Echo")).await.expect("second start");
+    assert_eq!(asked(), before, "the second start read nothing");
+
+    assert!(w.engine.store.revoke_credential(&issued.id, 1).await.expect("revoke"));
+    let refused = w.engine.start(bearer.as_deref(), w.start_request("Test.Echo")).await;
+    assert!(matches!(refused, Err(super::Error::Auth(crate::authz::Error::Unauthenticated))), "{:?}", refused.err());
+    assert_eq!(asked(), before, "refused by the create, not by a read");
+    let (listed, _) = w.engine.list(w.bearer().as_deref(), w.scope(), None, 50, "").await.expect("list");
+    assert_eq!(listed.len(), 2, "the refused start created nothing");
+    // The one after it reads afresh, and is refused there.
+    let again = w.engine.start(bearer.as_deref(), w.start_request("Test.Echo")).await;
+    assert!(matches!(again, Err(super::Error::Auth(crate::authz::Error::Unauthenticated))));
+    assert_eq!(asked(), before + 1, "a refused credential is forgotten");
+}
+
+/// A tool disabled since a caller's last start read is refused by the next
+/// start's create, though that start read nothing.
+#[tokio::test]
+async fn a_start_from_memory_is_refused_by_its_create_once_the_tool_is_disabled() {
+    let w = World::new().await;
+    let (_session, _rx) = w.worker("w1", Vec::new()).await;
+    let asked = || w.engine.start_reads.asked.load(std::sync::atomic::Ordering::Relaxed);
+    w.engine.start(w.bearer().as_deref(), w.start_request("Test.Echo")).await.expect("first start");
+    let before = asked();
+    assert!(w.engine.store.set_tool_disabled(&w.project_id, "Test.Echo", Some(1)).await.expect("disable"));
+    let refused = w.engine.start(w.bearer().as_deref(), w.start_request("Test.Echo")).await;
+    assert!(matches!(refused, Err(super::Error::PolicyRefused(_))), "{:?}", refused.err());
+    assert_eq!(asked(), before, "refused by the create, not by a read");
+    let (listed, _) = w.engine.list(w.bearer().as_deref(), w.scope(), None, 50, "").await.expect("list");
+    assert_eq!(listed.len(), 1, "the refused start created nothing");
+}

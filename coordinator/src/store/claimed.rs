@@ -8,7 +8,7 @@
 //! later. Postgres only; SQLite creates pending rows for the dispatcher.
 
 use super::bulk::{ATTEMPT_COLUMNS, EVENT_COLUMNS, EXECUTION_INSERT, RowsJson, SeedRun, play};
-use super::create::KEYS_CTE;
+use super::create::{KEYS_CTE, started_by_live};
 use super::fence;
 use super::records::{ExecutionRecord, NewExecution};
 use super::{Dialect, Result, Store};
@@ -34,8 +34,9 @@ fn insert_sql(fenced: bool) -> String {
         columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
     };
     let (fence_cte, guard) = fence::guard(fenced, 4);
+    let live = started_by_live(guard, "r");
     format!(
-        "WITH {fence_cte}v AS (SELECT * FROM json_populate_recordset(NULL::executions, $1::json){guard}), \
+        "WITH {fence_cte}v AS (SELECT * FROM json_populate_recordset(NULL::executions, $1::json) r{guard}{live}), \
          {KEYS_CTE}, \
          created AS (INSERT INTO executions ({EXECUTION_INSERT}) SELECT {EXECUTION_INSERT} FROM v \
          WHERE idempotency_key IS NULL OR id IN (SELECT execution_id FROM k) RETURNING id), \
@@ -52,9 +53,9 @@ fn insert_sql(fenced: bool) -> String {
 impl Store {
     /// Creates each execution leased to its worker, in one statement; answers,
     /// in order, the record written, or `None` where the Idempotency-Key was
-    /// taken or the admission is stale (nothing of that row is written; the
-    /// caller creates it the ordinary way, which answers the holder or the
-    /// staleness). On SQLite nothing is created
+    /// taken, the admission is stale, the credential was revoked or the tool
+    /// disabled (nothing of that row is written; the caller creates it the
+    /// ordinary way, which answers which). On SQLite nothing is created
     /// and every answer is `None`.
     pub(crate) async fn create_claimed(&self, batch: &[ClaimedNew<'_>]) -> Result<Vec<Option<ExecutionRecord>>> {
         if self.dialect == Dialect::Sqlite || batch.is_empty() {

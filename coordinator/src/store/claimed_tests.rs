@@ -47,3 +47,89 @@ async fn sqlite_creates_nothing_claimed() {
     assert!(b.store.create_claimed(&batch).await.expect("answer")[0].is_none());
     assert!(b.store.get_execution(&new.id).await.expect("get").is_none());
 }
+
+/// A create checks its starter's credential and its tool in the statement
+/// that writes it, on every path: a revoked credential's (or a disabled
+/// tool's) row, event, attempt and key are not written, and the rows beside it
+/// in the batch are.
+#[tokio::test]
+async fn a_create_whose_credential_was_revoked_or_tool_disabled_writes_nothing_on_any_path() {
+    for b in backends().await {
+        let s = &b.store;
+        let now = 1_000;
+        let gone = crate::store::NewCredential {
+            id: "cred_gone".into(),
+            token_hash: b"gone".to_vec(),
+            kind: crate::store::CredentialKind::ApiKey,
+            org_id: "org_fixture".into(),
+            project_id: "prj_fixture".into(),
+            gateway_id: None,
+            user_id: None,
+            role: Some("member".into()),
+            permissions: Vec::new(),
+            worker_group: None,
+        };
+        s.create_credential(&gone, 0).await.expect("credential");
+        assert!(s.revoke_credential("cred_gone", 1).await.expect("revoke"));
+        let by_gone = |key: &str| NewExecution {
+            started_by: "cred_gone".into(),
+            ..new_execution("p1", "u1", Some(key), "f", now)
+        };
+
+        let alone = by_gone("k1");
+        let refused = s.create_execution(&alone).await;
+        assert!(matches!(refused, Err(crate::store::Error::CredentialRevoked)), "{}: {refused:?}", b.name);
+        if b.name == "postgres" {
+            let (batched, live) = (by_gone("k2"), new_execution("p1", "u2", Some("k2"), "f", now));
+            let created = s.create_many(&[&batched, &live]).await.expect("batch");
+            assert!(created[0].is_none() && created[1].is_some(), "only the live credential's row");
+            let claimed = by_gone("k3");
+            let batch = [ClaimedNew { new: &claimed, worker_id: "w1", lease_until: now + 30_000 }];
+            assert!(s.create_claimed(&batch).await.expect("create claimed")[0].is_none());
+            for refused in [&batched, &claimed] {
+                assert!(s.get_execution(&refused.id).await.expect("get").is_none());
+                assert!(s.list_events(&refused.id).await.expect("events").is_empty());
+            }
+        }
+        assert!(s.get_execution(&alone.id).await.expect("get").is_none(), "{}", b.name);
+
+        // A tool disabled since: refused the same way, with its own answer.
+        s.create_project("p_tools", "org_fixture", "tools", 0).await.expect("project");
+        let tool = crate::store::ToolRecord {
+            name: "T.Off".into(),
+            toolkit_name: "T".into(),
+            toolkit_version: "1.0.0".into(),
+            description: String::new(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            background: None,
+            task_time_input: false,
+            max_attempts: 1,
+            max_ttl_ms: None,
+            remote: false,
+            required_client_capabilities: Vec::new(),
+            cancel_unsupported: false,
+            disabled: false,
+            metadata: Default::default(),
+        };
+        s.register_tools("p_tools", "cred_1", &[tool], 0).await.expect("register").expect("owned");
+        assert!(s.set_tool_disabled("p_tools", "T.Off", Some(1)).await.expect("disable"));
+        let off =
+            |user: &str| NewExecution { tool_name: "T.Off".into(), ..new_execution("p_tools", user, None, "f", now) };
+        let refused = s.create_execution(&off("u1")).await;
+        assert!(matches!(refused, Err(crate::store::Error::ToolDisabled)), "{}: {refused:?}", b.name);
+        if b.name == "postgres" {
+            let (many, claimed) = (off("u2"), off("u3"));
+            assert!(
+                s.create_many(&[&many, &new_execution("p_tools", "u4", None, "f", now)]).await.expect("batch")[0]
+                    .is_none()
+            );
+            let batch = [ClaimedNew { new: &claimed, worker_id: "w1", lease_until: now + 30_000 }];
+            assert!(s.create_claimed(&batch).await.expect("create claimed")[0].is_none());
+        }
+        // No key was taken: the same key starts new work for a live credential.
+        for key in ["k1", "k3"] {
+            let fresh = new_execution("p1", "u1", Some(key), "f", now);
+            assert!(!s.create_execution(&fresh).await.expect("create").replayed, "{}: {key} was free", b.name);
+        }
+    }
+}

@@ -24,6 +24,7 @@ async fn sqlite() -> Backend {
     let url = format!("sqlite://{}", path.display());
     let store = Store::connect(&url, 1).await.expect("sqlite");
     store.migrate().await.expect("migrate sqlite");
+    starter(&store).await;
     Backend { name: "sqlite", store, url, sqlite_path: Some(path) }
 }
 
@@ -38,7 +39,29 @@ pub(crate) async fn postgres() -> Backend {
     let url = format!("{prefix}/{db}");
     let store = Store::connect(&url, 4).await.expect("connect test db");
     store.migrate().await.expect("migrate postgres");
+    starter(&store).await;
     Backend { name: "postgres", store, url, sqlite_path: None }
+}
+
+/// The live credential `cred_1` (of `org_fixture`) that [`new_execution`]s
+/// are started by: a create checks its starter's credential in the statement
+/// that writes it.
+async fn starter(store: &Store) {
+    store.create_org("org_fixture", "fixture", 0).await.expect("org");
+    store.create_project("prj_fixture", "org_fixture", "fixture", 0).await.expect("project");
+    let credential = super::NewCredential {
+        id: "cred_1".into(),
+        token_hash: b"fixture".to_vec(),
+        kind: super::CredentialKind::ApiKey,
+        org_id: "org_fixture".into(),
+        project_id: "prj_fixture".into(),
+        gateway_id: None,
+        user_id: None,
+        role: Some("member".into()),
+        permissions: Vec::new(),
+        worker_group: None,
+    };
+    store.create_credential(&credential, 0).await.expect("starter");
 }
 
 async fn credential_of(store: &Store, hash: &[u8]) -> Credential {

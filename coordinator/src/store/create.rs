@@ -53,9 +53,10 @@ impl Store {
 
     /// Postgres: inserts every row and its `created` event in one statement
     /// (one round trip, one commit); answers, in order, the execution created
-    /// for each. A row whose Idempotency-Key is already held, or whose
-    /// admission is stale (store/fence.rs), is skipped (None) for
-    /// `create_contended` to answer. SQLite creates nothing here: its
+    /// for each. A row whose Idempotency-Key is already held, whose
+    /// admission is stale (store/fence.rs), whose credential was revoked or
+    /// whose tool was disabled is skipped (None) for `create_contended` to
+    /// answer. SQLite creates nothing here: its
     /// creates take the transaction.
     pub(crate) async fn create_many(&self, news: &[&NewExecution]) -> Result<Vec<Option<Created>>> {
         if self.dialect == Dialect::Sqlite || news.is_empty() {
@@ -66,10 +67,11 @@ impl Store {
         let rows: Vec<String> = (0..batch.len()).map(|i| values_row(i * ROW_PARAMS + 1)).collect();
         let rows = rows.join(", ");
         let (fence_cte, guard) = fence::guard(fence.is_some(), batch.len() * ROW_PARAMS + 1);
+        let live = started_by_live(guard, "r");
         // A keyed row is inserted only if its key row is: the key's
         // uniqueness lives in `execution_keys` (migration 0018).
         let sql = format!(
-            "WITH {fence_cte}v ({INSERT_COLUMNS}) AS (SELECT * FROM (VALUES {rows}) AS r{guard}), \
+            "WITH {fence_cte}v AS (SELECT * FROM (VALUES {rows}) AS r ({INSERT_COLUMNS}){guard}{live}), \
              {KEYS_CTE}, \
              created AS (INSERT INTO executions ({INSERT_COLUMNS}) SELECT * FROM v \
              WHERE idempotency_key IS NULL OR id IN (SELECT execution_id FROM k) \
@@ -102,6 +104,15 @@ impl Store {
     async fn create_in_transaction(&self, new: &NewExecution, due: Due) -> Result<TxCreate> {
         let mut tx = self.pool.begin().await?;
         fence::hold(&mut tx, self.dialect, new.admission_fence).await?;
+        let live = sqlx::query(LIVE_CREDENTIAL).bind(&new.started_by).fetch_optional(&mut *tx).await?;
+        if live.is_none() {
+            return Err(Error::CredentialRevoked);
+        }
+        let disabled =
+            sqlx::query(DISABLED_TOOL).bind(&new.project_id).bind(&new.tool_name).fetch_optional(&mut *tx).await?;
+        if disabled.is_some() {
+            return Err(Error::ToolDisabled);
+        }
         if let Some(key) = new.idempotency_key.as_deref()
             && !insert_key(&mut tx, new, key).await?
         {
@@ -183,6 +194,26 @@ const INSERT_COLUMNS: &str = "id, org_id, project_id, gateway_id, tool_name, too
     idempotency_key, request_fingerprint, input_ct, payload_bytes, traceparent, version";
 
 /// The CTE `k`: the key rows of `v`'s keyed rows that were free, taken.
+/// A create's credential and tool are checked in the statement that writes
+/// it: a start may have read them from memory (`engine/batch/start_reads.rs`),
+/// and a revocation or a tool disabled since must refuse it. `credentials` and
+/// `tools` are reference tables (one copy on every node when distributed), so
+/// this reads no other shard.
+const LIVE_CREDENTIAL: &str = "SELECT 1 FROM credentials WHERE id = $1 AND revoked_at IS NULL";
+const DISABLED_TOOL: &str = "SELECT 1 FROM tools WHERE project_id = $1 AND name = $2 AND disabled_at IS NOT NULL";
+
+/// The condition, after `guard` (the fence's `WHERE`, or nothing), that keeps
+/// only the rows of `alias` whose starting credential is live and whose tool
+/// is not disabled.
+pub(super) fn started_by_live(guard: &str, alias: &str) -> String {
+    let joiner = if guard.is_empty() { " WHERE" } else { " AND" };
+    format!(
+        "{joiner} EXISTS (SELECT 1 FROM credentials c WHERE c.id = {alias}.started_by AND c.revoked_at IS NULL) \
+         AND NOT EXISTS (SELECT 1 FROM tools t WHERE t.project_id = {alias}.project_id \
+         AND t.name = {alias}.tool_name AND t.disabled_at IS NOT NULL)"
+    )
+}
+
 pub(super) const KEYS_CTE: &str = "k AS (INSERT INTO execution_keys \
     (org_id, project_id, user_id, idempotency_key, execution_id, retention_expires_at) \
     SELECT org_id, project_id, user_id, idempotency_key, id, retention_expires_at FROM v \

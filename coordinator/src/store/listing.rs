@@ -177,12 +177,14 @@ mod tests {
                 s.create_credential(&c, at).await.expect("credential");
             }
             assert!(s.revoke_credential("c2", 9).await.expect("revoke"));
-            let orgs = s.list_orgs().await.expect("orgs");
+            // Every backend holds the fixture's org, project and credential too.
+            let mut orgs = s.list_orgs().await.expect("orgs");
+            orgs.retain(|o| o.id != "org_fixture");
             assert_eq!(orgs.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["org_1", "org_2"], "{n}");
             assert!(orgs[0].execution_logging && orgs[0].retention_ms.is_none(), "{n}");
             let projects = s.list_projects(Some("org_2")).await.expect("projects");
             assert_eq!(projects.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["p2"], "{n}");
-            assert_eq!(s.list_projects(None).await.expect("projects").len(), 2, "{n}");
+            assert_eq!(s.list_projects(None).await.expect("projects").len(), 3, "{n}: two and the fixture's");
             assert_eq!(s.list_gateways(Some("p2")).await.expect("gateways"), [], "{n}");
             assert_eq!(s.list_gateways(None).await.expect("gateways")[0].project_id, "p1", "{n}");
             let creds = s.list_credentials(Some("p1")).await.expect("credentials");
@@ -192,7 +194,7 @@ mod tests {
                 "{n}"
             );
             assert_eq!(creds[0].permissions, ["status", "cancel"], "{n}");
-            assert_eq!(s.list_credentials(None).await.expect("credentials").len(), 3, "{n}");
+            assert_eq!(s.list_credentials(None).await.expect("credentials").len(), 4, "{n}: three and the fixture's");
         }
     }
 }

@@ -105,6 +105,13 @@ pub enum Error {
     /// written; admitted afresh, it may go in.
     #[error("admission was rebuilt since this create was admitted; retry")]
     StaleAdmission,
+    /// The credential that started the create was revoked before it could
+    /// commit: nothing was written.
+    #[error("the credential was revoked")]
+    CredentialRevoked,
+    /// The tool was disabled before the create could commit: nothing was written.
+    #[error("the tool was disabled")]
+    ToolDisabled,
     #[error("stored row is corrupt: {0}")]
     Corrupt(String),
     #[error("unsupported database url scheme (expected postgres:// or sqlite://)")]

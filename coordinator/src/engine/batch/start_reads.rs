@@ -2,13 +2,31 @@
 //! the tool it names and the project's retention (`Store::credential_with_tool`);
 //! concurrent starts share one statement (see `coalesce`), so a busy
 //! coordinator pays one round trip for a batch of starts, not one each.
+//!
+//! What a read found is reused for [`FRESH_FOR`], so a caller's next starts
+//! read nothing. A credential row never changes but for its revocation, and
+//! that is checked again by the statement that creates the execution
+//! (`store/create.rs`), which refuses a revoked one; the tool's definition and
+//! the retention may be as stale as [`FRESH_FOR`], as the gateway's plans are.
 
 use super::coalesce;
 use crate::store::{self, Store, WithTool};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Three parameters an ask: far below Postgres' 65,535.
 const MAX_BATCH: usize = 256;
+
+/// How long a start read is reused.
+pub(in crate::engine) const FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// Reads kept at once; past it the stale ones go, then all.
+const MAX_KEPT: usize = 4_096;
+
+/// An ask: the token's hash, the project and the tool.
+type Ask = (Vec<u8>, String, String);
 
 struct Job {
     token_hash: Vec<u8>,
@@ -26,6 +44,10 @@ impl coalesce::Job for Job {
 #[derive(Clone)]
 pub(in crate::engine) struct StartReads {
     jobs: mpsc::Sender<Job>,
+    kept: Arc<Mutex<HashMap<Ask, (Instant, WithTool)>>>,
+    /// Reads sent to the store, for tests that count them.
+    #[cfg(test)]
+    pub(in crate::engine) asked: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StartReads {
@@ -35,7 +57,12 @@ impl StartReads {
             let store = store.clone();
             async move { read_batch(&store, batch).await }
         });
-        StartReads { jobs }
+        StartReads {
+            jobs,
+            kept: Arc::default(),
+            #[cfg(test)]
+            asked: Arc::default(),
+        }
     }
 
     /// The credential with `token_hash`, tool `tool_name` of `project_id` (if
@@ -47,10 +74,38 @@ impl StartReads {
         project_id: &str,
         tool_name: &str,
     ) -> store::Result<Option<WithTool>> {
+        let ask = (token_hash, project_id.to_owned(), tool_name.to_owned());
+        if let Some((at, found)) = self.kept().get(&ask)
+            && at.elapsed() < FRESH_FOR
+        {
+            return Ok(Some(found.clone()));
+        }
+        #[cfg(test)]
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
-        let job = Job { token_hash, project_id: project_id.to_owned(), tool_name: tool_name.to_owned(), reply };
+        let job = Job { token_hash: ask.0.clone(), project_id: ask.1.clone(), tool_name: ask.2.clone(), reply };
         coalesce::enqueue(&self.jobs, job)?;
-        answer.await.map_err(coalesce::gone)?
+        let found = answer.await.map_err(coalesce::gone)??;
+        if let Some(found) = &found {
+            let mut kept = self.kept();
+            if kept.len() >= MAX_KEPT {
+                kept.retain(|_, (at, _)| at.elapsed() < FRESH_FOR);
+                if kept.len() >= MAX_KEPT {
+                    kept.clear();
+                }
+            }
+            kept.insert(ask, (Instant::now(), found.clone()));
+        }
+        Ok(found)
+    }
+
+    /// Forgets every read of credential `credential_id`: a create found it revoked.
+    pub(in crate::engine) fn forget(&self, credential_id: &str) {
+        self.kept().retain(|_, (_, (credential, _, _))| credential.id != credential_id);
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<Ask, (Instant, WithTool)>> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
