@@ -394,14 +394,16 @@ impl Engine {
         }
     }
 
-    /// Sends an execution created leased to `session` on its way: out of the
-    /// backlog, and to the worker (or back to pending, provably undelivered).
+    /// Sends an execution created leased to `session` on its way: to the
+    /// worker (or back to pending, provably undelivered), then out of the
+    /// backlog, so the tool does not wait for admission's round trip.
     async fn assign_created(&self, session: &Session, record: &ExecutionRecord, now: Millis) {
+        let claimed = Claimed { attempt: record.state.attempts, record: record.clone() };
+        let undelivered = self.assign(session, &claimed).await;
         if let Err(e) = self.admission.started(&super::ticket(record), now).await {
             tracing::warn!(error = %e, "admission backlog release failed");
         }
-        let claimed = Claimed { attempt: record.state.attempts, record: record.clone() };
-        if let Some(undelivered) = self.assign(session, &claimed).await {
+        if let Some(undelivered) = undelivered {
             session.return_slots(1);
             if let Err(e) = self.undelivered(&session.worker_id, vec![undelivered], now_ms()).await {
                 tracing::warn!(error = %e, "an undelivered assignment waits for its lease to lapse");

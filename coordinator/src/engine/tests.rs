@@ -140,20 +140,9 @@ pub(super) async fn assigned(engine: &Engine, rx: &mut mpsc::Receiver<Command>) 
 /// A tool of toolkit `Test` taking any object, run once, with `background` policy.
 fn test_tool(name: &str, background: &str) -> ToolRecord {
     ToolRecord {
-        name: name.into(),
-        toolkit_name: "Test".into(),
         toolkit_version: "1".into(),
-        description: String::new(),
-        input_schema: r#"{"type":"object"}"#.into(),
         background: crate::domain::Background::parse(background),
-        task_time_input: false,
-        max_attempts: 1,
-        max_ttl_ms: None,
-        remote: false,
-        required_client_capabilities: Vec::new(),
-        cancel_unsupported: false,
-        disabled: false,
-        metadata: Default::default(),
+        ..crate::store::contract_tests::tool_record(name)
     }
 }
 

@@ -1,7 +1,7 @@
 //! A run created already claimed is the row, event log and attempt that a
 //! create followed by a claim leaves; a taken Idempotency-Key writes nothing.
 
-use super::super::contract_tests::{backends, new_execution};
+use super::super::contract_tests::{backends, fixture_key, new_execution, tool_record};
 use super::*;
 
 #[tokio::test]
@@ -57,18 +57,7 @@ async fn a_create_whose_credential_was_revoked_or_tool_disabled_writes_nothing_o
     for b in backends().await {
         let s = &b.store;
         let now = 1_000;
-        let gone = crate::store::NewCredential {
-            id: "cred_gone".into(),
-            token_hash: b"gone".to_vec(),
-            kind: crate::store::CredentialKind::ApiKey,
-            org_id: "org_fixture".into(),
-            project_id: "prj_fixture".into(),
-            gateway_id: None,
-            user_id: None,
-            role: Some("member".into()),
-            permissions: Vec::new(),
-            worker_group: None,
-        };
+        let gone = fixture_key("cred_gone", b"gone");
         s.create_credential(&gone, 0).await.expect("credential");
         assert!(s.revoke_credential("cred_gone", 1).await.expect("revoke"));
         let by_gone = |key: &str| NewExecution {
@@ -95,22 +84,7 @@ async fn a_create_whose_credential_was_revoked_or_tool_disabled_writes_nothing_o
 
         // A tool disabled since: refused the same way, with its own answer.
         s.create_project("p_tools", "org_fixture", "tools", 0).await.expect("project");
-        let tool = crate::store::ToolRecord {
-            name: "T.Off".into(),
-            toolkit_name: "T".into(),
-            toolkit_version: "1.0.0".into(),
-            description: String::new(),
-            input_schema: r#"{"type":"object"}"#.into(),
-            background: None,
-            task_time_input: false,
-            max_attempts: 1,
-            max_ttl_ms: None,
-            remote: false,
-            required_client_capabilities: Vec::new(),
-            cancel_unsupported: false,
-            disabled: false,
-            metadata: Default::default(),
-        };
+        let tool = tool_record("T.Off");
         s.register_tools("p_tools", "cred_1", &[tool], 0).await.expect("register").expect("owned");
         assert!(s.set_tool_disabled("p_tools", "T.Off", Some(1)).await.expect("disable"));
         let off =

@@ -49,9 +49,14 @@ pub(crate) async fn postgres() -> Backend {
 async fn starter(store: &Store) {
     store.create_org("org_fixture", "fixture", 0).await.expect("org");
     store.create_project("prj_fixture", "org_fixture", "fixture", 0).await.expect("project");
-    let credential = super::NewCredential {
-        id: "cred_1".into(),
-        token_hash: b"fixture".to_vec(),
+    store.create_credential(&fixture_key("cred_1", b"fixture"), 0).await.expect("starter");
+}
+
+/// A member API key `id` of the fixture's project.
+pub(crate) fn fixture_key(id: &str, token_hash: &[u8]) -> super::NewCredential {
+    super::NewCredential {
+        id: id.into(),
+        token_hash: token_hash.to_vec(),
         kind: super::CredentialKind::ApiKey,
         org_id: "org_fixture".into(),
         project_id: "prj_fixture".into(),
@@ -60,8 +65,28 @@ async fn starter(store: &Store) {
         role: Some("member".into()),
         permissions: Vec::new(),
         worker_group: None,
-    };
-    store.create_credential(&credential, 0).await.expect("starter");
+    }
+}
+
+/// A hosted tool `name` as a worker registers one: an object schema, one
+/// attempt, enabled; tests change what they need.
+pub(crate) fn tool_record(name: &str) -> super::ToolRecord {
+    super::ToolRecord {
+        name: name.into(),
+        toolkit_name: "Test".into(),
+        toolkit_version: "1.0.0".into(),
+        description: String::new(),
+        input_schema: r#"{"type":"object"}"#.into(),
+        background: None,
+        task_time_input: false,
+        max_attempts: 1,
+        max_ttl_ms: None,
+        remote: false,
+        required_client_capabilities: Vec::new(),
+        cancel_unsupported: false,
+        disabled: false,
+        metadata: Default::default(),
+    }
 }
 
 async fn credential_of(store: &Store, hash: &[u8]) -> Credential {

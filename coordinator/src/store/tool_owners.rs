@@ -207,20 +207,10 @@ mod tests {
 
     fn echo(description: &str) -> ToolRecord {
         ToolRecord {
-            name: "Demo.Echo".into(),
             toolkit_name: "Demo".into(),
-            toolkit_version: "1.0.0".into(),
             description: description.into(),
-            input_schema: r#"{"type":"object"}"#.into(),
             background: Some(crate::domain::Background::Optional),
-            task_time_input: false,
-            max_attempts: 1,
-            max_ttl_ms: None,
-            remote: false,
-            required_client_capabilities: Vec::new(),
-            cancel_unsupported: false,
-            disabled: false,
-            metadata: Default::default(),
+            ..super::super::contract_tests::tool_record("Demo.Echo")
         }
     }
 

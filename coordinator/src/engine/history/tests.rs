@@ -33,20 +33,10 @@ fn filters_are_checked() {
 
 fn flaky() -> ToolRecord {
     ToolRecord {
-        name: "Test.Flaky".into(),
-        toolkit_name: "Test".into(),
         toolkit_version: "2.0.0".into(),
-        description: String::new(),
-        input_schema: r#"{"type":"object"}"#.into(),
         background: Some(crate::domain::Background::Optional),
-        task_time_input: false,
         max_attempts: 3,
-        max_ttl_ms: None,
-        remote: false,
-        required_client_capabilities: Vec::new(),
-        cancel_unsupported: false,
-        disabled: false,
-        metadata: Default::default(),
+        ..crate::store::contract_tests::tool_record("Test.Flaky")
     }
 }
 
