@@ -15,6 +15,12 @@ use tokio_util::sync::CancellationToken;
 /// How long a broken listener waits before connecting again.
 const RECONNECT: Duration = Duration::from_millis(500);
 
+/// How long a listener that could not hear the database waits to try again.
+const FAILED_AGAIN: Duration = Duration::from_secs(10);
+
+/// How long the listener waits for its own probe.
+const PROBE_PATIENCE: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Default)]
 pub(crate) struct Revocations {
     /// Moves on every revocation heard and every (re)connection.
@@ -63,12 +69,17 @@ pub(crate) async fn listen(
         return;
     }
     while !shutdown.is_cancelled() {
+        // After a working listener breaks, connect again soon; after one that
+        // could not hear the database, wait longer (and warn less often).
+        let mut pause = FAILED_AGAIN;
         match sqlx::postgres::PgListener::connect(&database_url).await {
             Ok(mut listener) => {
-                if let Err(e) = listener.listen(crate::store::REVOCATION_CHANNEL).await {
-                    tracing::warn!(error = %e, "revocation listener could not listen");
+                let channel = crate::store::REVOCATION_CHANNEL;
+                if let Err(e) = hears_itself(&mut listener, channel, channel).await {
+                    tracing::warn!(error = %e, "revocation listener does not hear the database; foreground calls read");
                 } else {
                     revocations.connected();
+                    pause = RECONNECT;
                     loop {
                         tokio::select! {
                             heard = listener.try_recv() => match heard {
@@ -85,9 +96,29 @@ pub(crate) async fn listen(
             Err(e) => tracing::warn!(error = %e, "revocation listener could not connect"),
         }
         tokio::select! {
-            _ = tokio::time::sleep(RECONNECT) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = shutdown.cancelled() => {}
         }
+    }
+}
+
+/// Listens on `channel`, then proves that notifications reach this
+/// connection: it announces a probe (on `probe_on`, which is `channel` but in
+/// a test) and waits for it. Behind a proxy that pools transactions (where
+/// `LISTEN` holds no session) the probe never comes back, and nothing is ever
+/// vouched for.
+async fn hears_itself(listener: &mut sqlx::postgres::PgListener, channel: &str, probe_on: &str) -> Result<(), String> {
+    listener.listen(channel).await.map_err(|e| e.to_string())?;
+    sqlx::query("SELECT pg_notify($1, 'probe')")
+        .bind(probe_on)
+        .execute(&mut *listener)
+        .await
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(PROBE_PATIENCE, listener.try_recv()).await {
+        Ok(Ok(Some(_))) => Ok(()),
+        Ok(Ok(None)) => Err("the connection closed".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("its own probe did not arrive within {PROBE_PATIENCE:?}")),
     }
 }
 
@@ -142,5 +173,18 @@ mod tests {
         eventually("the revocation is heard", || !revocations.none_since(mark)).await;
         shutdown.cancel();
         listening.await.expect("the listener ends at shutdown");
+    }
+
+    /// What a proxy that pools transactions looks like from here: the probe
+    /// never reaches the listening session, and the listener refuses to vouch.
+    #[tokio::test]
+    async fn a_listener_that_does_not_hear_its_own_probe_is_not_trusted() {
+        let backend = crate::store::contract_tests::postgres().await;
+        let mut listener = sqlx::postgres::PgListener::connect(&backend.url).await.expect("connect");
+        let channel = crate::store::REVOCATION_CHANNEL;
+        assert!(hears_itself(&mut listener, channel, channel).await.is_ok(), "a direct session hears itself");
+        let mut deaf = sqlx::postgres::PgListener::connect(&backend.url).await.expect("connect");
+        let unheard = hears_itself(&mut deaf, "baton_test_elsewhere", "baton_test_nowhere").await;
+        assert!(unheard.is_err_and(|e| e.contains("did not arrive")));
     }
 }
