@@ -269,7 +269,13 @@ async fn backup_restore_redoes_what_ran_after_the_dump_as_the_recovery_point_say
     })
     .await?;
     let queued = start(&alice, "Demo.Fail", json!({"times": 0})).await?;
-    ensure!(status(&alice, &queued).await?["status"] == "pending", "{queued} should wait for capacity");
+    // It waits for capacity. A heartbeat the worker sent before the sleep's
+    // assignment reached it may report a free slot, so this one can be sent
+    // there, declined and made pending again; the dump must find it pending.
+    eventually(DEADLINE, "the queued one waiting for capacity", || async {
+        Ok((status(&alice, &queued).await?["status"] == "pending").then_some(()))
+    })
+    .await?;
     let dump_path = dump(&old).await?;
 
     // After the dump the sleep is cancelled, which frees the worker for the queued one.
