@@ -289,7 +289,8 @@ impl Engine {
         rejection: Rejection,
         now: Millis,
     ) -> Result<Created> {
-        if let Some(answer) = self.store.replay(new, now).await? {
+        let replayed = self.store.replay(new, now).await.map_err(|e| self.refused_by_create(p, &new.tool_name, e))?;
+        if let Some(answer) = replayed {
             return Self::replay_for(p, answer?);
         }
         self.metrics.rejected(rejection.scope.as_str());

@@ -81,6 +81,10 @@ async fn a_create_whose_credential_was_revoked_or_tool_disabled_writes_nothing_o
             }
         }
         assert!(s.get_execution(&alone.id).await.expect("get").is_none(), "{}", b.name);
+        // Nor does a revoked caller's replay (a start refused by admission) learn of its key's holder.
+        s.create_execution(&new_execution("p1", "u1", Some("kr"), "f", now)).await.expect("holder");
+        let replayed = s.replay(&by_gone("kr"), now).await;
+        assert!(matches!(replayed, Err(crate::store::Error::CredentialRevoked)), "{}: {replayed:?}", b.name);
 
         // A tool disabled since: refused the same way, with its own answer.
         s.create_project("p_tools", "org_fixture", "tools", 0).await.expect("project");

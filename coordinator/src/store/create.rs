@@ -47,8 +47,13 @@ impl Store {
     /// replay, or a conflict) without creating anything.
     pub(crate) async fn replay(&self, new: &NewExecution, now: Millis) -> Result<Option<Result<Created>>> {
         let Some(key) = new.idempotency_key.as_deref() else { return Ok(None) };
-        let holder = self.find_idempotent(new, key, now).await?;
-        Ok(holder.map(|h| answer_with_holder(h, new)))
+        let Some(holder) = self.find_idempotent(new, key, now).await? else { return Ok(None) };
+        // The start may have authenticated from memory: a revoked caller is
+        // told nothing, not even of its own execution.
+        if sqlx::query(LIVE_CREDENTIAL).bind(&new.started_by).fetch_optional(&self.pool).await?.is_none() {
+            return Err(Error::CredentialRevoked);
+        }
+        Ok(Some(answer_with_holder(holder, new)))
     }
 
     /// Postgres: inserts every row and its `created` event in one statement
