@@ -391,3 +391,15 @@ async fn a_start_from_memory_is_refused_by_its_create_once_the_tool_is_disabled(
     let (listed, _) = w.engine.list(w.bearer().as_deref(), w.scope(), None, 50, "").await.expect("list");
     assert_eq!(listed.len(), 1, "the refused start created nothing");
 }
+
+/// Only a tool that can be started is kept in memory: a start refused for an
+/// unknown tool does not make the tool unknown to the next start once a
+/// worker registered it (found by the simulation's seed 42).
+#[tokio::test]
+async fn a_tool_registered_just_after_a_start_found_it_unknown_starts_at_once() {
+    let w = World::new().await;
+    let refused = w.engine.start(w.bearer().as_deref(), w.start_request("Test.Echo")).await;
+    assert!(matches!(refused, Err(super::Error::UnknownTool(_))), "{:?}", refused.err());
+    let (_session, _rx) = w.worker("w1", Vec::new()).await;
+    w.engine.start(w.bearer().as_deref(), w.start_request("Test.Echo")).await.expect("started once registered");
+}

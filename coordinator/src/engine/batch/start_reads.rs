@@ -3,24 +3,24 @@
 //! concurrent starts share one statement (see `coalesce`), so a busy
 //! coordinator pays one round trip for a batch of starts, not one each.
 //!
-//! What a read found is reused for [`FRESH_FOR`], so a caller's next starts
-//! read nothing. A credential row never changes but for its revocation, and
+//! What a read found is reused for [`FRESH_MS`], so a caller's next starts
+//! read nothing (only when it found a tool that can be started). A credential row never changes but for its revocation, and
 //! that is checked again by the statement that creates the execution
 //! (`store/create.rs`), which refuses a revoked one; the tool's definition and
-//! the retention may be as stale as [`FRESH_FOR`], as the gateway's plans are.
+//! the retention may be as stale as [`FRESH_MS`], as the gateway's plans are.
 
 use super::coalesce;
 use crate::store::{self, Store, WithTool};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Three parameters an ask: far below Postgres' 65,535.
 const MAX_BATCH: usize = 256;
 
-/// How long a start read is reused.
-pub(in crate::engine) const FRESH_FOR: Duration = Duration::from_secs(1);
+/// How long a start read is reused, in the process clock's milliseconds (the
+/// simulation sets that clock, so its runs replay the same).
+const FRESH_MS: i64 = 1_000;
 
 /// Reads kept at once; past it the stale ones go, then all.
 const MAX_KEPT: usize = 4_096;
@@ -44,7 +44,7 @@ impl coalesce::Job for Job {
 #[derive(Clone)]
 pub(in crate::engine) struct StartReads {
     jobs: mpsc::Sender<Job>,
-    kept: Arc<Mutex<HashMap<Ask, (Instant, WithTool)>>>,
+    kept: Arc<Mutex<HashMap<Ask, (i64, WithTool)>>>,
     /// Reads sent to the store, for tests that count them.
     #[cfg(test)]
     pub(in crate::engine) asked: Arc<std::sync::atomic::AtomicUsize>,
@@ -75,8 +75,9 @@ impl StartReads {
         tool_name: &str,
     ) -> store::Result<Option<WithTool>> {
         let ask = (token_hash, project_id.to_owned(), tool_name.to_owned());
+        let now = baton_proto::clock::now_ms();
         if let Some((at, found)) = self.kept().get(&ask)
-            && at.elapsed() < FRESH_FOR
+            && now - at < FRESH_MS
         {
             return Ok(Some(found.clone()));
         }
@@ -86,15 +87,19 @@ impl StartReads {
         let job = Job { token_hash: ask.0.clone(), project_id: ask.1.clone(), tool_name: ask.2.clone(), reply };
         coalesce::enqueue(&self.jobs, job)?;
         let found = answer.await.map_err(coalesce::gone)??;
-        if let Some(found) = &found {
+        // Only a tool that can be started is kept: a tool registered or enabled
+        // a moment later must not read as unknown or disabled from memory.
+        if let Some(found @ (_, Some(tool), _)) = &found
+            && !tool.disabled
+        {
             let mut kept = self.kept();
             if kept.len() >= MAX_KEPT {
-                kept.retain(|_, (at, _)| at.elapsed() < FRESH_FOR);
+                kept.retain(|_, (at, _)| now - *at < FRESH_MS);
                 if kept.len() >= MAX_KEPT {
                     kept.clear();
                 }
             }
-            kept.insert(ask, (Instant::now(), found.clone()));
+            kept.insert(ask, (now, found.clone()));
         }
         Ok(found)
     }
@@ -104,7 +109,7 @@ impl StartReads {
         self.kept().retain(|_, (_, (credential, _, _))| credential.id != credential_id);
     }
 
-    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<Ask, (Instant, WithTool)>> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<Ask, (i64, WithTool)>> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
