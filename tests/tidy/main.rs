@@ -190,6 +190,34 @@ fn background_tasks_are_started_through_a_supervised_helper() {
     );
 }
 
+// --- c2. Store transactions begin through one helper -----------------------
+
+/// The one file that may begin a transaction on the pool itself.
+const STORE_BEGIN_HELPER: &str = "coordinator/src/store/mod.rs";
+
+#[test]
+fn store_transactions_begin_through_the_store_helper() {
+    let mut problems = Vec::new();
+    for file in rust_files(&["coordinator/src"]).unwrap_or_else(|e| panic!("{e}")) {
+        let rel = relative(&file);
+        if is_test_file(&file) || rel == STORE_BEGIN_HELPER {
+            continue;
+        }
+        let Some(code) = non_test_code(&read(&file).unwrap_or_else(|e| panic!("{e}"))) else { continue };
+        let text: String = code.iter().collect();
+        for (at, _) in text.match_indices("pool.begin") {
+            let line = text[..at].matches('\n').count() + 1;
+            problems.push(format!("{rel}:{line}: a transaction begun on the pool"));
+        }
+    }
+    report(
+        "store transactions begun on the pool directly",
+        "Use Store::begin: on SQLite it begins IMMEDIATE, so a write beside another process (`baton admin` \
+         next to `baton dev`) waits for the lock instead of failing SQLITE_BUSY.",
+        &problems,
+    );
+}
+
 // --- d. Both backends have the same schema ---------------------------------
 
 fn migrated_schema(dir: &str) -> Result<sql::Schema, String> {

@@ -107,7 +107,7 @@ impl Store {
     /// key is taken (then the holder is locked and either answers the request
     /// or, past retention, is deleted to free the key).
     async fn create_in_transaction(&self, new: &NewExecution, due: Due) -> Result<TxCreate> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         fence::hold(&mut tx, self.dialect, new.admission_fence).await?;
         let live = sqlx::query(LIVE_CREDENTIAL).bind(&new.started_by).fetch_optional(&mut *tx).await?;
         if live.is_none() {

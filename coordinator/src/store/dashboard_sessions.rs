@@ -24,7 +24,7 @@ impl Store {
         now: Millis,
         expires_at: Millis,
     ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM dashboard_sessions WHERE expires_at < $1").bind(now).execute(&mut *tx).await?;
         sqlx::query(
             "INSERT INTO dashboard_sessions (token_hash, credential_id, created_at, last_seen_at, expires_at) \

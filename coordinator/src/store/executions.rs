@@ -146,7 +146,7 @@ impl Store {
             placeholders.join(", "),
             self.dialect.for_update_skip_locked()
         );
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(project_id).bind(now).bind(i64::from(limit));
         for tool in tools {
             query = query.bind(tool);
@@ -183,7 +183,7 @@ impl Store {
         // execution waits for the next transaction.
         let mut seen = std::collections::HashSet::new();
         let (first, later): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|i| seen.insert(&items[*i].0));
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let ids: Vec<&ExecutionId> = first.iter().map(|i| &items[*i].0).collect();
         let mut records = fetch_many(&mut tx, &ids, self.dialect.for_update()).await?;
         let mut decided = Vec::new();
@@ -223,7 +223,7 @@ impl Store {
         data: &EventData,
         now: Millis,
     ) -> Result<Option<Result<Applied, (domain::Ignored, ExecutionRecord)>>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let Some(record) = fetch(&mut tx, id, self.dialect.for_update()).await? else {
             return Ok(None);
         };

@@ -80,7 +80,7 @@ impl Store {
     /// committed; answers the new generation. Creates admitted under an
     /// earlier one insert nothing from here on.
     pub(crate) async fn advance_admission_fence(&self) -> Result<i64> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let generation = move_on(&mut tx, self.dialect).await?;
         self.commit(tx).await?;
         Ok(generation)

@@ -261,7 +261,7 @@ impl Store {
     /// False when another replica is sealing it.
     pub async fn seal_history(&self, org_id: &str, project_id: &str, now: Millis) -> Result<bool> {
         let owner = Owner { org_id, project_id };
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO history_seals (org_id, project_id, sealed_before) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING",
         )

@@ -72,7 +72,7 @@ impl Store {
         response_ct: &[u8],
         now: Millis,
     ) -> Result<Option<Answered>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let Some(record) = fetch(&mut tx, execution_id, self.dialect.for_update()).await? else {
             return Ok(None);
         };

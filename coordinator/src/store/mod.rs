@@ -53,6 +53,8 @@ mod payload_keys_tests;
 #[cfg(test)]
 mod settings_tests;
 #[cfg(test)]
+mod sqlite_tests;
+#[cfg(test)]
 mod webhooks_tests;
 
 pub(crate) use access::WithTool;
@@ -80,8 +82,8 @@ pub(crate) use tool_owners::{OwnedElsewhere, ToolChange};
 pub use webhooks::{AttemptOutcome, ClaimedDelivery, DeliveryRecord, EndpointRecord};
 pub use write::{EventData, PublishedRequest};
 
-use sqlx::AnyPool;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{Any, AnyPool, Transaction};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +215,19 @@ impl Store {
         }
         .map_err(Error::Unavailable)?;
         Ok(Store { pool, dialect, replica: None, faults: None })
+    }
+
+    /// Begins a transaction. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`): a deferred transaction that read first cannot
+    /// upgrade once another process (`baton admin` beside `baton dev`)
+    /// committed in between, and fails `SQLITE_BUSY` without waiting, where an
+    /// immediate one waits out the busy timeout like any writer.
+    async fn begin(&self) -> Result<Transaction<'static, Any>> {
+        let tx = match self.dialect {
+            Dialect::Postgres => self.pool.begin().await,
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+        };
+        tx.map_err(Error::from)
     }
 
     /// The pool's connections (in use, idle).

@@ -75,7 +75,7 @@ impl Store {
         let have = self.attached("audit_logs").await?;
         let mut created = 0;
         for period in (first..=first + 1).filter(|p| !have.contains(p)) {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.begin().await?;
             sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
             if exists(&mut tx, &partition_name("audit_logs", period)).await? {
                 continue;
@@ -94,7 +94,7 @@ impl Store {
             if (period + 1) * AUDIT_PERIOD_MS > before {
                 break;
             }
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.begin().await?;
             sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
             sqlx::query(DROP_LOCK_TIMEOUT).execute(&mut *tx).await?;
             let part = partition_name("audit_logs", period);
@@ -142,7 +142,7 @@ impl Store {
     /// Creates day `day`'s partitions, moving in the rows that waited for it
     /// in the default partitions; false when another replica did it first.
     async fn create_day(&self, day: i64) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
         if exists(&mut tx, &partition_name("executions", day)).await? {
             return Ok(false);
@@ -174,7 +174,7 @@ impl Store {
     }
 
     async fn drop_day(&self, day: i64) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(LOCK).execute(&mut *tx).await?;
         sqlx::query(DROP_LOCK_TIMEOUT).execute(&mut *tx).await?;
         let runs = partition_name("executions", day);

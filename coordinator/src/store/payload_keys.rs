@@ -248,7 +248,7 @@ impl Store {
     /// changed meanwhile keeps what that write wrote.
     pub(crate) async fn replace_sealed(&self, t: &SealedTable, replacements: &[Replacement]) -> Result<Vec<bool>> {
         let key_match: Vec<String> = t.key.iter().enumerate().map(|(i, (c, _))| format!("{c} = ${}", i + 2)).collect();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let mut written = Vec::with_capacity(replacements.len());
         for r in replacements {
             if !t.columns.iter().any(|(c, _)| *c == r.column) {
@@ -293,7 +293,7 @@ impl Store {
     /// by no one: a value names them, no sealer does), and that the survey
     /// is done.
     pub(crate) async fn record_payload_key_survey(&self, found: &[&str]) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         for id in found.iter().filter(|id| !id.is_empty()) {
             sqlx::query(
                 "INSERT INTO payload_keys_in_use (key_id, noted_at) VALUES ($1, 0) ON CONFLICT (key_id) DO NOTHING",

@@ -33,7 +33,7 @@ impl Store {
     /// Opens a session until `expires_at`, and drops sessions past their end.
     pub async fn open_person_session(&self, s: &NewPersonSession<'_>, now: Millis, expires_at: Millis) -> Result<()> {
         let groups = serde_json::to_string(s.groups).map_err(|e| super::Error::Corrupt(e.to_string()))?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM person_sessions WHERE expires_at < $1").bind(now).execute(&mut *tx).await?;
         sqlx::query(
             "INSERT INTO person_sessions (token_hash, org_id, project_id, subject, email, groups_json, created_at, \

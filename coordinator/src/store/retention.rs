@@ -71,7 +71,7 @@ impl Store {
         default_ms: i64,
         now: Millis,
     ) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let done = sqlx::query("UPDATE projects SET retention_ms = $1 WHERE id = $2 AND org_id = $3")
             .bind(retention_ms)
             .bind(project_id)
@@ -95,7 +95,7 @@ impl Store {
         default_ms: i64,
         now: Millis,
     ) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let done = sqlx::query("UPDATE organizations SET retention_ms = $1 WHERE id = $2")
             .bind(retention_ms)
             .bind(org_id)
@@ -120,7 +120,7 @@ impl Store {
         default_ms: i64,
         now: Millis,
     ) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let done = sqlx::query("UPDATE organizations SET execution_logging = $1 WHERE id = $2")
             .bind(i64::from(on))
             .bind(org_id)

@@ -39,7 +39,7 @@ impl Store {
         role: &str,
         now: Millis,
     ) -> Result<Option<String>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let previous: Option<String> = sqlx::query_scalar(
             "SELECT role FROM project_role_grants WHERE project_id = $1 AND subject_kind = $2 AND subject = $3",
         )

@@ -118,7 +118,7 @@ impl Store {
             self.dialect.for_update_skip_locked()
         );
         let batch = async {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.begin().await?;
             let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
             let mut decided = Vec::with_capacity(rows.len());
             for row in &rows {
@@ -203,7 +203,7 @@ impl Store {
             key_columns(),
             self.dialect.for_update_skip_locked()
         );
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit)).fetch_all(&mut *tx).await?;
         let runs = rows.iter().map(DeletedRun::from_row).collect::<Result<Vec<_>>>()?;
         for run in &runs {

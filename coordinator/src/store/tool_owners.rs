@@ -88,7 +88,7 @@ impl Store {
         tools: &[ToolRecord],
         now: Millis,
     ) -> Result<std::result::Result<Vec<(String, ToolChange)>, OwnedElsewhere>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let mut changes = Vec::with_capacity(tools.len());
         let existing_sql = format!("SELECT {TOOL_COLUMNS}, owner FROM tools WHERE project_id = $1 AND name = $2");
         for (position, t) in tools.iter().enumerate() {
@@ -179,7 +179,7 @@ impl Store {
     /// Gives tool `name` of the project to identity `owner`; the previous
     /// owner, or `None` when the project has no such tool.
     pub(crate) async fn set_tool_owner(&self, project_id: &str, name: &str, owner: &str) -> Result<Option<String>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let previous: Option<String> =
             sqlx::query_scalar("SELECT owner FROM tools WHERE project_id = $1 AND name = $2")
                 .bind(project_id)

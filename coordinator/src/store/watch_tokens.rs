@@ -18,7 +18,7 @@ impl Store {
         now: Millis,
         expires_at: Millis,
     ) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM watch_tokens_used WHERE expires_at < $1").bind(now).execute(&mut *tx).await?;
         let inserted = sqlx::query(
             "INSERT INTO watch_tokens_used (token_id, credential_id, used_at, expires_at) VALUES ($1, $2, $3, $4) \

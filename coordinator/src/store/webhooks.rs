@@ -241,7 +241,7 @@ impl Store {
 
     /// Deletes the endpoint and the signals still owed to it.
     pub(crate) async fn delete_webhook(&self, id: &str) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM webhook_deliveries WHERE endpoint_id = $1").bind(id).execute(&mut *tx).await?;
         let done = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1").bind(id).execute(&mut *tx).await?;
         self.commit(tx).await?;
@@ -278,7 +278,7 @@ impl Store {
              ORDER BY next_attempt_at LIMIT $2{}",
             self.dialect.for_update_skip_locked()
         );
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let ids: Vec<String> = sqlx::query(AssertSqlSafe(sql))
             .bind(now)
             .bind(i64::from(limit))
