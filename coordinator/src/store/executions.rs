@@ -2,7 +2,7 @@
 //! transition takes (`apply`). Creating them is `create.rs`.
 
 use super::records::{AttemptRecord, EXECUTION_COLUMNS, ExecutionRecord, attempt_from_row, execution_from_row};
-use super::write::{EventData, Pending, persist_many};
+use super::write::{EventData, Pending, persist_many, persist_unlocked};
 use super::{Error, Result, Store};
 use crate::domain::{self, AttemptRef, Effect, Event, EventKind, ExecutionId, Millis, Status, Transition};
 use sqlx::AnyPool;
@@ -21,6 +21,9 @@ pub struct EventRecord {
     /// not know.
     pub(crate) status: Option<Status>,
 }
+
+/// One answer of `apply_batch`: `None` for an unknown execution.
+type Answer = Option<std::result::Result<Applied, (domain::Ignored, ExecutionRecord)>>;
 
 #[derive(Clone, Debug)]
 pub struct Applied {
@@ -170,24 +173,92 @@ impl Store {
         Ok(written.records.into_iter().map(|record| Claimed { attempt: record.state.attempts, record }).collect())
     }
 
-    /// Applies many events in one transaction (one commit), rows locked in id
-    /// order. Each answer is as `apply`'s. An error fails the whole batch.
+    /// Applies many events with one commit. Each answer is as `apply`'s. An
+    /// error fails the whole batch.
+    ///
+    /// On Postgres the rows are first read unlocked and every transition
+    /// written as one statement that commits itself, each guarded by its
+    /// row's version: two round trips where a transaction takes four (and no
+    /// row lock). A row another writer moved in between, and any batch that
+    /// needs more than that statement, takes the locked path: one
+    /// transaction, rows locked in id order.
     pub(crate) async fn apply_batch(
         &self,
         items: &[(ExecutionId, Event, EventData)],
         now: Millis,
-    ) -> Result<Vec<Option<Result<Applied, (domain::Ignored, ExecutionRecord)>>>> {
-        type Answer = Option<Result<Applied, (domain::Ignored, ExecutionRecord)>>;
+    ) -> Result<Vec<Answer>> {
         let mut out: Vec<Answer> = vec![None; items.len()];
         // One transition per execution per batch; a second event for the same
-        // execution waits for the next transaction.
+        // execution waits for the next one.
         let mut seen = std::collections::HashSet::new();
-        let (first, later): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|i| seen.insert(&items[*i].0));
-        let mut tx = self.begin().await?;
+        let (mut first, later): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|i| seen.insert(&items[*i].0));
+        if self.dialect == super::Dialect::Postgres {
+            first = self.apply_unlocked(items, first, now, &mut out).await?;
+        }
+        self.apply_locked(items, &first, now, &mut out).await?;
+        for i in later {
+            let (id, event, data) = &items[i];
+            out[i] = self.apply(id, event, data, now).await?;
+        }
+        Ok(out)
+    }
+
+    /// The unlocked attempt of `apply_batch`: answers what it settled in
+    /// `out` and returns the items left for the locked path.
+    async fn apply_unlocked(
+        &self,
+        items: &[(ExecutionId, Event, EventData)],
+        first: Vec<usize>,
+        now: Millis,
+        out: &mut [Answer],
+    ) -> Result<Vec<usize>> {
         let ids: Vec<&ExecutionId> = first.iter().map(|i| &items[*i].0).collect();
-        let mut records = fetch_many(&mut tx, &ids, self.dialect.for_update()).await?;
+        let mut records = fetch_many(&self.pool, &ids, "").await?;
         let mut decided = Vec::new();
-        for i in first {
+        for &i in &first {
+            let (id, event, _) = &items[i];
+            // Unknown: the answer stays `None`.
+            let Some(record) = records.remove(id) else { continue };
+            match domain::apply(&record.state, event, now) {
+                Ok(t) => decided.push((i, record, t)),
+                // Ignored by the state the row had when read: an answer as of then.
+                Err(ignored) => out[i] = Some(Err((ignored, record))),
+            }
+        }
+        let pending: Vec<Pending> = decided
+            .iter()
+            .map(|(i, before, t)| Pending { before, event: &items[*i].1, transition: t, data: &items[*i].2 })
+            .collect();
+        let Some((written, queued)) = persist_unlocked(self, &pending, now).await? else {
+            return Ok(decided.into_iter().map(|(i, _, _)| i).collect());
+        };
+        let mut left = Vec::new();
+        for ((i, _, t), record) in decided.into_iter().zip(written) {
+            match record {
+                Some(record) => out[i] = Some(Ok(Applied { record, effects: t.effects, deliveries_queued: queued })),
+                None => left.push(i),
+            }
+        }
+        Ok(left)
+    }
+
+    /// The locked path of `apply_batch`: `which` in one transaction, rows
+    /// locked in id order.
+    async fn apply_locked(
+        &self,
+        items: &[(ExecutionId, Event, EventData)],
+        which: &[usize],
+        now: Millis,
+        out: &mut [Answer],
+    ) -> Result<()> {
+        if which.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin().await?;
+        let ids: Vec<&ExecutionId> = which.iter().map(|i| &items[*i].0).collect();
+        let mut records = fetch_many(&mut *tx, &ids, self.dialect.for_update()).await?;
+        let mut decided = Vec::new();
+        for &i in which {
             let (id, event, _) = &items[i];
             let Some(record) = records.remove(id) else { continue };
             match domain::apply(&record.state, event, now) {
@@ -205,11 +276,7 @@ impl Store {
         for ((i, _, t), record) in decided.into_iter().zip(written.records) {
             out[i] = Some(Ok(Applied { record, effects: t.effects, deliveries_queued: queued }));
         }
-        for i in later {
-            let (id, event, data) = &items[i];
-            out[i] = self.apply(id, event, data, now).await?;
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// Applies `event` to one execution: load under a row lock, run the state
@@ -238,8 +305,8 @@ impl Store {
 }
 
 /// Several executions, locked in id order (so concurrent batches cannot deadlock).
-async fn fetch_many(
-    tx: &mut Transaction<'_, Any>,
+async fn fetch_many<'e>(
+    on: impl sqlx::Executor<'e, Database = Any>,
     ids: &[&ExecutionId],
     lock: &str,
 ) -> Result<std::collections::HashMap<ExecutionId, ExecutionRecord>> {
@@ -255,7 +322,7 @@ async fn fetch_many(
     for id in ids {
         query = query.bind(id.as_str());
     }
-    let rows = query.persistent(false).fetch_all(&mut **tx).await?;
+    let rows = query.persistent(ids.len() <= super::write::KEPT_UP_TO).fetch_all(on).await?;
     rows.iter().map(|r| execution_from_row(r).map(|rec| (rec.id.clone(), rec))).collect()
 }
 

@@ -56,6 +56,8 @@ mod settings_tests;
 mod sqlite_tests;
 #[cfg(test)]
 mod webhooks_tests;
+#[cfg(test)]
+mod write_tests;
 
 pub(crate) use access::WithTool;
 pub(crate) use audit::{AuditEntry, AuditFilter};

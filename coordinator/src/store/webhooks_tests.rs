@@ -6,7 +6,7 @@ use super::contract_tests::{backends, new_execution, settle, tools};
 use super::*;
 use crate::domain::{Event, Outcome, Status};
 
-fn endpoint(id: &str, project_id: &str, enabled: bool) -> EndpointRecord {
+pub(super) fn endpoint(id: &str, project_id: &str, enabled: bool) -> EndpointRecord {
     EndpointRecord {
         id: id.into(),
         org_id: "org_1".into(),

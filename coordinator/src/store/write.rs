@@ -3,8 +3,8 @@
 //! row update, the event, attempt and webhook-signal writes as parts of it):
 //! a batch of claims or settlements costs a round trip or a few and one
 //! commit, not several per execution. Rows are guarded by their version. The
-//! statements' text varies with the batch size, so they are not kept as
-//! prepared statements (that would churn every connection's statement cache).
+//! statements' text varies with the batch size, so only small batches' are
+//! kept as prepared statements (more would churn every connection's cache).
 
 use super::records::{ExecutionRecord, phase_columns};
 use super::{Error, Result};
@@ -79,6 +79,8 @@ const ROW_COLUMNS: &str = "id, old_version, status, failure_reason, not_before, 
     error_message, summary, output_ct, error_detail_ct, payload_bytes, version, deadline, remote_task_id, \
     changed_version";
 const ROW_WIDTH: usize = 23;
+/// Batches up to this size keep their one statement prepared (`Batch::kept`).
+pub(super) const KEPT_UP_TO: usize = 4;
 /// Reads the rows' values from `v`; guarded by each row's version.
 const UPDATE_ROWS: &str = "UPDATE executions SET status = v.status, failure_reason = v.failure_reason, \
     not_before = v.not_before, worker_id = v.worker_id, lease_attempt = v.lease_attempt, \
@@ -89,23 +91,27 @@ const UPDATE_ROWS: &str = "UPDATE executions SET status = v.status, failure_reas
     payload_bytes = v.payload_bytes, version = v.version, execution_deadline = v.deadline, \
     remote_task_id = v.remote_task_id, changed_version = v.changed_version \
     FROM v WHERE executions.id = v.id AND executions.version = v.old_version";
-const INSERT_EVENTS: &str =
-    "INSERT INTO execution_events (execution_id, seq, at, kind, status, org_id, retention_expires_at) VALUES";
+const INSERT_EVENTS: &str = "INSERT INTO execution_events (execution_id, seq, at, kind, status, org_id, \
+    retention_expires_at)";
 const EVENT_WIDTH: usize = 7;
 const INSERT_STARTED: &str =
-    "INSERT INTO attempts (execution_id, attempt, worker_id, started_at, org_id, retention_expires_at) VALUES";
+    "INSERT INTO attempts (execution_id, attempt, worker_id, started_at, org_id, retention_expires_at)";
 const STARTED_WIDTH: usize = 6;
+/// In one statement, a part of a row is written only if that row's update
+/// matched (`u` returns the ids it updated): an unlocked batch whose row moved
+/// meanwhile leaves no trace of it.
+const UPDATED: &str = "IN (SELECT id FROM u)";
 const FINISHED_COLUMNS: &str = "f(execution_id, attempt, success, error_message, output_ct, error_detail_ct)";
 const FINISHED_WIDTH: usize = 6;
 
 /// `UPDATE attempts` from `f`, finishing at placeholder `$now`, in the
-/// partitions `days` names (see `Batch::days`).
-fn update_finished(now: usize, days: &str) -> String {
+/// partitions `days` names (see `Batch::days`), for the executions `gate` admits.
+fn update_finished(now: usize, days: &str, gate: &str) -> String {
     format!(
         "UPDATE attempts SET finished_at = ${now}, success = f.success, error_message = f.error_message, \
          output_ct = f.output_ct, error_detail_ct = f.error_detail_ct FROM f \
          WHERE attempts.execution_id = f.execution_id AND attempts.attempt = f.attempt \
-         AND attempts.finished_at IS NULL AND attempts.retention_expires_at IN ({days})"
+         AND attempts.finished_at IS NULL AND attempts.retention_expires_at IN ({days}){gate}"
     )
 }
 
@@ -169,7 +175,9 @@ pub(super) async fn persist_many(tx: &mut Transaction<'_, Any>, items: &[Pending
     }
     let batch = Batch::plan(items, now);
     let deliveries = if tx.backend_name() == "PostgreSQL" && batch.one_statement_holds() {
-        batch.write_as_one(tx).await?
+        let (updated, queued) = batch.write_as_one(&mut **tx).await?;
+        batch.check_updated(updated.len() as u64)?;
+        queued
     } else {
         batch.write_each(tx).await?
     };
@@ -177,6 +185,43 @@ pub(super) async fn persist_many(tx: &mut Transaction<'_, Any>, items: &[Pending
         extras(tx, p, now).await?;
     }
     Ok(Written { records: batch.written, deliveries_queued: deliveries > 0 })
+}
+
+/// The ids a one-statement write updated.
+type Updated = std::collections::HashSet<String>;
+
+/// What the one statement answers: a row per updated execution, each with the
+/// deliveries queued.
+fn updated_and_queued(rows: Vec<(String, i64)>) -> (Updated, u64) {
+    let queued = rows.first().map_or(0, |(_, q)| u64::try_from(*q).unwrap_or(0));
+    (rows.into_iter().map(|(id, _)| id).collect(), queued)
+}
+
+/// Transitions of rows read without a lock, written as one statement that
+/// commits itself (Postgres): each row only if it still has the version it
+/// was read at. `None` when the batch needs more than one statement (it then
+/// takes the locked path); otherwise each item's row as written, or `None`
+/// for a row another writer moved meanwhile.
+pub(super) async fn persist_unlocked(
+    store: &super::Store,
+    items: &[Pending<'_>],
+    now: Millis,
+) -> Result<Option<(Vec<Option<ExecutionRecord>>, bool)>> {
+    let batch = Batch::plan(items, now);
+    if items.is_empty() || !batch.one_statement_holds() || items.iter().any(needs_extras) {
+        return Ok(None);
+    }
+    let (sql, args) = batch.one_statement()?;
+    let write = sqlx::query_as_with(AssertSqlSafe(sql), args).persistent(batch.kept()).fetch_all(&store.pool);
+    let (updated, queued) = updated_and_queued(store.autocommit(write).await?);
+    let records = batch.written.into_iter().map(|r| updated.contains(r.id.as_str()).then_some(r)).collect();
+    Ok(Some((records, queued > 0)))
+}
+
+/// Whether `p` writes more than the parts of the one statement (`extras`).
+fn needs_extras(p: &Pending<'_>) -> bool {
+    !p.data.new_input_requests.is_empty()
+        || p.transition.effects.iter().any(|e| matches!(e, Effect::AttemptVoided { .. }))
 }
 
 /// A batch's rows as written, and how many of each part it writes.
@@ -243,11 +288,12 @@ impl<'a> Batch<'a> {
         })
     }
 
-    /// The retention ends of the batch's rows, as literals. Naming them lets
-    /// Postgres plan the updates over the day partitions that hold the rows
-    /// instead of every partition (these statements are planned on every
-    /// call). Each row was read locked in this transaction, so its value is
-    /// current: a re-dating waits for the lock.
+    /// The retention ends of the batch's rows, as literals (the one statement
+    /// takes them as parameters). Naming them lets Postgres prune the updates
+    /// to the day partitions that hold the rows instead of every partition. A
+    /// row read locked has its current value (a re-dating waits for the
+    /// lock); one read unlocked and re-dated since matches no partition
+    /// named, so it is left as a row another writer moved.
     fn days(&self) -> String {
         let ends: std::collections::BTreeSet<Millis> =
             self.items.iter().map(|p| p.before.retention_expires_at).collect();
@@ -342,48 +388,71 @@ impl<'a> Batch<'a> {
         Ok(())
     }
 
-    /// Every part in one statement; the count of rows updated says whether
-    /// each row still had the version it was read at. Answers the webhook
-    /// deliveries it queued.
-    async fn write_as_one(&self, tx: &mut Transaction<'_, Any>) -> Result<u64> {
+    /// Every part in one statement, each row's parts only if its update
+    /// matched the version it was read at. Answers the ids updated and the
+    /// webhook deliveries queued. Inside a transaction that locked the rows
+    /// every update matches; run alone (it commits itself) on rows read
+    /// unlocked, a row another writer moved meanwhile is left as it is.
+    async fn write_as_one<'e>(&self, on: impl sqlx::Executor<'e, Database = Any>) -> Result<(Updated, u64)> {
+        let (sql, args) = self.one_statement()?;
+        let rows = sqlx::query_as_with(AssertSqlSafe(sql), args).persistent(self.kept()).fetch_all(on).await?;
+        Ok(updated_and_queued(rows))
+    }
+
+    /// Whether the statement is kept prepared on its connection. Its text
+    /// depends only on the batch's size and which parts it writes, so a
+    /// small batch's recurs (a settlement alone, above all): kept, it costs
+    /// one round trip where an unnamed statement costs two (parse and
+    /// describe, then execute), and Postgres need not parse it again.
+    fn kept(&self) -> bool {
+        self.items.len() <= KEPT_UP_TO
+    }
+
+    /// The statement of [`Batch::write_as_one`] and its arguments. The rows'
+    /// retention ends come first, as parameters (see [`Batch::days`]).
+    fn one_statement(&self) -> Result<(String, AnyArguments)> {
         let mut args = AnyArguments::default();
         let n = self.items.len();
-        let days = self.days();
+        for p in self.items {
+            add(&mut args, p.before.retention_expires_at)?;
+        }
+        let days = (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
         self.add_rows(&mut args)?;
-        let mut next = n * ROW_WIDTH + 1;
+        let mut next = n + n * ROW_WIDTH + 1;
         let mut sql = format!(
             "WITH v({ROW_COLUMNS}) AS (VALUES {}), u AS ({UPDATE_ROWS} AND executions.retention_expires_at IN ({days}) \
-             RETURNING 1)",
-            placeholders(1, n, ROW_WIDTH),
+             RETURNING executions.id)",
+            placeholders(n + 1, n, ROW_WIDTH),
         );
         if self.events > 0 {
             self.add_events(&mut args)?;
-            sql += &format!(", e AS ({INSERT_EVENTS} {})", placeholders(next, self.events, EVENT_WIDTH));
+            let values = placeholders(next, self.events, EVENT_WIDTH);
+            sql += &format!(", e AS ({INSERT_EVENTS} SELECT * FROM (VALUES {values}) AS x WHERE x.column1 {UPDATED})");
             next += self.events * EVENT_WIDTH;
         }
         if self.started > 0 {
             self.add_started(&mut args)?;
-            sql += &format!(", s AS ({INSERT_STARTED} {})", placeholders(next, self.started, STARTED_WIDTH));
+            let values = placeholders(next, self.started, STARTED_WIDTH);
+            sql += &format!(", s AS ({INSERT_STARTED} SELECT * FROM (VALUES {values}) AS x WHERE x.column1 {UPDATED})");
             next += self.started * STARTED_WIDTH;
         }
         if self.finished > 0 {
             self.add_finished(&mut args)?;
             let values = placeholders(next, self.finished, FINISHED_WIDTH);
             next += self.finished * FINISHED_WIDTH;
-            sql += &format!(", {FINISHED_COLUMNS} AS (VALUES {values}), g AS ({})", update_finished(next, &days));
+            let gate = format!(" AND f.execution_id {UPDATED}");
+            sql +=
+                &format!(", {FINISHED_COLUMNS} AS (VALUES {values}), g AS ({})", update_finished(next, &days, &gate));
             next += 1;
         }
         if !self.signals.is_empty() {
             let (values, insert) = super::webhooks::enqueue_parts(&mut args, next, &self.signals, self.now)?;
-            sql += &format!(", {values}, h AS ({insert} RETURNING 1)");
-            sql += " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM h)";
+            sql += &format!(", {values}, h AS ({insert} AND w.execution_id {UPDATED} RETURNING 1)");
+            sql += " SELECT u.id, (SELECT count(*) FROM h) FROM u";
         } else {
-            sql += " SELECT count(*), 0::bigint FROM u";
+            sql += " SELECT u.id, 0::bigint FROM u";
         }
-        let (updated, queued): (i64, i64) =
-            sqlx::query_as_with(AssertSqlSafe(sql), args).persistent(false).fetch_one(&mut **tx).await?;
-        self.check_updated(u64::try_from(updated).unwrap_or(0))?;
-        Ok(u64::try_from(queued).unwrap_or(0))
+        Ok((sql, args))
     }
 
     /// Each part as a statement of its own. Answers the webhook deliveries it queued.
@@ -401,13 +470,13 @@ impl<'a> Batch<'a> {
         if self.events > 0 {
             let mut events = AnyArguments::default();
             self.add_events(&mut events)?;
-            let sql = format!("{INSERT_EVENTS} {}", placeholders(1, self.events, EVENT_WIDTH));
+            let sql = format!("{INSERT_EVENTS} VALUES {}", placeholders(1, self.events, EVENT_WIDTH));
             sqlx::query_with(AssertSqlSafe(sql), events).persistent(false).execute(&mut **tx).await?;
         }
         if self.started > 0 {
             let mut started = AnyArguments::default();
             self.add_started(&mut started)?;
-            let sql = format!("{INSERT_STARTED} {}", placeholders(1, self.started, STARTED_WIDTH));
+            let sql = format!("{INSERT_STARTED} VALUES {}", placeholders(1, self.started, STARTED_WIDTH));
             sqlx::query_with(AssertSqlSafe(sql), started).persistent(false).execute(&mut **tx).await?;
         }
         if self.finished > 0 {
@@ -416,7 +485,7 @@ impl<'a> Batch<'a> {
             let sql = format!(
                 "WITH {FINISHED_COLUMNS} AS (VALUES {}) {}",
                 placeholders(1, self.finished, FINISHED_WIDTH),
-                update_finished(self.finished * FINISHED_WIDTH + 1, &days)
+                update_finished(self.finished * FINISHED_WIDTH + 1, &days, "")
             );
             sqlx::query_with(AssertSqlSafe(sql), finished).persistent(false).execute(&mut **tx).await?;
         }

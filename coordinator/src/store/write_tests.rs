@@ -1,0 +1,69 @@
+//! The unlocked write (Postgres): rows read without a lock, every transition
+//! written as one statement that commits itself. A row another writer moved
+//! between the read and the write keeps nothing of the stale transition: no
+//! row change, no event, no finished attempt, no webhook delivery.
+
+use super::contract_tests::{new_execution, postgres, tools};
+use super::webhooks_tests::endpoint;
+use super::write::{EventData, Pending, persist_unlocked};
+use crate::domain::{self, Event, Outcome, Status};
+
+#[tokio::test]
+async fn an_unlocked_write_leaves_a_row_moved_since_its_read_untouched_and_writes_the_others() {
+    let b = postgres().await;
+    let s = &b.store;
+    s.create_org("org_1", "o", 1).await.expect("org");
+    s.create_project("p1", "org_1", "p1", 1).await.expect("project");
+    assert!(s.create_webhook(&endpoint("we_race", "p1", true), 10).await.expect("endpoint"));
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let new = new_execution("p1", "u1", None, "f", 1_000 + i);
+        s.create_execution(&new).await.expect("create");
+        ids.push(new.id);
+    }
+    assert_eq!(s.claim("p1", &tools(), "w", 2, 1_100, 9_000).await.expect("claim").len(), 2);
+    let read: Vec<_> = {
+        let mut read = Vec::new();
+        for id in &ids {
+            read.push(s.get_execution(id).await.expect("get").expect("exists"));
+        }
+        read
+    };
+    // Another writer moves the second row after it was read: a heartbeat.
+    let beat = Event::Heartbeat { worker_id: "w".into(), attempt: 1, lease_until: 12_000 };
+    assert!(matches!(s.apply(&ids[1], &beat, &EventData::default(), 1_150).await, Ok(Some(Ok(_)))));
+
+    let settle = Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
+    let data = EventData { output_ct: Some(vec![5; 2]), payload_bytes: 2, ..Default::default() };
+    let transitions: Vec<_> =
+        read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("a settlement applies")).collect();
+    let pending: Vec<Pending> = read
+        .iter()
+        .zip(&transitions)
+        .map(|(before, transition)| Pending { before, event: &settle, transition, data: &data })
+        .collect();
+    let (written, queued) = persist_unlocked(s, &pending, 1_200).await.expect("write").expect("one statement");
+    assert!(queued);
+    assert_eq!(written.iter().map(Option::is_some).collect::<Vec<_>>(), [true, false]);
+
+    let kinds = |events: Vec<super::EventRecord>| -> Vec<String> {
+        events.into_iter().map(|e| e.kind.map_or("", |k| k.as_str()).to_owned()).collect()
+    };
+    let first = s.get_execution(&ids[0]).await.expect("get").expect("exists");
+    assert_eq!(first.status(), Status::Completed);
+    assert_eq!(kinds(s.list_events(&ids[0]).await.expect("events")), ["created", "claimed", "settled"]);
+    assert_eq!(s.list_attempts(&ids[0]).await.expect("attempts")[0].success, Some(true));
+
+    let moved = s.get_execution(&ids[1]).await.expect("get").expect("exists");
+    assert_eq!(moved.status(), Status::Working, "the moved row keeps its state");
+    assert_eq!(kinds(s.list_events(&ids[1]).await.expect("events")), ["created", "claimed"]);
+    let attempt = &s.list_attempts(&ids[1]).await.expect("attempts")[0];
+    assert_eq!((attempt.finished_at, attempt.success), (None, None), "its attempt is not finished");
+    let signalled: Vec<String> =
+        s.webhook_deliveries("we_race", 10).await.expect("deliveries").into_iter().map(|d| d.execution_id).collect();
+    assert_eq!(signalled, [ids[0].to_string()], "no delivery for the moved row");
+
+    // Through the batch, the moved row is read again and settled.
+    let answers = s.apply_batch(&[(ids[1].clone(), settle, data)], 1_300).await.expect("batch");
+    assert!(matches!(&answers[0], Some(Ok(a)) if a.record.status() == Status::Completed));
+}
