@@ -85,7 +85,9 @@ impl Store {
         }
         let created = self.autocommit(query.fetch_all(&self.pool)).await?;
         let created: HashSet<String> = created.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
-        Ok(records.into_iter().map(|r| r.filter(|r| created.contains(r.id.as_str()))).collect())
+        let records: Vec<_> = records.into_iter().map(|r| r.filter(|r| created.contains(r.id.as_str()))).collect();
+        records.iter().flatten().for_each(|r| self.remember(r));
+        Ok(records)
     }
 }
 

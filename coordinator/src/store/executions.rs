@@ -170,6 +170,7 @@ impl Store {
             .collect();
         let written = persist_many(&mut tx, &pending, now).await?;
         self.commit(tx).await?;
+        written.records.iter().for_each(|r| self.remember(r));
         Ok(written.records.into_iter().map(|record| Claimed { attempt: record.state.attempts, record }).collect())
     }
 
@@ -212,10 +213,20 @@ impl Store {
         now: Millis,
         out: &mut [Answer],
     ) -> Result<Vec<usize>> {
-        let ids: Vec<&ExecutionId> = first.iter().map(|i| &items[*i].0).collect();
-        let mut records = fetch_many(&self.pool, &ids, "").await?;
+        // Decided on the row as this replica last wrote it where kept; what
+        // the machine would ignore there is decided again on a fresh read.
         let mut decided = Vec::new();
-        for &i in &first {
+        let mut unread = Vec::new();
+        for i in first {
+            let (id, event, _) = &items[i];
+            match self.last_written.get(id).map(|r| (domain::apply(&r.state, event, now), r)) {
+                Some((Ok(t), record)) => decided.push((i, record, t)),
+                _ => unread.push(i),
+            }
+        }
+        let ids: Vec<&ExecutionId> = unread.iter().map(|i| &items[*i].0).collect();
+        let mut records = if ids.is_empty() { Default::default() } else { fetch_many(&self.pool, &ids, "").await? };
+        for i in unread {
             let (id, event, _) = &items[i];
             // Unknown: the answer stays `None`.
             let Some(record) = records.remove(id) else { continue };
@@ -235,7 +246,10 @@ impl Store {
         let mut left = Vec::new();
         for ((i, _, t), record) in decided.into_iter().zip(written) {
             match record {
-                Some(record) => out[i] = Some(Ok(Applied { record, effects: t.effects, deliveries_queued: queued })),
+                Some(record) => {
+                    self.last_written.keep(&record);
+                    out[i] = Some(Ok(Applied { record, effects: t.effects, deliveries_queued: queued }));
+                }
                 None => left.push(i),
             }
         }
@@ -274,6 +288,7 @@ impl Store {
         self.commit(tx).await?;
         let queued = written.deliveries_queued;
         for ((i, _, t), record) in decided.into_iter().zip(written.records) {
+            self.remember(&record);
             out[i] = Some(Ok(Applied { record, effects: t.effects, deliveries_queued: queued }));
         }
         Ok(())
@@ -300,6 +315,7 @@ impl Store {
         };
         let (record, deliveries_queued) = persist(&mut tx, &record, event, &t, data, now).await?;
         self.commit(tx).await?;
+        self.remember(&record);
         Ok(Some(Ok(Applied { record, effects: t.effects, deliveries_queued })))
     }
 }

@@ -21,6 +21,7 @@ mod history_counts;
 mod history_filter;
 mod identity;
 mod input;
+mod last_written;
 mod listing;
 mod migrations;
 mod operator;
@@ -182,6 +183,8 @@ pub struct Store {
     replica: Option<std::sync::Arc<replica::Replica>>,
     /// Injected commit faults (the deterministic simulation only).
     faults: Option<std::sync::Arc<dyn Faults>>,
+    /// The rows this process last wrote (Postgres; `last_written.rs`).
+    last_written: std::sync::Arc<last_written::LastWritten>,
 }
 
 impl Store {
@@ -216,7 +219,7 @@ impl Store {
             }
         }
         .map_err(Error::Unavailable)?;
-        Ok(Store { pool, dialect, replica: None, faults: None })
+        Ok(Store { pool, dialect, replica: None, faults: None, last_written: Default::default() })
     }
 
     /// Begins a transaction. On SQLite it takes the write lock at once
@@ -230,6 +233,14 @@ impl Store {
             Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
         };
         tx.map_err(Error::from)
+    }
+
+    /// Keeps `record` as this process wrote it, where the unlocked write
+    /// path can use it (Postgres).
+    fn remember(&self, record: &ExecutionRecord) {
+        if self.dialect == Dialect::Postgres {
+            self.last_written.keep(record);
+        }
     }
 
     /// The pool's connections (in use, idle).

@@ -67,3 +67,41 @@ async fn an_unlocked_write_leaves_a_row_moved_since_its_read_untouched_and_write
     let answers = s.apply_batch(&[(ids[1].clone(), settle, data)], 1_300).await.expect("batch");
     assert!(matches!(&answers[0], Some(Ok(a)) if a.record.status() == Status::Completed));
 }
+
+/// Two replicas on one database: the first keeps the row as it claimed it,
+/// the second moves it on (a retry, then a claim of attempt 2).
+async fn kept_by_one_moved_by_another() -> (super::contract_tests::Backend, super::Store, crate::domain::ExecutionId) {
+    let b = postgres().await;
+    let other = super::Store::connect(&b.url, 2).await.expect("a second replica");
+    let new = new_execution("p1", "u1", None, "f", 1_000);
+    b.store.create_execution(&new).await.expect("create");
+    assert_eq!(b.store.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim").len(), 1);
+    assert_eq!(b.store.last_written.len(), 1, "the claim's row is kept");
+    super::contract_tests::settle(&other, &new.id, 1, Outcome::ToolError { retryable: true }, 1_100).await;
+    assert_eq!(other.claim("p1", &tools(), "w", 1, 1_300, 9_000).await.expect("claim")[0].attempt, 2);
+    (b, other, new.id)
+}
+
+#[tokio::test]
+async fn a_settlement_the_kept_row_would_ignore_is_decided_on_a_fresh_read() {
+    let (b, _other, id) = kept_by_one_moved_by_another().await;
+    // On the kept row attempt 2 is not running; on the row as it is, it is.
+    let settle = Event::Settle { worker_id: "w".into(), attempt: 2, outcome: Outcome::Success };
+    let answers = b.store.apply_batch(&[(id.clone(), settle, EventData::default())], 1_400).await.expect("batch");
+    assert!(matches!(&answers[0], Some(Ok(a)) if a.record.status() == Status::Completed), "{answers:?}");
+    assert_eq!(b.store.get_execution(&id).await.expect("get").expect("exists").status(), Status::Completed);
+    assert_eq!(b.store.last_written.len(), 0, "a terminal row is let go");
+}
+
+#[tokio::test]
+async fn a_transition_decided_on_a_kept_row_moved_since_is_decided_again_and_written_once() {
+    let (b, _other, id) = kept_by_one_moved_by_another().await;
+    // A heartbeat of attempt 1 applies to the kept row, but the row has moved
+    // on to attempt 2: the version guard sends it to a fresh read, which ignores it.
+    let beat = Event::Heartbeat { worker_id: "w".into(), attempt: 1, lease_until: 20_000 };
+    let answers = b.store.apply_batch(&[(id.clone(), beat, EventData::default())], 1_400).await.expect("batch");
+    assert!(matches!(&answers[0], Some(Err(_))), "{answers:?}");
+    let row = b.store.get_execution(&id).await.expect("get").expect("exists");
+    assert_eq!((row.status(), row.state.attempts), (Status::Working, 2));
+    assert_eq!(row.state.phase.lease().map(|l| l.expires_at), Some(9_000), "the stale heartbeat renewed nothing");
+}

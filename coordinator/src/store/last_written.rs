@@ -1,0 +1,47 @@
+//! The rows this process last wrote, by execution (Postgres). A settlement
+//! decides its transition from the row as this replica last wrote it, with no
+//! read: the write is guarded by the row's version, so a row another writer
+//! moved since is left untouched and read again. What is kept is never an
+//! answer on its own: a transition the state machine ignores on a kept row is
+//! decided again on a fresh read.
+
+use super::records::ExecutionRecord;
+use crate::domain::ExecutionId;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Rows kept at most. Full, the memo starts over: rows written here and
+/// settled elsewhere are never taken back out, and starting over costs a read
+/// each to the executions in flight.
+const CAP: usize = 4_096;
+
+#[derive(Debug, Default)]
+pub(super) struct LastWritten {
+    rows: Mutex<HashMap<ExecutionId, ExecutionRecord>>,
+}
+
+impl LastWritten {
+    /// Keeps `record` as written; a terminal one is let go (no transition
+    /// follows it).
+    pub(super) fn keep(&self, record: &ExecutionRecord) {
+        let Ok(mut rows) = self.rows.lock() else { return };
+        if record.status().is_terminal() {
+            rows.remove(&record.id);
+            return;
+        }
+        if rows.len() >= CAP && !rows.contains_key(&record.id) {
+            rows.clear();
+        }
+        rows.insert(record.id.clone(), record.clone());
+    }
+
+    /// The row as this process last wrote it, if kept.
+    pub(super) fn get(&self, id: &ExecutionId) -> Option<ExecutionRecord> {
+        self.rows.lock().ok()?.get(id).cloned()
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.rows.lock().map_or(0, |r| r.len())
+    }
+}
