@@ -8,6 +8,8 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct Database {
     pub url: Option<String>,
+    /// The coordinator's pool; its hot path (creates, settlements) opens up
+    /// to half as many more connections, planned once (Postgres).
     pub max_connections: u32,
     /// A streaming replica of `url` (Postgres) for the heavy reads: history,
     /// counts, the dashboard's run pages and the audit log.

@@ -83,7 +83,7 @@ impl Store {
         if let Some(generation) = fence {
             query = query.bind(generation);
         }
-        let created = self.autocommit(query.fetch_all(&self.pool)).await?;
+        let created = self.autocommit(query.fetch_all(&self.hot)).await?;
         let created: HashSet<String> = created.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
         let records: Vec<_> = records.into_iter().map(|r| r.filter(|r| created.contains(r.id.as_str()))).collect();
         records.iter().flatten().for_each(|r| self.remember(r));

@@ -93,7 +93,7 @@ impl Store {
             query = query.bind(generation);
         }
         // One statement per batch size: not worth a prepared statement each.
-        let rows = self.autocommit(query.persistent(batch.len() == 1).fetch_all(&self.pool)).await?;
+        let rows = self.autocommit(query.persistent(batch.len() == 1).fetch_all(&self.hot)).await?;
         let inserted: HashSet<String> = rows.iter().map(|r| r.try_get("execution_id")).collect::<Result<_, _>>()?;
         Ok(news
             .iter()

@@ -225,7 +225,7 @@ impl Store {
             }
         }
         let ids: Vec<&ExecutionId> = unread.iter().map(|i| &items[*i].0).collect();
-        let mut records = if ids.is_empty() { Default::default() } else { fetch_many(&self.pool, &ids, "").await? };
+        let mut records = if ids.is_empty() { Default::default() } else { fetch_many(&self.hot, &ids, "").await? };
         for i in unread {
             let (id, event, _) = &items[i];
             // Unknown: the answer stays `None`.

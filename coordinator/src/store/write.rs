@@ -212,7 +212,7 @@ pub(super) async fn persist_unlocked(
         return Ok(None);
     }
     let (sql, args) = batch.one_statement()?;
-    let write = sqlx::query_as_with(AssertSqlSafe(sql), args).persistent(batch.kept()).fetch_all(&store.pool);
+    let write = sqlx::query_as_with(AssertSqlSafe(sql), args).persistent(batch.kept()).fetch_all(&store.hot);
     let (updated, queued) = updated_and_queued(store.autocommit(write).await?);
     let records = batch.written.into_iter().map(|r| updated.contains(r.id.as_str()).then_some(r)).collect();
     Ok(Some((records, queued > 0)))

@@ -105,3 +105,14 @@ async fn a_transition_decided_on_a_kept_row_moved_since_is_decided_again_and_wri
     assert_eq!((row.status(), row.state.attempts), (Status::Working, 2));
     assert_eq!(row.state.phase.lease().map(|l| l.expires_at), Some(9_000), "the stale heartbeat renewed nothing");
 }
+
+#[tokio::test]
+async fn the_hot_path_plans_once_and_every_other_read_as_postgres_chooses() {
+    let b = postgres().await;
+    let mode = |pool: &sqlx::AnyPool| {
+        let pool = pool.clone();
+        async move { sqlx::query_scalar::<_, String>("SHOW plan_cache_mode").fetch_one(&pool).await.expect("show") }
+    };
+    assert_eq!(mode(&b.store.hot).await, "force_generic_plan");
+    assert_eq!(mode(&b.store.pool).await, "auto", "history and listings plan with their values");
+}
