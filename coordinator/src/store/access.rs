@@ -6,7 +6,7 @@
 use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, tool_from_row};
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
 use super::retention::RetentionSettings;
-use super::{Credential, Result, Store, ToolRecord};
+use super::{Credential, KEPT_UP_TO, Result, Store, ToolRecord};
 use crate::domain::ExecutionId;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
@@ -100,7 +100,7 @@ impl Store {
         for (hash, project_id, name) in asks {
             query = query.bind(*hash).bind(*project_id).bind(*name);
         }
-        let rows = query.persistent(false).fetch_all(&self.pool).await?;
+        let rows = query.persistent(asks.len() <= KEPT_UP_TO).fetch_all(&self.hot).await?;
         let mut out = vec![None; asks.len()];
         for row in &rows {
             let ask =
@@ -169,7 +169,7 @@ impl Store {
         for (hash, id) in asks {
             query = query.bind(*hash).bind(id.map(ExecutionId::as_str));
         }
-        let rows = query.persistent(false).fetch_all(&self.pool).await?;
+        let rows = query.persistent(asks.len() <= KEPT_UP_TO).fetch_all(&self.hot).await?;
         let mut out: Vec<CredentialAndExecution> = vec![(None, None); asks.len()];
         for row in &rows {
             let ask =

@@ -177,12 +177,13 @@ impl Store {
     /// Applies many events with one commit. Each answer is as `apply`'s. An
     /// error fails the whole batch.
     ///
-    /// On Postgres the rows are first read unlocked and every transition
-    /// written as one statement that commits itself, each guarded by its
-    /// row's version: two round trips where a transaction takes four (and no
-    /// row lock). A row another writer moved in between, and any batch that
-    /// needs more than that statement, takes the locked path: one
-    /// transaction, rows locked in id order.
+    /// On Postgres each transition is first decided on the row this replica
+    /// last wrote, or one read unlocked, and all are written as one statement
+    /// that commits itself, each guarded by its row's version: one round trip
+    /// or two where the transaction took six, and no row lock. A row another
+    /// writer moved in between, and any batch that needs more than that
+    /// statement, takes the locked path: one transaction, rows locked in id
+    /// order.
     pub(crate) async fn apply_batch(
         &self,
         items: &[(ExecutionId, Event, EventData)],
@@ -225,22 +226,9 @@ impl Store {
             }
         }
         let ids: Vec<&ExecutionId> = unread.iter().map(|i| &items[*i].0).collect();
-        let mut records = if ids.is_empty() { Default::default() } else { fetch_many(&self.hot, &ids, "").await? };
-        for i in unread {
-            let (id, event, _) = &items[i];
-            // Unknown: the answer stays `None`.
-            let Some(record) = records.remove(id) else { continue };
-            match domain::apply(&record.state, event, now) {
-                Ok(t) => decided.push((i, record, t)),
-                // Ignored by the state the row had when read: an answer as of then.
-                Err(ignored) => out[i] = Some(Err((ignored, record))),
-            }
-        }
-        let pending: Vec<Pending> = decided
-            .iter()
-            .map(|(i, before, t)| Pending { before, event: &items[*i].1, transition: t, data: &items[*i].2 })
-            .collect();
-        let Some((written, queued)) = persist_unlocked(self, &pending, now).await? else {
+        let records = if ids.is_empty() { Default::default() } else { fetch_many(&self.hot, &ids, "").await? };
+        decide_read(items, &unread, records, now, out, &mut decided);
+        let Some((written, queued)) = persist_unlocked(self, &pending(items, &decided), now).await? else {
             return Ok(decided.into_iter().map(|(i, _, _)| i).collect());
         };
         let mut left = Vec::new();
@@ -270,21 +258,10 @@ impl Store {
         }
         let mut tx = self.begin().await?;
         let ids: Vec<&ExecutionId> = which.iter().map(|i| &items[*i].0).collect();
-        let mut records = fetch_many(&mut *tx, &ids, self.dialect.for_update()).await?;
+        let records = fetch_many(&mut *tx, &ids, self.dialect.for_update()).await?;
         let mut decided = Vec::new();
-        for &i in which {
-            let (id, event, _) = &items[i];
-            let Some(record) = records.remove(id) else { continue };
-            match domain::apply(&record.state, event, now) {
-                Ok(t) => decided.push((i, record, t)),
-                Err(ignored) => out[i] = Some(Err((ignored, record))),
-            }
-        }
-        let pending: Vec<Pending> = decided
-            .iter()
-            .map(|(i, before, t)| Pending { before, event: &items[*i].1, transition: t, data: &items[*i].2 })
-            .collect();
-        let written = persist_many(&mut tx, &pending, now).await?;
+        decide_read(items, which, records, now, out, &mut decided);
+        let written = persist_many(&mut tx, &pending(items, &decided), now).await?;
         self.commit(tx).await?;
         let queued = written.deliveries_queued;
         for ((i, _, t), record) in decided.into_iter().zip(written.records) {
@@ -320,6 +297,37 @@ impl Store {
     }
 }
 
+/// A transition decided for `items[.0]` on the row `.1`.
+type Decided = (usize, ExecutionRecord, Transition);
+
+/// Decides the events `which` of `items` on their rows as read: a transition,
+/// or the machine's refusal answered in `out` (as of that read). An unknown
+/// execution's answer stays `None`.
+fn decide_read(
+    items: &[(ExecutionId, Event, EventData)],
+    which: &[usize],
+    mut records: std::collections::HashMap<ExecutionId, ExecutionRecord>,
+    now: Millis,
+    out: &mut [Answer],
+    decided: &mut Vec<Decided>,
+) {
+    for &i in which {
+        let (id, event, _) = &items[i];
+        let Some(record) = records.remove(id) else { continue };
+        match domain::apply(&record.state, event, now) {
+            Ok(t) => decided.push((i, record, t)),
+            Err(ignored) => out[i] = Some(Err((ignored, record))),
+        }
+    }
+}
+
+fn pending<'a>(items: &'a [(ExecutionId, Event, EventData)], decided: &'a [Decided]) -> Vec<Pending<'a>> {
+    decided
+        .iter()
+        .map(|(i, before, t)| Pending { before, event: &items[*i].1, transition: t, data: &items[*i].2 })
+        .collect()
+}
+
 /// Several executions, locked in id order (so concurrent batches cannot deadlock).
 async fn fetch_many<'e>(
     on: impl sqlx::Executor<'e, Database = Any>,
@@ -338,7 +346,7 @@ async fn fetch_many<'e>(
     for id in ids {
         query = query.bind(id.as_str());
     }
-    let rows = query.persistent(ids.len() <= super::write::KEPT_UP_TO).fetch_all(on).await?;
+    let rows = query.persistent(ids.len() <= super::KEPT_UP_TO).fetch_all(on).await?;
     rows.iter().map(|r| execution_from_row(r).map(|rec| (rec.id.clone(), rec))).collect()
 }
 

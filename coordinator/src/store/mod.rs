@@ -175,6 +175,13 @@ impl Dialect {
     }
 }
 
+/// Statements whose text grows with their batch are kept prepared on their
+/// connection up to this batch size: a small batch's text recurs (one row,
+/// above all), and kept it costs one round trip where an unnamed statement
+/// costs two (parse and describe, then execute). More would churn every
+/// connection's statement cache.
+const KEPT_UP_TO: usize = 4;
+
 /// How the hot path's connections plan (`Store::hot`): each of its
 /// statements is kept prepared and recurs with other values only, so one plan
 /// serves every call, its partitions pruned as it starts. Left to choose,
@@ -187,10 +194,10 @@ const HOT_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 pub struct Store {
     pool: AnyPool,
     /// The hot path's own connections, half as many again as `pool` (Postgres;
-    /// on SQLite the one pool):
-    /// creates, and settlements' unlocked reads and writes, planned once
-    /// ([`HOT_PLANS`]). The rest, with reads whose best plan depends on
-    /// their values (history, listings), keeps Postgres' own choice.
+    /// on SQLite the one pool): creates, settlements' unlocked reads and
+    /// writes, and the reads that authenticate a start or an owner's read,
+    /// planned once ([`HOT_PLANS`]). The rest, with reads whose best plan
+    /// depends on their values (history, listings), keeps Postgres' own choice.
     hot: AnyPool,
     dialect: Dialect,
     /// Where heavy reads go while it is fresh (`replica.rs`).

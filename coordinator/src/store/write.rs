@@ -7,7 +7,7 @@
 //! kept as prepared statements (more would churn every connection's cache).
 
 use super::records::{ExecutionRecord, phase_columns};
-use super::{Error, Result};
+use super::{Error, KEPT_UP_TO, Result};
 use crate::domain::{Effect, Event, FailureReason, Millis, Phase, Status, Transition};
 use sqlx::any::{Any, AnyArguments};
 use sqlx::{Arguments, AssertSqlSafe, Transaction};
@@ -79,8 +79,6 @@ const ROW_COLUMNS: &str = "id, old_version, status, failure_reason, not_before, 
     error_message, summary, output_ct, error_detail_ct, payload_bytes, version, deadline, remote_task_id, \
     changed_version";
 const ROW_WIDTH: usize = 23;
-/// Batches up to this size keep their one statement prepared (`Batch::kept`).
-pub(super) const KEPT_UP_TO: usize = 4;
 /// Reads the rows' values from `v`; guarded by each row's version.
 const UPDATE_ROWS: &str = "UPDATE executions SET status = v.status, failure_reason = v.failure_reason, \
     not_before = v.not_before, worker_id = v.worker_id, lease_attempt = v.lease_attempt, \
@@ -399,11 +397,8 @@ impl<'a> Batch<'a> {
         Ok(updated_and_queued(rows))
     }
 
-    /// Whether the statement is kept prepared on its connection. Its text
-    /// depends only on the batch's size and which parts it writes, so a
-    /// small batch's recurs (a settlement alone, above all): kept, it costs
-    /// one round trip where an unnamed statement costs two (parse and
-    /// describe, then execute), and Postgres need not parse it again.
+    /// Whether the statement is kept prepared on its connection: its text
+    /// depends only on the batch's size and which parts it writes.
     fn kept(&self) -> bool {
         self.items.len() <= KEPT_UP_TO
     }
