@@ -15,6 +15,11 @@ use std::sync::Mutex;
 /// each to the executions in flight.
 const CAP: usize = 4_096;
 
+/// A row carrying more sealed payload than this is not kept (it is read
+/// instead), so the memo stays within `CAP` × this, a few tens of MiB,
+/// whatever inputs and results the limits allow.
+const PAYLOAD_MAX: i64 = 8 * 1024;
+
 #[derive(Debug, Default)]
 pub(super) struct LastWritten {
     rows: Mutex<HashMap<ExecutionId, ExecutionRecord>>,
@@ -22,10 +27,10 @@ pub(super) struct LastWritten {
 
 impl LastWritten {
     /// Keeps `record` as written; a terminal one is let go (no transition
-    /// follows it).
+    /// follows it), and so is one with a large payload.
     pub(super) fn keep(&self, record: &ExecutionRecord) {
         let Ok(mut rows) = self.rows.lock() else { return };
-        if record.status().is_terminal() {
+        if record.status().is_terminal() || record.payload_bytes > PAYLOAD_MAX {
             rows.remove(&record.id);
             return;
         }

@@ -116,3 +116,20 @@ async fn the_hot_path_plans_once_and_every_other_read_as_postgres_chooses() {
     assert_eq!(mode(&b.store.hot).await, "force_generic_plan");
     assert_eq!(mode(&b.store.pool).await, "auto", "history and listings plan with their values");
 }
+
+#[tokio::test]
+async fn a_row_with_a_large_payload_is_not_kept_and_still_settles() {
+    let b = postgres().await;
+    let big = 64 * 1024;
+    let new = super::NewExecution {
+        input_ct: vec![7; big],
+        payload_bytes: big as i64,
+        ..new_execution("p1", "u1", None, "f", 1_000)
+    };
+    b.store.create_execution(&new).await.expect("create");
+    assert_eq!(b.store.claim("p1", &tools(), "w", 1, 1_000, 9_000).await.expect("claim").len(), 1);
+    assert_eq!(b.store.last_written.len(), 0, "a 64 KiB input is read again, not kept");
+    let settle = Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
+    let answers = b.store.apply_batch(&[(new.id.clone(), settle, EventData::default())], 1_100).await.expect("batch");
+    assert!(matches!(&answers[0], Some(Ok(a)) if a.record.status() == Status::Completed), "{answers:?}");
+}
