@@ -19,7 +19,7 @@ fn unique(prefix: &str) -> String {
     crate::domain::id::random_id(prefix, 64).to_lowercase()
 }
 
-async fn sqlite() -> Backend {
+pub(super) async fn sqlite() -> Backend {
     let path = std::env::temp_dir().join(format!("{}.db", unique("baton_t_")));
     let url = format!("sqlite://{}", path.display());
     let store = Store::connect(&url, 1).await.expect("sqlite");

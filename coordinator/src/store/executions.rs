@@ -235,7 +235,7 @@ impl Store {
         for ((i, _, t), record) in decided.into_iter().zip(written) {
             match record {
                 Some(record) => {
-                    self.last_written.keep(&record);
+                    self.remember(&record);
                     out[i] = Some(Ok(Applied { record, effects: t.effects, deliveries_queued: queued }));
                 }
                 None => left.push(i),
