@@ -3,7 +3,8 @@
 # benchmark (BENCH_DIR, default ../shared/bench) against a private Postgres 15 that loads
 # pg_stat_statements, resets the statistics once the warm-up run is over, and prints per
 # execution of the measured run:
-#   - every statement: calls, transactions it ran alone in, rows, WAL records and bytes;
+#   - every statement: calls, rows, WAL records and bytes, and the milliseconds Postgres
+#     spent planning and executing it (timings depend on the build and the load);
 #   - every table: rows inserted, updated (and how many of those were HOT), deleted, and the
 #     index entries those writes touched (each insert and each non-HOT update writes one
 #     entry in every index of the table);
@@ -32,6 +33,7 @@ synchronous_commit = on
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.track = all
 pg_stat_statements.max = 2000
+pg_stat_statements.track_planning = on
 CONF
 fi
 pg_isready -h "$WORK" -p "$PORT" -q || su postgres -c "$PGBIN/pg_ctl -D $WORK/pgdata -l $WORK/pg.log -w start" >/dev/null
@@ -54,8 +56,10 @@ grep -E '^\{"run"' "$out" | tail -1
 grep SUMMARY "$out"
 
 echo; echo "Statements, per execution (calls < 0.005 per execution left out):"
+echo "calls  rows  wal_records  wal_bytes  plan_ms  exec_ms  statement"
 q "SELECT round(s.calls::numeric / $N, 3) AS calls, round(s.rows::numeric / $N, 2) AS rows,
           round(s.wal_records::numeric / $N, 2) AS wal_records, round(s.wal_bytes::numeric / $N) AS wal_bytes,
+          round((s.total_plan_time / $N)::numeric, 3) AS plan_ms, round((s.total_exec_time / $N)::numeric, 3) AS exec_ms,
           left(regexp_replace(s.query, '\s+', ' ', 'g'), 150) AS statement
      FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
     WHERE d.datname = '$db' AND s.calls::numeric / $N >= 0.005

@@ -17,12 +17,17 @@ const PARTITIONS_EVERY: Duration = Duration::from_secs(60);
 /// How often finished runs are summed for history counts (each pass reads
 /// only the runs created since the last).
 const SEAL_EVERY: Duration = Duration::from_secs(60);
+/// How often audit rows past their year are let go (a minute late is nothing
+/// to a year, and an idle pass should not write).
+const AUDIT_EVERY: Duration = Duration::from_secs(60);
+const AUDIT_BATCH: u32 = 500;
 
 pub(super) async fn run(engine: Arc<Engine>) {
     let interval = Duration::from_millis(engine.options.sweep_interval_ms.max(50));
     let mut backlog_read = None;
     let mut sealed = None;
     let mut partitioned = None;
+    let mut audited = None;
     loop {
         let now = now_ms();
         if let Err(e) = engine.store.upsert_coordinator(&engine.options.id, &engine.options.advertise_url, now).await {
@@ -50,9 +55,15 @@ pub(super) async fn run(engine: Arc<Engine>) {
                 tracing::warn!(error = %e, "sealing history counts failed; retried next pass");
             }
         }
-        let audit_cutoff = now.saturating_sub(crate::audit::RETENTION_MS);
-        if let Err(e) = engine.store.delete_audit_before(audit_cutoff, 500).await {
-            tracing::warn!(error = %e, "deleting audit rows past retention failed; retried next pass");
+        if audited.is_none_or(|at: tokio::time::Instant| at.elapsed() >= AUDIT_EVERY) {
+            audited = Some(tokio::time::Instant::now());
+            let audit_cutoff = now.saturating_sub(crate::audit::RETENTION_MS);
+            match engine.store.delete_audit_before(audit_cutoff, AUDIT_BATCH).await {
+                // A full batch: more may wait, so the next pass deletes again.
+                Ok(n) if n >= u64::from(AUDIT_BATCH) => audited = None,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "deleting audit rows past retention failed; retried next pass"),
+            }
         }
         tokio::select! {
             _ = engine.shutdown.cancelled() => return,

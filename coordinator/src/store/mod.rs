@@ -188,7 +188,16 @@ const KEPT_UP_TO: usize = 4;
 /// Postgres plans these statements over partitioned tables again on every
 /// call (a generic plan over every partition looks dearer than a pruned one),
 /// which cost a C=1 call a fifth of its Postgres CPU.
-const HOT_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
+///
+/// A plan made once is made on the statistics of that moment: a day's
+/// partition is empty when a connection first plans over it, and a scan of
+/// it or a hash join against it looks cheapest then, and stays in the plan
+/// while the partition grows to millions of rows. Every statement on these
+/// connections finds its rows by key, so they plan with neither: the plan is
+/// the keyed one whatever the statistics said when it was made.
+const HOT_PLANS: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), \
+    set_config('enable_seqscan', 'off', false), set_config('enable_hashjoin', 'off', false), \
+    set_config('enable_mergejoin', 'off', false)";
 
 #[derive(Clone, Debug)]
 pub struct Store {

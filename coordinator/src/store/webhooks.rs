@@ -131,30 +131,34 @@ pub(super) async fn enqueue(tx: &mut Transaction<'_, Any>, signals: &[Signal], n
         return Ok(0);
     }
     let mut args = AnyArguments::default();
-    let (values, insert) = enqueue_parts(&mut args, 1, signals, now)?;
+    let (values, insert) = enqueue_parts(&mut args, 1, signals, signals.len(), now)?;
     let sql = format!("WITH {values} {insert}");
     Ok(sqlx::query_with(AssertSqlSafe(sql), args).persistent(false).execute(&mut **tx).await?.rows_affected())
 }
 
 /// The signals' values as a `w(…) AS (VALUES …)` list and the `INSERT … SELECT`
 /// that reads them, with placeholders numbered from `first` (their values
-/// added to `args`): the statement alone, or a part of a larger one.
+/// added to `args`): the statement alone, or a part of a larger one. The list
+/// is padded to `to` rows with copies of the first signal for the execution
+/// `''`, which the one statement's gate never admits (store/write.rs).
 pub(super) fn enqueue_parts(
     args: &mut AnyArguments,
     first: usize,
     signals: &[Signal],
+    to: usize,
     now: Millis,
 ) -> Result<(String, String)> {
-    let mut rows = Vec::with_capacity(signals.len());
-    for (i, s) in signals.iter().enumerate() {
-        rows.push(format!("({})", list(first + i * 5, 5)));
+    let rows = to.max(signals.len());
+    let padding = signals.first().into_iter().cycle().take(rows - signals.len());
+    for (i, s) in signals.iter().chain(padding).enumerate() {
         add(args, s.message_id.clone())?;
         add(args, s.project_id.clone())?;
-        add(args, s.execution_id.clone())?;
+        add(args, if i < signals.len() { s.execution_id.clone() } else { String::new() })?;
         add(args, s.state)?;
         add(args, s.body.clone())?;
     }
-    let now_at = first + signals.len() * 5;
+    let rows: Vec<String> = (0..rows).map(|i| format!("({})", list(first + i * 5, 5))).collect();
+    let now_at = first + rows.len() * 5;
     add(args, now)?;
     add(args, crate::webhooks::EVENT_TYPE)?;
     let values = format!("w(message_id, project_id, execution_id, state, body) AS (VALUES {})", rows.join(", "));

@@ -133,3 +133,101 @@ async fn a_row_with_a_large_payload_is_not_kept_and_still_settles() {
     let answers = b.store.apply_batch(&[(new.id.clone(), settle, EventData::default())], 1_100).await.expect("batch");
     assert!(matches!(&answers[0], Some(Ok(a)) if a.record.status() == Status::Completed), "{answers:?}");
 }
+
+/// `n` executions of p1 created and claimed by worker `w`, as read back.
+async fn claimed(s: &super::Store, n: usize) -> Vec<super::ExecutionRecord> {
+    let mut read = Vec::new();
+    for i in 0..n {
+        let new = new_execution("p1", "u1", None, "f", 1_000 + i as i64);
+        s.create_execution(&new).await.expect("create");
+        read.push(new.id);
+    }
+    assert_eq!(s.claim("p1", &tools(), "w", n as u32, 1_100, 9_000).await.expect("claim").len(), n);
+    let mut rows = Vec::new();
+    for id in &read {
+        rows.push(s.get_execution(id).await.expect("get").expect("exists"));
+    }
+    rows
+}
+
+/// Each row's settlement as a transition to write.
+fn settlements<'a>(
+    read: &'a [super::ExecutionRecord],
+    transitions: &'a [domain::Transition],
+    settle: &'a Event,
+    data: &'a EventData,
+) -> Vec<Pending<'a>> {
+    read.iter()
+        .zip(transitions)
+        .map(|(before, transition)| Pending { before, event: settle, transition, data })
+        .collect()
+}
+
+const SETTLE: fn() -> Event = || Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
+
+#[tokio::test]
+async fn a_padded_batch_writes_its_own_rows_and_nothing_of_its_padding() {
+    let b = postgres().await;
+    let s = &b.store;
+    s.create_org("org_1", "o", 1).await.expect("org");
+    s.create_project("p1", "org_1", "p1", 1).await.expect("project");
+    assert!(s.create_webhook(&endpoint("we_pad", "p1", true), 10).await.expect("endpoint"));
+    let read = claimed(s, 5).await;
+    let settle = SETTLE();
+    let data = EventData { output_ct: Some(vec![5; 2]), payload_bytes: 2, ..Default::default() };
+    let transitions: Vec<_> = read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("applies")).collect();
+    let pending = settlements(&read, &transitions, &settle, &data);
+    let (written, queued) = persist_unlocked(s, &pending, 1_200).await.expect("write").expect("one statement");
+    assert!(queued);
+    assert!(written.iter().all(Option::is_some), "all five rows written");
+    for r in &read {
+        let row = s.get_execution(&r.id).await.expect("get").expect("exists");
+        assert_eq!(row.status(), Status::Completed);
+        assert_eq!(s.list_events(&r.id).await.expect("events").len(), 3, "created, claimed, settled");
+        assert_eq!(s.list_attempts(&r.id).await.expect("attempts")[0].success, Some(true));
+    }
+    let deliveries = s.webhook_deliveries("we_pad", 20).await.expect("deliveries");
+    assert_eq!(deliveries.len(), 5, "one delivery per settled row, none for the padding");
+    let padding: i64 = sqlx::query_scalar(
+        "SELECT (SELECT COUNT(*) FROM execution_events WHERE execution_id = '') \
+         + (SELECT COUNT(*) FROM attempts WHERE execution_id = '') \
+         + (SELECT COUNT(*) FROM webhook_deliveries WHERE execution_id = '')",
+    )
+    .fetch_one(&s.pool)
+    .await
+    .expect("count");
+    assert_eq!(padding, 0);
+}
+
+#[tokio::test]
+async fn batches_of_five_to_eight_settlements_share_one_statement() {
+    let b = postgres().await;
+    let read = claimed(&b.store, 8).await;
+    let settle = SETTLE();
+    let data = EventData::default();
+    let transitions: Vec<_> = read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("applies")).collect();
+    let pending = settlements(&read, &transitions, &settle, &data);
+    let text = |n: usize| super::write::one_statement_of(&pending[..n], 1_200).expect("statement").0;
+    assert_eq!(text(5), text(8), "padded to eight rows, the text recurs and stays prepared");
+    assert_ne!(text(4), text(5));
+}
+
+#[tokio::test]
+async fn the_hot_path_writes_by_key_even_when_planned_over_an_empty_partition() {
+    let b = postgres().await;
+    let read = claimed(&b.store, 5).await;
+    let settle = SETTLE();
+    let data = EventData::default();
+    let transitions: Vec<_> = read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("applies")).collect();
+    let pending = settlements(&read, &transitions, &settle, &data);
+    let (sql, args) = super::write::one_statement_of(&pending, 1_200).expect("statement");
+    // Five rows in a fresh partition: left to its statistics, Postgres would
+    // scan it and hash-join the batch against it, and keep that plan.
+    let plan: Vec<String> = sqlx::query_scalar_with(sqlx::AssertSqlSafe(format!("EXPLAIN {sql}")), args)
+        .fetch_all(&b.store.hot)
+        .await
+        .expect("explain");
+    let plan = plan.join("\n");
+    assert!(!plan.contains("Seq Scan on executions"), "{plan}");
+    assert!(!plan.contains("Hash Join"), "{plan}");
+}
