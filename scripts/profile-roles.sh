@@ -12,7 +12,7 @@ BIN=${BATON_BIN:-${CARGO_TARGET_DIR:-target}/release/baton}
 mkdir -p "$OUT"
 command -v perf >/dev/null || { echo "perf is needed (Debian: linux-perf)" >&2; exit 1; }
 [ -x "$OUT/bin/inferno-flamegraph" ] || cargo install inferno --root "$OUT" >/dev/null
-BATON_BIN=$BIN MODES=$MODE RUNS=1 python3 "$BENCH_DIR/baton/run_baton.py" > "$OUT/bench.txt" 2>&1 &
+BATON_BIN=$BIN MODES=$MODE RUNS=1 OUT=$OUT/bench.jsonl python3 "$BENCH_DIR/baton/run_baton.py" > "$OUT/bench.txt" 2>&1 &
 bench=$!
 # The warm-up run's line, then the idle-rate measurement (11 s) before the measured run.
 until grep -q warmup "$OUT/bench.txt" 2>/dev/null; do kill -0 $bench; sleep 0.5; done
