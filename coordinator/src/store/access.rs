@@ -157,17 +157,38 @@ impl Store {
                 })
                 .collect());
         }
-        let values: Vec<String> =
-            (0..asks.len()).map(|i| format!("(${}::bytea, ${}::text, {i}::bigint)", 2 * i + 1, 2 * i + 2)).collect();
+        // With every row's day known, each row is looked up in its day's
+        // partition alone; otherwise in every day's.
+        let days: Option<Vec<Option<i64>>> = asks
+            .iter()
+            .map(|(_, id)| match id {
+                Some(id) => self.last_written.retention_of(id).map(Some),
+                None => Some(None),
+            })
+            .collect();
+        let (width, day_join) = match days {
+            Some(_) => (3, " AND e.retention_expires_at = q.r"),
+            None => (2, ""),
+        };
+        let values: Vec<String> = (0..asks.len())
+            .map(|i| {
+                let day = if width == 3 { format!(", ${}::bigint", width * i + 3) } else { String::new() };
+                format!("(${}::bytea, ${}::text{day}, {i}::bigint)", width * i + 1, width * i + 2)
+            })
+            .collect();
         let sql = format!(
-            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, i) \
-             LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id",
+            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, {}i) \
+             LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id{day_join}",
             qualified("e", EXECUTION_COLUMNS),
-            values.join(", ")
+            values.join(", "),
+            if width == 3 { "r, " } else { "" },
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (hash, id) in asks {
+        for (i, (hash, id)) in asks.iter().enumerate() {
             query = query.bind(*hash).bind(id.map(ExecutionId::as_str));
+            if let Some(days) = &days {
+                query = query.bind(days.get(i).copied().flatten());
+            }
         }
         let rows = query.persistent(asks.len() <= KEPT_UP_TO).fetch_all(&self.hot).await?;
         let mut out: Vec<CredentialAndExecution> = vec![(None, None); asks.len()];
@@ -180,6 +201,20 @@ impl Store {
             }
             if row.try_get::<Option<String>, _>("id")?.is_some() {
                 slot.1 = Some(execution_from_row(row)?);
+            }
+        }
+        if days.is_some() {
+            // A row re-dated since this replica wrote it is not in the day
+            // named: those are read again in every day's partition.
+            let missed: Vec<&ExecutionId> =
+                asks.iter().zip(&out).filter_map(|((_, id), (_, found))| id.filter(|_| found.is_none())).collect();
+            if !missed.is_empty() {
+                let found = self.executions_by_ids(&missed).await?;
+                for ((_, id), slot) in asks.iter().zip(out.iter_mut()) {
+                    if let (Some(id), None) = (id, &slot.1) {
+                        slot.1 = found.get(*id).cloned();
+                    }
+                }
             }
         }
         Ok(out)

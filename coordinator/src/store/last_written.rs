@@ -6,7 +6,7 @@
 //! decided again on a fresh read.
 
 use super::records::ExecutionRecord;
-use crate::domain::ExecutionId;
+use crate::domain::{ExecutionId, Millis};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -20,15 +20,29 @@ const CAP: usize = 4_096;
 /// whatever inputs and results the limits allow.
 const PAYLOAD_MAX: i64 = 8 * 1024;
 
+/// Retention ends kept at most (an id and a number each: a few MiB).
+const DAYS_CAP: usize = 65_536;
+
 #[derive(Debug, Default)]
 pub(super) struct LastWritten {
     rows: Mutex<HashMap<ExecutionId, ExecutionRecord>>,
+    /// Each written row's retention end, terminal rows included: it names the
+    /// day partition that holds the row, so a read by id probes that one
+    /// partition instead of every day's (store/access.rs). Only ever a hint:
+    /// a row re-dated since is missed and read without it.
+    days: Mutex<HashMap<ExecutionId, Millis>>,
 }
 
 impl LastWritten {
     /// Keeps `record` as written; a terminal one is let go (no transition
     /// follows it), and so is one with a large payload.
     pub(super) fn keep(&self, record: &ExecutionRecord) {
+        if let Ok(mut days) = self.days.lock() {
+            if days.len() >= DAYS_CAP && !days.contains_key(&record.id) {
+                days.clear();
+            }
+            days.insert(record.id.clone(), record.retention_expires_at);
+        }
         let Ok(mut rows) = self.rows.lock() else { return };
         if record.status().is_terminal() || record.payload_bytes > PAYLOAD_MAX {
             rows.remove(&record.id);
@@ -43,6 +57,11 @@ impl LastWritten {
     /// The row as this process last wrote it, if kept.
     pub(super) fn get(&self, id: &ExecutionId) -> Option<ExecutionRecord> {
         self.rows.lock().ok()?.get(id).cloned()
+    }
+
+    /// The retention end of the row as this process last wrote it, if known.
+    pub(super) fn retention_of(&self, id: &ExecutionId) -> Option<Millis> {
+        self.days.lock().ok()?.get(id).copied()
     }
 
     #[cfg(test)]

@@ -231,3 +231,25 @@ async fn the_hot_path_writes_by_key_even_when_planned_over_an_empty_partition() 
     assert!(!plan.contains("Seq Scan on executions"), "{plan}");
     assert!(!plan.contains("Hash Join"), "{plan}");
 }
+
+#[tokio::test]
+async fn an_owner_read_looks_in_the_day_it_was_written_to_and_finds_a_row_re_dated_since() {
+    let b = postgres().await;
+    let s = &b.store;
+    s.create_org("org_1", "o", 1).await.expect("org");
+    s.create_project("p1", "org_1", "p1", 1).await.expect("project");
+    let row = claimed(s, 1).await.remove(0);
+    let day = s.last_written.retention_of(&row.id);
+    assert_eq!(day, Some(row.retention_expires_at), "the claim names the row's day");
+    let read = |s: &super::Store, id: &crate::domain::ExecutionId| {
+        let (s, id) = (s.clone(), id.clone());
+        async move { s.credentials_with_executions(&[(None, Some(&id))]).await.expect("read").remove(0).1 }
+    };
+    assert_eq!(read(s, &row.id).await.map(|r| r.id), Some(row.id.clone()));
+    // The project's window changes: the row moves to another day, and the day
+    // this replica wrote it to no longer holds it.
+    assert!(s.set_project_retention("org_1", "p1", Some(90_000_000), 60_000, 2_000).await.expect("re-date"));
+    let moved = s.get_execution(&row.id).await.expect("get").expect("exists");
+    assert_ne!(Some(moved.retention_expires_at), day);
+    assert_eq!(read(s, &row.id).await.map(|r| r.retention_expires_at), Some(moved.retention_expires_at));
+}
