@@ -106,7 +106,7 @@ fn add_padded<T>(
 }
 
 /// The row's execution id, or `''` for a padding row (see [`add_padded`]).
-fn id_or_none(row: &ExecutionRecord, padding: bool) -> String {
+fn id_or_padding(row: &ExecutionRecord, padding: bool) -> String {
     if padding { String::new() } else { row.id.to_string() }
 }
 
@@ -356,7 +356,7 @@ impl<'a> Batch<'a> {
     fn add_rows(&self, args: &mut AnyArguments, to: usize) -> Result<()> {
         add_padded(args, self.pairs(), to, |args, (p, after), padding| {
             let cols = phase_columns(&after.state.phase);
-            add(args, id_or_none(after, padding))?;
+            add(args, id_or_padding(after, padding))?;
             add(args, p.before.version)?;
             add(args, cols.status)?;
             add(args, cols.failure_reason)?;
@@ -385,7 +385,7 @@ impl<'a> Batch<'a> {
     fn add_events(&self, args: &mut AnyArguments, to: usize) -> Result<()> {
         let events = self.pairs().filter(|(p, _)| !matches!(p.event, Event::Heartbeat { .. }));
         add_padded(args, events, to, |args, (p, after), padding| {
-            add(args, id_or_none(after, padding))?;
+            add(args, id_or_padding(after, padding))?;
             add(args, after.version)?;
             add(args, self.now)?;
             add(args, p.event.name())?;
@@ -403,7 +403,7 @@ impl<'a> Batch<'a> {
             })
         });
         add_padded(args, started, to, |args, (after, worker_id, attempt), padding| {
-            add(args, id_or_none(after, padding))?;
+            add(args, id_or_padding(after, padding))?;
             add(args, i64::from(*attempt))?;
             add(args, (*worker_id).clone())?;
             add(args, self.now)?;
@@ -421,7 +421,7 @@ impl<'a> Batch<'a> {
             })
         });
         add_padded(args, finished, to, |args, (p, after, attempt, success), padding| {
-            add(args, id_or_none(after, padding))?;
+            add(args, id_or_padding(after, padding))?;
             add(args, i64::from(*attempt))?;
             add(args, i64::from(*success))?;
             // What this attempt reported, not what an earlier one did.

@@ -163,7 +163,12 @@ fn settlements<'a>(
         .collect()
 }
 
-const SETTLE: fn() -> Event = || Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
+/// Attempt 1's success, and what it makes of each row.
+fn settled(read: &[super::ExecutionRecord]) -> (Event, Vec<domain::Transition>) {
+    let settle = Event::Settle { worker_id: "w".into(), attempt: 1, outcome: Outcome::Success };
+    let transitions = read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("applies")).collect();
+    (settle, transitions)
+}
 
 #[tokio::test]
 async fn a_padded_batch_writes_its_own_rows_and_nothing_of_its_padding() {
@@ -173,9 +178,8 @@ async fn a_padded_batch_writes_its_own_rows_and_nothing_of_its_padding() {
     s.create_project("p1", "org_1", "p1", 1).await.expect("project");
     assert!(s.create_webhook(&endpoint("we_pad", "p1", true), 10).await.expect("endpoint"));
     let read = claimed(s, 5).await;
-    let settle = SETTLE();
+    let (settle, transitions) = settled(&read);
     let data = EventData { output_ct: Some(vec![5; 2]), payload_bytes: 2, ..Default::default() };
-    let transitions: Vec<_> = read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("applies")).collect();
     let pending = settlements(&read, &transitions, &settle, &data);
     let (written, queued) = persist_unlocked(s, &pending, 1_200).await.expect("write").expect("one statement");
     assert!(queued);
@@ -203,9 +207,8 @@ async fn a_padded_batch_writes_its_own_rows_and_nothing_of_its_padding() {
 async fn batches_of_five_to_eight_settlements_share_one_statement() {
     let b = postgres().await;
     let read = claimed(&b.store, 8).await;
-    let settle = SETTLE();
+    let (settle, transitions) = settled(&read);
     let data = EventData::default();
-    let transitions: Vec<_> = read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("applies")).collect();
     let pending = settlements(&read, &transitions, &settle, &data);
     let text = |n: usize| super::write::one_statement_of(&pending[..n], 1_200).expect("statement").0;
     assert_eq!(text(5), text(8), "padded to eight rows, the text recurs and stays prepared");
@@ -216,9 +219,8 @@ async fn batches_of_five_to_eight_settlements_share_one_statement() {
 async fn the_hot_path_writes_by_key_even_when_planned_over_an_empty_partition() {
     let b = postgres().await;
     let read = claimed(&b.store, 5).await;
-    let settle = SETTLE();
+    let (settle, transitions) = settled(&read);
     let data = EventData::default();
-    let transitions: Vec<_> = read.iter().map(|r| domain::apply(&r.state, &settle, 1_200).expect("applies")).collect();
     let pending = settlements(&read, &transitions, &settle, &data);
     let (sql, args) = super::write::one_statement_of(&pending, 1_200).expect("statement");
     // Five rows in a fresh partition: left to its statistics, Postgres would
