@@ -166,22 +166,20 @@ impl Store {
                 None => Some(None),
             })
             .collect();
-        let (width, day_join) = match days {
-            Some(_) => (3, " AND e.retention_expires_at = q.r"),
-            None => (2, ""),
-        };
+        let hinted = days.is_some();
+        let width = if hinted { 3 } else { 2 };
         let values: Vec<String> = (0..asks.len())
             .map(|i| {
-                let day = if width == 3 { format!(", ${}::bigint", width * i + 3) } else { String::new() };
+                let day = if hinted { format!(", ${}::bigint", width * i + 3) } else { String::new() };
                 format!("(${}::bytea, ${}::text{day}, {i}::bigint)", width * i + 1, width * i + 2)
             })
             .collect();
+        let (day_column, day_join) = if hinted { ("r, ", " AND e.retention_expires_at = q.r") } else { ("", "") };
         let sql = format!(
-            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, {}i) \
+            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, {day_column}i) \
              LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id{day_join}",
             qualified("e", EXECUTION_COLUMNS),
             values.join(", "),
-            if width == 3 { "r, " } else { "" },
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for (i, (hash, id)) in asks.iter().enumerate() {

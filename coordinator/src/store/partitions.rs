@@ -36,6 +36,19 @@ pub(super) fn partition_name(table: &str, day: i64) -> String {
     format!("{table}_p{day}")
 }
 
+/// A condition over `pg_inherits i`, `pg_class c` (a partition) and `p` (its
+/// parent) true for a day partition of `executions` whose day has ended by `$1`
+/// (named as [`partition_name`] names them): the sweeper's probe for a day to drop.
+pub(super) fn ended_day_condition() -> String {
+    let prefix = partition_name("executions", 0);
+    let prefix = prefix.trim_end_matches('0');
+    format!(
+        "p.relname = 'executions' AND p.relnamespace = c.relnamespace AND c.relname ~ '^{prefix}[0-9]+$' \
+         AND (CAST(substr(c.relname, {}) AS BIGINT) + 1) * {DAY_MS} <= $1",
+        prefix.len() + 1
+    )
+}
+
 impl Store {
     /// The days that have a partition (of `executions`; the four tables change together).
     pub(crate) async fn partition_days(&self) -> Result<BTreeSet<i64>> {

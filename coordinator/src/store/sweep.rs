@@ -8,7 +8,7 @@
 
 use super::executions::{Applied, delete_execution};
 use super::history_counts::{DeletedRun, forget_deleted, key_columns};
-use super::partitions::DAY_MS;
+use super::partitions::ended_day_condition;
 use super::records::{EXECUTION_COLUMNS, execution_from_row};
 use super::write::{EventData, Pending, persist_many};
 use super::{Dialect, Result, Store};
@@ -262,11 +262,7 @@ impl Store {
                     " + {}",
                     any(
                         "pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent",
-                        &format!(
-                            "p.relname = 'executions' AND p.relnamespace = c.relnamespace \
-                             AND c.relname ~ '^executions_p[0-9]+$' \
-                             AND (CAST(substr(c.relname, 13) AS BIGINT) + 1) * {DAY_MS} <= $1"
-                        )
+                        &ended_day_condition()
                     )
                 ),
             ),
