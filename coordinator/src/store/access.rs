@@ -6,7 +6,7 @@
 use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, tool_from_row};
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
 use super::retention::RetentionSettings;
-use super::{Credential, KEPT_UP_TO, Result, Store, ToolRecord};
+use super::{Credential, PADDED_UP_TO, Result, Store, ToolRecord, padded};
 use crate::domain::ExecutionId;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
@@ -84,23 +84,7 @@ impl Store {
             }
             return Ok(out);
         }
-        let values: Vec<String> = (0..asks.len())
-            .map(|i| format!("(${}::bytea, ${}::text, ${}::text, {i}::bigint)", 3 * i + 1, 3 * i + 2, 3 * i + 3))
-            .collect();
-        let sql = format!(
-            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {}, p.retention_ms AS project_retention_ms, \
-             o.retention_ms AS org_retention_ms, o.execution_logging AS org_execution_logging \
-             FROM (VALUES {}) AS q(h, project_id, name, i) JOIN credentials c ON c.token_hash = q.h \
-             LEFT JOIN tools t ON t.project_id = q.project_id AND t.name = q.name \
-             LEFT JOIN projects p ON p.id = c.project_id LEFT JOIN organizations o ON o.id = p.org_id",
-            qualified("t", TOOL_COLUMNS),
-            values.join(", ")
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (hash, project_id, name) in asks {
-            query = query.bind(*hash).bind(*project_id).bind(*name);
-        }
-        let rows = query.persistent(asks.len() <= KEPT_UP_TO).fetch_all(&self.hot).await?;
+        let rows = start_read(asks).fetch_all(&self.hot).await?;
         let mut out = vec![None; asks.len()];
         for row in &rows {
             let ask =
@@ -142,6 +126,10 @@ impl Store {
         asks: &[(Option<&[u8]>, Option<&ExecutionId>)],
     ) -> Result<Vec<CredentialAndExecution>> {
         if self.dialect == super::Dialect::Sqlite {
+            if let [(Some(hash), id)] = asks {
+                let found = self.credential_with_execution(hash, *id).await?;
+                return Ok(vec![found.map(|(c, e)| (Some(c), e)).unwrap_or_default()]);
+            }
             let mut hashes: Vec<&[u8]> = asks.iter().filter_map(|(h, _)| *h).collect();
             hashes.sort_unstable();
             hashes.dedup();
@@ -157,8 +145,7 @@ impl Store {
                 })
                 .collect());
         }
-        // With every row's day known, each row is looked up in its day's
-        // partition alone; otherwise in every day's.
+        // The day partition of each row asked for, when this replica wrote them all.
         let days: Option<Vec<Option<i64>>> = asks
             .iter()
             .map(|(_, id)| match id {
@@ -166,29 +153,7 @@ impl Store {
                 None => Some(None),
             })
             .collect();
-        let hinted = days.is_some();
-        let width = if hinted { 3 } else { 2 };
-        let values: Vec<String> = (0..asks.len())
-            .map(|i| {
-                let day = if hinted { format!(", ${}::bigint", width * i + 3) } else { String::new() };
-                format!("(${}::bytea, ${}::text{day}, {i}::bigint)", width * i + 1, width * i + 2)
-            })
-            .collect();
-        let (day_column, day_join) = if hinted { ("r, ", " AND e.retention_expires_at = q.r") } else { ("", "") };
-        let sql = format!(
-            "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, {day_column}i) \
-             LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id{day_join}",
-            qualified("e", EXECUTION_COLUMNS),
-            values.join(", "),
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (i, (hash, id)) in asks.iter().enumerate() {
-            query = query.bind(*hash).bind(id.map(ExecutionId::as_str));
-            if let Some(days) = &days {
-                query = query.bind(days.get(i).copied().flatten());
-            }
-        }
-        let rows = query.persistent(asks.len() <= KEPT_UP_TO).fetch_all(&self.hot).await?;
+        let rows = owner_read(asks, days.as_deref()).fetch_all(&self.hot).await?;
         let mut out: Vec<CredentialAndExecution> = vec![(None, None); asks.len()];
         for row in &rows {
             let ask =
@@ -253,6 +218,106 @@ impl Store {
     }
 }
 
+/// The statement that answers `asks` (see [`Store::credentials_with_tools`]),
+/// padded to [`padded`] asks: a padding ask names no credential, so it joins
+/// nothing.
+pub(super) fn start_read(asks: &[(&[u8], &str, &str)]) -> AnyQuery {
+    let n = padded(asks.len());
+    let mut query = sqlx::query(AssertSqlSafe(start_read_sql(n)));
+    for (hash, project_id, name) in asks {
+        query = query.bind(Some(hash.to_vec())).bind(project_id.to_string()).bind(name.to_string());
+    }
+    for _ in asks.len()..n {
+        query = query.bind(None::<Vec<u8>>).bind(String::new()).bind(String::new());
+    }
+    query.persistent(n <= PADDED_UP_TO)
+}
+
+/// Many starts' credential, tool and retention read, for `n` asks (each a
+/// token hash, project and tool name).
+fn start_read_sql(n: usize) -> String {
+    let values: Vec<String> = (0..n)
+        .map(|i| format!("(${}::bytea, ${}::text, ${}::text, {i}::bigint)", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+        .collect();
+    format!(
+        "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {}, p.retention_ms AS project_retention_ms, \
+         o.retention_ms AS org_retention_ms, o.execution_logging AS org_execution_logging \
+         FROM (VALUES {}) AS q(h, project_id, name, i) JOIN credentials c ON c.token_hash = q.h \
+         LEFT JOIN tools t ON t.project_id = q.project_id AND t.name = q.name \
+         LEFT JOIN projects p ON p.id = c.project_id LEFT JOIN organizations o ON o.id = p.org_id",
+        qualified("t", TOOL_COLUMNS),
+        values.join(", ")
+    )
+}
+
+type AnyQuery = sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// The statement that answers `asks` (see [`Store::credentials_with_executions`]),
+/// padded to [`padded`] asks: each padding ask names nothing, so its row finds
+/// no credential and no execution, and its index is past every caller's.
+pub(super) fn owner_read(asks: &[(Option<&[u8]>, Option<&ExecutionId>)], days: Option<&[Option<i64>]>) -> AnyQuery {
+    let n = padded(asks.len());
+    let mut query = sqlx::query(AssertSqlSafe(owner_read_sql(n, days.is_some())));
+    for (i, (hash, id)) in asks.iter().enumerate() {
+        query = query.bind(hash.map(<[u8]>::to_vec)).bind(id.map(|id| id.as_str().to_owned()));
+        if let Some(days) = days {
+            query = query.bind(days.get(i).copied().flatten());
+        }
+    }
+    for _ in asks.len()..n {
+        query = query.bind(None::<Vec<u8>>).bind(None::<String>);
+        if days.is_some() {
+            query = query.bind(None::<i64>);
+        }
+    }
+    query.persistent(n <= PADDED_UP_TO)
+}
+
+/// Many owner reads, for `n` asks (each a token hash and an execution id,
+/// and with `hinted` the day partition the row was written to). With every
+/// row's day known, each row is looked up in its day's partition alone;
+/// otherwise in every day's.
+fn owner_read_sql(n: usize, hinted: bool) -> String {
+    let width = if hinted { 3 } else { 2 };
+    let values: Vec<String> = (0..n)
+        .map(|i| {
+            let day = if hinted { format!(", ${}::bigint", width * i + 3) } else { String::new() };
+            format!("(${}::bytea, ${}::text{day}, {i}::bigint)", width * i + 1, width * i + 2)
+        })
+        .collect();
+    let (day_column, day_join) = if hinted { ("r, ", " AND e.retention_expires_at = q.r") } else { ("", "") };
+    format!(
+        "SELECT q.i AS ask, {CREDENTIAL_COLUMNS}, {} FROM (VALUES {}) AS q(h, id, {day_column}i) \
+         LEFT JOIN credentials c ON c.token_hash = q.h LEFT JOIN executions e ON e.id = q.id{day_join}",
+        qualified("e", EXECUTION_COLUMNS),
+        values.join(", "),
+    )
+}
+
 fn placeholders(n: usize) -> String {
     (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Execute as _;
+
+    #[test]
+    fn reads_of_five_to_eight_asks_share_one_statement() {
+        let ids: Vec<ExecutionId> = (0..8).map(|_| ExecutionId::generate()).collect();
+        let hash = [7u8; 32];
+        let reads: Vec<_> = ids.iter().map(|id| (Some(&hash[..]), Some(id))).collect();
+        let days = [Some(1); 8];
+        let owner =
+            |n: usize, hinted: bool| owner_read(&reads[..n], hinted.then_some(&days[..n])).sql().as_str().to_owned();
+        let starts: Vec<(&[u8], &str, &str)> = (0..8).map(|_| (&hash[..], "prj_1", "Demo.Echo")).collect();
+        let start = |n: usize| start_read(&starts[..n]).sql().as_str().to_owned();
+        for hinted in [false, true] {
+            assert_eq!(owner(5, hinted), owner(8, hinted), "padded to eight asks, the text recurs and stays prepared");
+            assert_ne!(owner(4, hinted), owner(5, hinted));
+        }
+        assert_eq!(start(5), start(8));
+        assert_ne!(start(4), start(5));
+    }
 }

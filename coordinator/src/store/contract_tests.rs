@@ -468,16 +468,23 @@ async fn credentials_resolve_by_hash_and_revoke() {
             b.store.credential_with_tool(&[7; 32], "prj_1", "Demo.Echo").await.expect("tool").expect("c");
         assert!(tool.is_none(), "{}: nothing registered yet", b.name);
         // Many starts at once answer as one each would, in order.
-        let asks: [(&[u8], &str, &str); 3] =
-            [(&[8; 32], "prj_1", "Demo.Echo"), (&[7; 32], "prj_1", "Demo.Echo"), (&[7; 32], "prj_2", "X")];
+        // Five asks each: padded to eight on Postgres, the padding answers nothing.
+        let asks: [(&[u8], &str, &str); 5] = [
+            (&[8; 32], "prj_1", "Demo.Echo"),
+            (&[7; 32], "prj_1", "Demo.Echo"),
+            (&[7; 32], "prj_2", "X"),
+            (&[9; 32], "", ""),
+            (&[7; 32], "", ""),
+        ];
         let answers = b.store.credentials_with_tools(&asks).await.expect("many starts");
         let ids: Vec<Option<&str>> = answers.iter().map(|a| a.as_ref().map(|(c, _, _)| c.id.as_str())).collect();
-        assert_eq!(ids, [None, Some("cred_a"), Some("cred_a")], "{}", b.name);
-        let reads: [(Option<&[u8]>, Option<&ExecutionId>); 4] = [
+        assert_eq!(ids, [None, Some("cred_a"), Some("cred_a"), None, Some("cred_a")], "{}", b.name);
+        let reads: [(Option<&[u8]>, Option<&ExecutionId>); 5] = [
             (Some(&[7; 32]), Some(&exec.id)),
             (Some(&[8; 32]), Some(&exec.id)),
             (None, Some(&exec.id)),
             (Some(&[7; 32]), None),
+            (None, None),
         ];
         let found = b.store.credentials_with_executions(&reads).await.expect("many reads");
         let found: Vec<(Option<&str>, Option<&str>)> =
@@ -488,7 +495,8 @@ async fn credentials_resolve_by_hash_and_revoke() {
                 (Some("cred_a"), Some(exec.id.as_str())),
                 (None, Some(exec.id.as_str())),
                 (None, Some(exec.id.as_str())),
-                (Some("cred_a"), None)
+                (Some("cred_a"), None),
+                (None, None)
             ],
             "{}",
             b.name

@@ -7,7 +7,7 @@
 //! handful of shapes, all kept prepared.
 
 use super::records::{ExecutionRecord, phase_columns};
-use super::{Error, KEPT_UP_TO, Result};
+use super::{Error, PADDED_UP_TO, Result, padded};
 use crate::domain::{Effect, Event, FailureReason, Millis, Phase, Status, Transition};
 use sqlx::any::{Any, AnyArguments};
 use sqlx::{Arguments, AssertSqlSafe, Transaction};
@@ -66,20 +66,6 @@ fn placeholders(first: usize, rows: usize, width: usize) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
-
-/// How many rows a part of the one statement is padded to: its own count up
-/// to [`KEPT_UP_TO`], then the next power of two up to [`PADDED_UP_TO`]. The
-/// statement's text then takes a handful of shapes, each kept prepared and, on
-/// the hot pool, planned once per connection; unpadded, every batch size was a
-/// new statement that Postgres planned from scratch on each call (about 3 ms
-/// for ten rows, 0.28 ms of its CPU per execution at 32 concurrent calls).
-fn padded(n: usize) -> usize {
-    if n <= KEPT_UP_TO || n > PADDED_UP_TO { n } else { n.next_power_of_two() }
-}
-
-/// Larger batches (a sweep's, a big worker's heartbeat) are rare and written
-/// as they are: padded, they could pass Postgres' 65,535 parameters.
-const PADDED_UP_TO: usize = 256;
 
 /// Adds each of `items` with `one`, then the first item again as padding
 /// until there are `to`. A padding row names the execution `''`, which no

@@ -91,19 +91,27 @@ async fn read_one(store: &Store, job: &Job) -> store::Result<Found> {
 }
 
 async fn read_batch(store: &Store, jobs: Vec<Job>) {
-    if jobs.len() > 1 {
+    // A lone job is read the same way: that read names each row's day.
+    let read = {
         let asks: Vec<(Option<&[u8]>, Option<&ExecutionId>)> =
             jobs.iter().map(|j| (j.token_hash.as_deref(), j.id.as_ref())).collect();
-        match store.credentials_with_executions(&asks).await {
-            Ok(found) => {
-                for (job, found) in jobs.into_iter().zip(found) {
-                    let _ = job.reply.send(Ok(found));
-                }
-                return;
+        store.credentials_with_executions(&asks).await
+    };
+    match read {
+        Ok(found) => {
+            for (job, found) in jobs.into_iter().zip(found) {
+                let _ = job.reply.send(Ok(found));
             }
-            // Each caller gets its own answer (and its own error) one by one.
-            Err(e) => tracing::warn!(error = %e, reads = jobs.len(), "coalesced read failed; reading one by one"),
+            return;
         }
+        Err(e) if jobs.len() == 1 => {
+            if let Some(job) = jobs.into_iter().next() {
+                let _ = job.reply.send(Err(e));
+            }
+            return;
+        }
+        // Each caller gets its own answer (and its own error) one by one.
+        Err(e) => tracing::warn!(error = %e, reads = jobs.len(), "coalesced read failed; reading one by one"),
     }
     for job in jobs {
         let found = read_one(store, &job).await;
