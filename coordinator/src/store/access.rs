@@ -4,11 +4,13 @@
 //! second query for it.
 
 use super::identity::{CREDENTIAL_COLUMNS, TOOL_COLUMNS, credential_from_row, tool_from_row};
+use super::padding::PaddedTexts;
 use super::records::{EXECUTION_COLUMNS, ExecutionRecord, execution_from_row};
 use super::retention::RetentionSettings;
 use super::{Credential, PADDED_UP_TO, Result, Store, ToolRecord, padded};
 use crate::domain::ExecutionId;
 use sqlx::{AssertSqlSafe, Row};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
@@ -44,7 +46,7 @@ impl Store {
         token_hash: &[u8],
         id: Option<&ExecutionId>,
     ) -> Result<Option<(Credential, Option<ExecutionRecord>)>> {
-        let row = sqlx::query(AssertSqlSafe(WITH_EXECUTION.as_str()))
+        let row = sqlx::query(AssertSqlSafe(Cow::Borrowed(WITH_EXECUTION.as_str())))
             .bind(token_hash)
             .bind(id.map(ExecutionId::as_str))
             .fetch_optional(&self.pool)
@@ -65,7 +67,7 @@ impl Store {
         project_id: &str,
         name: &str,
     ) -> Result<Option<WithTool>> {
-        let row = sqlx::query(AssertSqlSafe(WITH_TOOL.as_str()))
+        let row = sqlx::query(AssertSqlSafe(Cow::Borrowed(WITH_TOOL.as_str())))
             .bind(token_hash)
             .bind(project_id)
             .bind(name)
@@ -223,7 +225,7 @@ impl Store {
 /// nothing.
 pub(super) fn start_read(asks: &[(&[u8], &str, &str)]) -> AnyQuery {
     let n = padded(asks.len());
-    let mut query = sqlx::query(AssertSqlSafe(start_read_sql(n)));
+    let mut query = sqlx::query(START_READS.get(n, start_read_sql));
     for (hash, project_id, name) in asks {
         query = query.bind(Some(hash.to_vec())).bind(project_id.to_string()).bind(name.to_string());
     }
@@ -250,6 +252,10 @@ fn start_read_sql(n: usize) -> String {
     )
 }
 
+static OWNER_READS: PaddedTexts = PaddedTexts::new();
+static HINTED_OWNER_READS: PaddedTexts = PaddedTexts::new();
+static START_READS: PaddedTexts = PaddedTexts::new();
+
 type AnyQuery = sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>;
 
 /// The statement that answers `asks` (see [`Store::credentials_with_executions`]),
@@ -257,7 +263,8 @@ type AnyQuery = sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>;
 /// no credential and no execution, and its index is past every caller's.
 pub(super) fn owner_read(asks: &[(Option<&[u8]>, Option<&ExecutionId>)], days: Option<&[Option<i64>]>) -> AnyQuery {
     let n = padded(asks.len());
-    let mut query = sqlx::query(AssertSqlSafe(owner_read_sql(n, days.is_some())));
+    let texts = if days.is_some() { &HINTED_OWNER_READS } else { &OWNER_READS };
+    let mut query = sqlx::query(texts.get(n, |n| owner_read_sql(n, days.is_some())));
     for (i, (hash, id)) in asks.iter().enumerate() {
         query = query.bind(hash.map(<[u8]>::to_vec)).bind(id.map(|id| id.as_str().to_owned()));
         if let Some(days) = days {

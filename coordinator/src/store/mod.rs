@@ -25,6 +25,7 @@ mod last_written;
 mod listing;
 mod migrations;
 mod operator;
+mod padding;
 mod partitions;
 mod payload_keys;
 mod person_sessions;
@@ -181,20 +182,7 @@ impl Dialect {
 /// costs two (parse and describe, then execute). More would churn every
 /// connection's statement cache.
 const KEPT_UP_TO: usize = 4;
-
-/// How many rows a batched statement is padded to: its own count up to
-/// [`KEPT_UP_TO`], then the next power of two up to [`PADDED_UP_TO`]. The
-/// statement's text then takes a handful of shapes, each kept prepared and, on
-/// the hot pool, planned once per connection; unpadded, every batch size was a
-/// new statement that Postgres planned from scratch on each call (about 3 ms
-/// for a settlement of ten rows, 1 ms for ten owner reads).
-fn padded(n: usize) -> usize {
-    if n <= KEPT_UP_TO || n > PADDED_UP_TO { n } else { n.next_power_of_two() }
-}
-
-/// Larger batches (a sweep's, a big worker's heartbeat) are rare and sent as
-/// they are: padded, they could pass Postgres' 65,535 parameters.
-const PADDED_UP_TO: usize = 256;
+use padding::{PADDED_UP_TO, padded};
 
 /// How the hot path's connections plan (`Store::hot`): each of its
 /// statements is kept prepared and recurs with other values only, so one plan
