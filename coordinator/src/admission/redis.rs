@@ -126,8 +126,8 @@ impl RedisAdmission {
         self.lost.notified().await
     }
 
-    /// Runs the release script in `mode` (`backlog`, `all` or `withdraw`);
-    /// the other two answer when the ticket was admitted.
+    /// Runs the release script in `mode` (`all` or `withdraw`); answers when
+    /// the ticket was admitted.
     async fn run_release(&self, t: &Ticket, mode: &str) -> Result<Option<i64>, Error> {
         let mut con = self.con.clone();
         let mut inv = self.release.prepare_invoke();
@@ -477,8 +477,13 @@ impl Admission for RedisAdmission {
         Ok(Err(Rejection { scope, retry_after_ms: retry_after_from_hold(avg) }))
     }
 
+    /// Leaving the backlog is one removal from it, which needs no script.
     async fn started(&self, t: &Ticket, _now_ms: i64) -> Result<(), Error> {
-        self.run_release(t, "backlog").await.map(|_| ())
+        let mut con = self.con.clone();
+        let backlog = self.shard(&t.org_id).1.backlog(&t.project_id);
+        let _: i64 =
+            redis::cmd("ZREM").arg(backlog).arg(&t.execution_id).query_async(&mut con).await.map_err(unavailable)?;
+        Ok(())
     }
 
     async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {

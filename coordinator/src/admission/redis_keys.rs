@@ -61,13 +61,18 @@ impl Shard {
             format!("{b}:principal:{}:{}", t.project_id, t.user_id),
             format!("{b}:project:{}", t.project_id),
             format!("{b}:org:{}", t.org_id),
-            format!("{b}:backlog:{}", t.project_id),
+            self.backlog(&t.project_id),
             due,
             total,
             open,
             self.meta(&t.execution_id),
             hour,
         ]
+    }
+
+    /// The executions of a project admitted and not yet started.
+    pub(crate) fn backlog(&self, project_id: &str) -> String {
+        format!("{}:backlog:{project_id}", self.base)
     }
 
     /// A project's retained bytes: the retention hours still counted (a set

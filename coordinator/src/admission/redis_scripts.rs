@@ -48,11 +48,10 @@ return 'ok:' .. epoch
 "#;
 
 pub(super) const RELEASE: &str = r#"
--- KEYS: as ADMIT (1..9); ARGV: 1 id, 2 'backlog', 'all' (terminal) or 'withdraw' (never created),
+-- KEYS: as ADMIT (1..9); ARGV: 1 id, 2 'all' (terminal) or 'withdraw' (never created),
 -- 3 tombstone ms, 4 the bytes the record keeps, 5 retention bucket
 local id = ARGV[1]
 redis.call('ZREM', KEYS[4], id)
-if ARGV[2] == 'backlog' then return false end
 if redis.call('HEXISTS', KEYS[8], 'released') == 1 then return false end
 for i = 1, 3 do redis.call('ZREM', KEYS[i], id) end
 local held = redis.call('HGET', KEYS[7], id)

@@ -74,6 +74,7 @@ pub(crate) use identity::REVOCATION_CHANNEL;
 pub use identity::{Credential, CredentialKind, NewCredential, ToolMetadata, ToolRecord};
 pub(crate) use input::InputRequestRow;
 pub use migrations::{MigrateOptions, MigrationError, MigrationName, MigrationPlan, PendingMigration};
+use padding::{PADDED_UP_TO, padded};
 pub(crate) use partitions::AUDIT_PERIOD_MS;
 pub use payload_keys::{KeyCounts, Replacement, SEALED_TABLES, SealedRow, SealedTable};
 pub use person_sessions::{NewPersonSession, PersonSession};
@@ -182,7 +183,6 @@ impl Dialect {
 /// costs two (parse and describe, then execute). More would churn every
 /// connection's statement cache.
 const KEPT_UP_TO: usize = 4;
-use padding::{PADDED_UP_TO, padded};
 
 /// How the hot path's connections plan (`Store::hot`): each of its
 /// statements is kept prepared and recurs with other values only, so one plan

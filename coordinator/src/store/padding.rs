@@ -54,8 +54,8 @@ impl PaddedTexts {
         n: usize,
         build: impl FnOnce(usize) -> String,
     ) -> AssertSqlSafe<Cow<'static, str>> {
-        AssertSqlSafe(match size_index(n) {
-            Some(i) => Cow::Borrowed(self.0[i].get_or_init(|| build(n)).as_str()),
+        AssertSqlSafe(match size_index(n).and_then(|i| self.0.get(i)) {
+            Some(text) => Cow::Borrowed(text.get_or_init(|| build(n)).as_str()),
             None => Cow::Owned(build(n)),
         })
     }
