@@ -194,6 +194,22 @@ async fn start_dispatch_settle_and_read_the_result() {
     assert_eq!(result.as_deref(), Some(r#"{"content":[]}"#));
 }
 
+/// The dispatcher's periodic round (the net for lost wake-ups) claims only
+/// when a session here has room and a pending execution is due; otherwise an
+/// idle tick is one read.
+#[tokio::test]
+async fn a_tick_claims_only_when_a_session_has_room_and_work_is_due() {
+    let w = World::new().await;
+    assert!(!w.engine.worth_a_round().await, "no session to claim for");
+    let (_session, mut rx) = w.worker("w1", Vec::new()).await;
+    assert!(!w.engine.worth_a_round().await, "nothing pending");
+    let id = w.start("Test.Echo").await;
+    assert_eq!(w.status(&id).await, Status::Pending);
+    assert!(w.engine.worth_a_round().await, "a pending execution is due");
+    assigned(&w.engine, &mut rx).await;
+    assert!(!w.engine.worth_a_round().await, "claimed: nothing is left");
+}
+
 #[tokio::test]
 async fn cancel_stops_the_holder_and_its_report_ends_the_execution_cancelled() {
     let w = World::new().await;

@@ -162,8 +162,12 @@ async fn scheduled_runs_wait_for_run_at() {
         let rec = b.store.create_execution(&new).await.expect("create").record;
         assert_eq!(rec.execution_type, "scheduled", "{}", b.name);
         assert_eq!(rec.scheduled_at, Some(5_000));
+        // The dispatcher's periodic probe agrees with the claims on either side of run_at.
+        assert!(!b.store.any_claimable(4_999).await.expect("probe"), "{}", b.name);
         assert!(b.store.claim("p1", &tools(), "w", 10, 4_999, 20_000).await.expect("claim").is_empty());
+        assert!(b.store.any_claimable(5_000).await.expect("probe"), "{}", b.name);
         assert_eq!(b.store.claim("p1", &tools(), "w", 10, 5_000, 20_000).await.expect("claim").len(), 1);
+        assert!(!b.store.any_claimable(5_000).await.expect("probe"), "{}: claimed, nothing is left", b.name);
     }
 }
 

@@ -174,6 +174,19 @@ impl Store {
         Ok(written.records.into_iter().map(|record| Claimed { attempt: record.state.attempts, record }).collect())
     }
 
+    /// Whether a pending execution of any project is due at `now`: a superset
+    /// of what [`Store::claim`] would find, in one read of the claimable
+    /// index, without a transaction or a lock.
+    pub(crate) async fn any_claimable(&self, now: Millis) -> Result<bool> {
+        let due: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE status = 'pending' AND not_before <= $1 LIMIT 1) d",
+        )
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(due > 0)
+    }
+
     /// Applies many events with one commit. Each answer is as `apply`'s. An
     /// error fails the whole batch.
     ///

@@ -30,17 +30,23 @@ const TICK: Duration = Duration::from_millis(500);
 impl Engine {
     pub(crate) async fn run_dispatcher(self: Arc<Self>) {
         loop {
-            tokio::select! {
+            let ticked = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 // New work, here or on another replica.
-                _ = self.dispatch_wake.notified() => {}
+                _ = self.dispatch_wake.notified() => false,
                 // Slots came free: worth a round only if work may be waiting.
                 _ = self.slots_wake.notified() => {
                     if !self.pending_seen.load(Ordering::Relaxed) {
                         continue;
                     }
+                    false
                 }
-                _ = tokio::time::sleep(TICK) => {}
+                _ = tokio::time::sleep(TICK) => true,
+            };
+            // The tick is the net for wake-ups that never came: while nothing
+            // is due it costs one read, not a locked claim per session.
+            if ticked && !self.worth_a_round().await {
+                continue;
             }
             loop {
                 let round = self.dispatch_round().await;
@@ -51,6 +57,21 @@ impl Engine {
                     // The store refused a claim: let it recover before asking again.
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
+            }
+        }
+    }
+
+    /// Whether a periodic round could claim anything: a session here has
+    /// room and some pending execution is due (a failed read says yes).
+    pub(in crate::engine) async fn worth_a_round(&self) -> bool {
+        if !self.sessions.snapshot().iter().any(|s| s.room() > 0 && s.free() > 0) {
+            return false;
+        }
+        match self.store.any_claimable(now_ms()).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading whether work is due failed; claiming anyway");
+                true
             }
         }
     }
