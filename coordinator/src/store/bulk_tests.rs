@@ -166,3 +166,20 @@ async fn runs_seeded_into_an_older_schema_read_the_same_once_migrated() {
     assert_eq!(keys(&old).await, 1);
     assert_eq!(keys(&newest).await, 1);
 }
+
+#[test]
+fn rows_written_as_text_read_back_as_one_json_array() {
+    assert_eq!(JsonRows::default().into_text().expect("text"), "[]");
+    let mut rows = JsonRows::default();
+    for (i, text) in [(1, "a \"quoted\" line\n"), (2, "é")] {
+        push_row!(rows; "i": i, "text": text, "none": None::<i64>, "ct": hex(&Some(vec![0xab, 1]))).expect("row");
+    }
+    let back: serde_json::Value = serde_json::from_str(&rows.into_text().expect("text")).expect("JSON");
+    assert_eq!(
+        back,
+        serde_json::json!([
+            {"i": 1, "text": "a \"quoted\" line\n", "none": null, "ct": "\\xab01"},
+            {"i": 2, "text": "é", "none": null, "ct": "\\xab01"},
+        ])
+    );
+}

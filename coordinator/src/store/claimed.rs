@@ -14,8 +14,8 @@ use super::records::{ExecutionRecord, NewExecution};
 use super::{Dialect, Result, Store};
 use crate::domain::{Event, Millis};
 use crate::store::EventData;
-use serde_json::Value;
 use sqlx::{AssertSqlSafe, Row};
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
@@ -72,14 +72,14 @@ impl Store {
             let claim = Event::Claim { worker_id: c.worker_id.to_owned(), lease_until: c.lease_until };
             let run = SeedRun { new: c.new.clone(), events: vec![(c.new.created_at, claim, EventData::default())] };
             let played = play(&run)?;
-            rows.push(&played);
+            rows.push(&played)?;
             records.push(Some(played.record));
         }
         let RowsJson { executions, events, attempts } = rows;
-        let mut query = sqlx::query(AssertSqlSafe(INSERT[usize::from(fence.is_some())].as_str()))
-            .bind(Value::Array(executions).to_string())
-            .bind(Value::Array(events).to_string())
-            .bind(Value::Array(attempts).to_string());
+        let mut query = sqlx::query(AssertSqlSafe(Cow::Borrowed(INSERT[usize::from(fence.is_some())].as_str())))
+            .bind(executions.into_text()?)
+            .bind(events.into_text()?)
+            .bind(attempts.into_text()?);
         if let Some(generation) = fence {
             query = query.bind(generation);
         }
