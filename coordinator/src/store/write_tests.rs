@@ -8,12 +8,17 @@ use super::webhooks_tests::endpoint;
 use super::write::{EventData, Pending, persist_unlocked};
 use crate::domain::{self, Event, Outcome, Status};
 
+/// Organization `org_1` and its project `p1`, which the rows here belong to.
+async fn org_and_project(s: &super::Store) {
+    s.create_org("org_1", "o", 1).await.expect("org");
+    s.create_project("p1", "org_1", "p1", 1).await.expect("project");
+}
+
 #[tokio::test]
 async fn an_unlocked_write_leaves_a_row_moved_since_its_read_untouched_and_writes_the_others() {
     let b = postgres().await;
     let s = &b.store;
-    s.create_org("org_1", "o", 1).await.expect("org");
-    s.create_project("p1", "org_1", "p1", 1).await.expect("project");
+    org_and_project(s).await;
     assert!(s.create_webhook(&endpoint("we_race", "p1", true), 10).await.expect("endpoint"));
     let mut ids = Vec::new();
     for i in 0..2 {
@@ -174,8 +179,7 @@ fn settled(read: &[super::ExecutionRecord]) -> (Event, Vec<domain::Transition>) 
 async fn a_padded_batch_writes_its_own_rows_and_nothing_of_its_padding() {
     let b = postgres().await;
     let s = &b.store;
-    s.create_org("org_1", "o", 1).await.expect("org");
-    s.create_project("p1", "org_1", "p1", 1).await.expect("project");
+    org_and_project(s).await;
     assert!(s.create_webhook(&endpoint("we_pad", "p1", true), 10).await.expect("endpoint"));
     let read = claimed(s, 5).await;
     let (settle, transitions) = settled(&read);
@@ -238,8 +242,7 @@ async fn the_hot_path_writes_by_key_even_when_planned_over_an_empty_partition() 
 async fn an_owner_read_looks_in_the_day_it_was_written_to_and_finds_a_row_re_dated_since() {
     let b = postgres().await;
     let s = &b.store;
-    s.create_org("org_1", "o", 1).await.expect("org");
-    s.create_project("p1", "org_1", "p1", 1).await.expect("project");
+    org_and_project(s).await;
     let row = claimed(s, 1).await.remove(0);
     let day = s.last_written.retention_of(&row.id);
     assert_eq!(day, Some(row.retention_expires_at), "the claim names the row's day");

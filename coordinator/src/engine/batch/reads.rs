@@ -78,16 +78,10 @@ impl Reads {
     }
 }
 
-/// One job on its own: a single query.
+/// One job on its own, as a batch of one.
 async fn read_one(store: &Store, job: &Job) -> store::Result<Found> {
-    match (&job.token_hash, &job.id) {
-        (Some(hash), id) => Ok(match store.credential_with_execution(hash, id.as_ref()).await? {
-            Some((c, e)) => (Some(c), e),
-            None => (None, None),
-        }),
-        (None, Some(id)) => Ok((None, store.get_execution(id).await?)),
-        (None, None) => Ok((None, None)),
-    }
+    let found = store.credentials_with_executions(&[(job.token_hash.as_deref(), job.id.as_ref())]).await?;
+    Ok(found.into_iter().next().unwrap_or_default())
 }
 
 async fn read_batch(store: &Store, jobs: Vec<Job>) {
