@@ -179,6 +179,66 @@ async fn concurrent_admissions_never_exceed_a_bound() {
     assert_eq!(admitted, 2, "principal bound is 2");
 }
 
+/// What an admission decided: admitted, or refused in which scope.
+fn verdict(r: Result<Result<Admitted, Rejection>, Error>) -> Result<(), Scope> {
+    r.expect("admit").map(|_| ()).map_err(|r| r.scope)
+}
+
+/// Steps made together go to Redis as one call per shard, and decide as
+/// they would one by one, in the order they came: the bounds hold within a
+/// call, a repeated id counts once, and a release frees its place and bytes
+/// for an admission after it in the same call.
+#[tokio::test]
+async fn steps_gathered_into_one_call_decide_as_if_made_one_by_one() {
+    use futures_util::future::join_all;
+    use std::sync::atomic::Ordering;
+    let a = redis(bounds()).await;
+    let elsewhere = |id: &str| Ticket { org_id: "org_far".into(), ..ticket(id, "pf", id, 1) };
+    assert_ne!(super::redis_keys::shard_of("org"), super::redis_keys::shard_of("org_far"));
+    let calls = a.ops.calls.load(Ordering::Relaxed);
+    let here = ["j1", "j2", "j1", "j3", "j4"].map(|id| ticket(id, "p1", id, 1));
+    let there = ["f1", "f2"].map(elsewhere);
+    let (j4, j5) = (ticket("j4", "p1", "j4", 1), ticket("j5", "p1", "j5", 1));
+    let (near, released, later, far) = tokio::join!(
+        join_all(here.iter().map(|t| a.admit(t, 0))),
+        a.release(&here[0], 0),
+        join_all([&j4, &j5].map(|t| a.admit(t, 0))),
+        join_all(there.iter().map(|t| a.admit(t, 0))),
+    );
+    let near: Vec<_> = near.into_iter().map(verdict).collect();
+    assert_eq!(near, [Ok(()), Ok(()), Ok(()), Ok(()), Err(Scope::Project)], "the bound is 3, and j1 came twice");
+    released.expect("release");
+    let later: Vec<_> = later.into_iter().map(verdict).collect();
+    assert_eq!(later, [Ok(()), Err(Scope::Project)], "j1's place went to j4");
+    assert!(far.into_iter().all(|r| r.expect("admit").is_ok()));
+    assert_eq!(a.ops.calls.load(Ordering::Relaxed) - calls, 2, "one call for each of the two shards");
+    // Bytes, in an organization with room: the first admission holds 60 of 100; its release keeps 10.
+    let b = |id: &str, bytes: u64| Ticket { org_id: "org_bytes".into(), ..ticket(id, "pb", id, bytes) };
+    let [x, y, x_kept] = [b("x", 60), b("y", 50), b("x", 10)];
+    let (x, too_big, released, fits) =
+        tokio::join!(a.admit(&x, 1), a.admit(&y, 1), a.release(&x_kept, 1), a.admit(&y, 1));
+    assert_eq!(verdict(x), Ok(()));
+    assert_eq!(verdict(too_big), Err(Scope::RetainedPayloadBytes));
+    released.expect("release");
+    assert_eq!(verdict(fits), Ok(()), "60 held became 10 kept");
+    assert_eq!(a.ops.calls.load(Ordering::Relaxed) - calls, 3);
+}
+
+/// An admission whose caller stopped waiting before it was sent is not
+/// made: it would hold a place nobody creates an execution for.
+#[tokio::test]
+async fn an_admission_nobody_waits_for_holds_no_place() {
+    use futures_util::FutureExt;
+    let a = redis(bounds()).await;
+    let abandoned = ticket("n1", "p1", "u1", 1);
+    assert!(a.admit(&abandoned, 0).now_or_never().is_none(), "queued, not yet answered");
+    for id in ["n2", "n3"] {
+        assert_eq!(a.admit(&ticket(id, "p1", "u1", 1), 0).await.expect("admit").map(|_| ()), Ok(()));
+    }
+    let full = a.admit(&ticket("n4", "p1", "u1", 1), 0).await.expect("admit").expect_err("principal bound is 2");
+    assert_eq!(full.scope, Scope::Principal);
+}
+
 #[tokio::test]
 async fn entries_expire_at_their_deadline() {
     let a = redis(bounds()).await;

@@ -18,6 +18,7 @@
 
 pub mod memory;
 pub mod redis;
+mod redis_batch;
 pub mod redis_keys;
 mod redis_scripts;
 

@@ -4,6 +4,8 @@
 //! script checks every scope and adds the id to all of them in one atomic step,
 //! or names the full scope; admitting an id twice is a no-op. Retained payload
 //! bytes are a per-project counter kept in step with a hash of per-id sizes.
+//! Concurrent steps (admissions, starts, releases, withdrawals) go to Redis
+//! together, one script call per shard (`redis_batch`).
 //! The keys of one decision share a hash tag (`redis_keys`), so the same
 //! scripts run on one node and on a Redis Cluster.
 //!
@@ -21,18 +23,15 @@
 //! rebuild that straddles a flush writes nothing more and never publishes an
 //! epoch there.
 
+use super::redis_batch::{Batcher, Kind, unavailable};
 use super::redis_keys::{SHARDS, Shard, shard_of};
-use super::redis_scripts::{ADMIT, EPOCH, FENCED, LOCK, PUBLISH, READD, RELEASE, RETAINED, UNLOCK, script};
+use super::redis_scripts::{EPOCH, FENCED, LOCK, PUBLISH, READD, RETAINED, UNLOCK, script};
 use super::{Admission, Admitted, Bounds, Error, Rejection, RetainedBytes, Scope, Ticket, retry_after_from_hold};
 use crate::redis_link::{Link, Target};
 use redis::Script;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use tokio::sync::Notify;
-
-/// How long a released execution's tombstone outlives it: longer than any
-/// rebuild takes from reading its snapshot to writing it back.
-const TOMBSTONE_MS: i64 = 120_000;
 
 /// A member admitted this recently is kept by a rebuild even when the open
 /// executions it read lack it: its row may not be committed yet.
@@ -59,9 +58,8 @@ pub(crate) struct RebuildLock {
 pub struct RedisAdmission {
     con: Link,
     prefix: String,
-    bounds: Bounds,
-    admit: Script,
-    release: Script,
+    /// Admissions, starts, releases and withdrawals, gathered per shard.
+    pub(super) ops: Batcher,
     readd: Script,
     fenced: Script,
     unlock: Script,
@@ -82,11 +80,6 @@ fn lost_lock() -> Error {
     )
 }
 
-fn unavailable(e: redis::RedisError) -> Error {
-    crate::engine::metrics::redis_error("admission");
-    Error::Unavailable(e.to_string())
-}
-
 fn shards(prefix: &str) -> impl Iterator<Item = (usize, Shard)> + '_ {
     (0..SHARDS).map(move |n| (n as usize, Shard::new(prefix, n)))
 }
@@ -99,11 +92,9 @@ impl RedisAdmission {
         }
         let con = Link::connect(target).await.map_err(unavailable)?;
         Ok(RedisAdmission {
+            ops: Batcher::start(con.clone(), prefix, bounds),
             con,
             prefix: prefix.to_owned(),
-            bounds,
-            admit: script(ADMIT),
-            release: script(RELEASE),
             readd: script(READD),
             fenced: script(FENCED),
             unlock: script(UNLOCK),
@@ -124,19 +115,6 @@ impl RedisAdmission {
     /// Resolves when an admission found a shard that lost its state.
     pub(crate) async fn loss_seen(&self) {
         self.lost.notified().await
-    }
-
-    /// Runs the release script in `mode` (`all` or `withdraw`); answers when
-    /// the ticket was admitted.
-    async fn run_release(&self, t: &Ticket, mode: &str) -> Result<Option<i64>, Error> {
-        let mut con = self.con.clone();
-        let mut inv = self.release.prepare_invoke();
-        for k in self.shard(&t.org_id).1.ticket_keys(t) {
-            inv.key(k);
-        }
-        inv.arg(&t.execution_id).arg(mode).arg(TOMBSTONE_MS);
-        inv.arg(t.payload_bytes).arg(super::retention_bucket(t.retained_until_ms));
-        inv.invoke_async(&mut con).await.map_err(unavailable)
     }
 
     /// Whether `id` was admitted less than `RECENT_ADMISSION_MS` ago: its row
@@ -443,20 +421,7 @@ pub struct RebuildReport {
 #[tonic::async_trait]
 impl Admission for RedisAdmission {
     async fn admit(&self, t: &Ticket, now_ms: i64) -> Result<Result<Admitted, Rejection>, Error> {
-        let b = &self.bounds;
-        let mut con = self.con.clone();
-        let mut inv = self.admit.prepare_invoke();
-        let (_, shard) = self.shard(&t.org_id);
-        for k in shard.ticket_keys(t) {
-            inv.key(k);
-        }
-        inv.key(shard.epoch()).key(shard.epoch_run()).key(shard.index());
-        let meta_ttl = (t.expires_at_ms - now_ms).max(1_000);
-        inv.arg(&t.execution_id).arg(now_ms).arg(t.expires_at_ms).arg(t.payload_bytes);
-        inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);
-        inv.arg(b.backlog).arg(b.retained_payload_bytes).arg(meta_ttl);
-        inv.arg(super::retention_bucket(t.retained_until_ms));
-        let answer: String = inv.invoke_async(&mut con).await.map_err(unavailable)?;
+        let answer = self.ops.call(Kind::Admit, t, now_ms).await?.unwrap_or_default();
         if let Some(epoch) = answer.strip_prefix("ok:") {
             // An epoch this version cannot read is never published by a rebuild
             // of it; such an admission fails its insert and is retried.
@@ -477,23 +442,19 @@ impl Admission for RedisAdmission {
         Ok(Err(Rejection { scope, retry_after_ms: retry_after_from_hold(avg) }))
     }
 
-    /// Leaving the backlog is one removal from it, which needs no script.
-    async fn started(&self, t: &Ticket, _now_ms: i64) -> Result<(), Error> {
-        let mut con = self.con.clone();
-        let backlog = self.shard(&t.org_id).1.backlog(&t.project_id);
-        let _: i64 =
-            redis::cmd("ZREM").arg(backlog).arg(&t.execution_id).query_async(&mut con).await.map_err(unavailable)?;
-        Ok(())
+    async fn started(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
+        self.ops.call(Kind::Started, t, now_ms).await.map(|_| ())
     }
 
     async fn release(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
-        if let Some(at) = self.run_release(t, "all").await? {
+        let admitted_at = self.ops.call(Kind::Release, t, now_ms).await?;
+        if let Some(at) = admitted_at.and_then(|at| at.parse::<i64>().ok()) {
             self.observe((now_ms - at) as f64);
         }
         Ok(())
     }
 
-    async fn withdraw(&self, t: &Ticket, _now_ms: i64) -> Result<(), Error> {
-        self.run_release(t, "withdraw").await.map(|_| ())
+    async fn withdraw(&self, t: &Ticket, now_ms: i64) -> Result<(), Error> {
+        self.ops.call(Kind::Withdraw, t, now_ms).await.map(|_| ())
     }
 }

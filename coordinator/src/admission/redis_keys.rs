@@ -52,7 +52,7 @@ impl Shard {
     }
 
     /// The keys a decision about `t` reads and writes, in the order the
-    /// scripts name them (`redis_scripts::ADMIT`): 1 principal, 2 project,
+    /// scripts name them (`redis_scripts::OPS`): 1 principal, 2 project,
     /// 3 org, 4 backlog, 5..7 retained due/total/open, 8 meta, 9 retained hour.
     pub(crate) fn ticket_keys(&self, t: &Ticket) -> [String; 9] {
         let b = &self.base;

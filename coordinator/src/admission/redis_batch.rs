@@ -1,0 +1,211 @@
+//! Redis admission's calls, gathered: the admissions, starts, releases and
+//! withdrawals waiting when Redis answers the previous ones go together, one
+//! script call per shard (`redis_scripts::OPS`), in the order they came. A
+//! lone call goes at once. A busy coordinator so pays one round trip and one
+//! look at the epoch for many executions, not one each, and Redis runs one
+//! script where it ran one per execution and step.
+
+use super::redis_keys::{Shard, shard_of};
+use super::redis_scripts::{OPS, script};
+use super::{Bounds, Error, Ticket, retention_bucket};
+use crate::redis_link::Link;
+use redis::Script;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// Ops in one script call at most: Redis serves nothing else while it runs
+/// (tens of microseconds an op).
+const MAX_OPS: usize = 128;
+
+/// Ops that may wait for a call. Beyond this Redis is not keeping up, and
+/// admission says it is unavailable rather than queueing without bound.
+const MAX_QUEUED: usize = 4_096;
+
+/// How long a released execution's tombstone outlives it: longer than any
+/// rebuild takes from reading its snapshot to writing it back.
+const TOMBSTONE_MS: i64 = 120_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Admit,
+    Started,
+    Release,
+    Withdraw,
+}
+
+impl Kind {
+    fn code(self) -> &'static str {
+        match self {
+            Kind::Admit => "a",
+            Kind::Started => "s",
+            Kind::Release => "r",
+            Kind::Withdraw => "w",
+        }
+    }
+}
+
+/// One execution's step, its keys named by the caller (off the batching
+/// task, which only sends).
+struct Op {
+    kind: Kind,
+    shard: u32,
+    keys: Vec<String>,
+    id: String,
+    now_ms: i64,
+    expires_at_ms: i64,
+    payload_bytes: u64,
+    meta_ttl_ms: i64,
+    bucket: i64,
+    /// The script's answer for this op: for an admission its verdict, for a
+    /// release when the execution was admitted (nothing if released before).
+    reply: oneshot::Sender<Result<Option<String>, Error>>,
+}
+
+impl Op {
+    fn new(
+        prefix: &str,
+        kind: Kind,
+        t: &Ticket,
+        now_ms: i64,
+    ) -> (Op, oneshot::Receiver<Result<Option<String>, Error>>) {
+        let n = shard_of(&t.org_id);
+        let shard = Shard::new(prefix, n);
+        let keys = match kind {
+            Kind::Started => vec![shard.backlog(&t.project_id)],
+            _ => Vec::from(shard.ticket_keys(t)),
+        };
+        let (reply, answer) = oneshot::channel();
+        let op = Op {
+            kind,
+            shard: n,
+            keys,
+            id: t.execution_id.clone(),
+            now_ms,
+            expires_at_ms: t.expires_at_ms,
+            payload_bytes: t.payload_bytes,
+            meta_ttl_ms: (t.expires_at_ms - now_ms).max(1_000),
+            bucket: retention_bucket(t.retained_until_ms),
+            reply,
+        };
+        (op, answer)
+    }
+}
+
+/// The queue of ops and the task that sends them; the task ends when the
+/// last handle is dropped.
+pub(super) struct Batcher {
+    ops: mpsc::Sender<Op>,
+    prefix: String,
+    /// Script calls made, for tests that count them.
+    #[cfg(test)]
+    pub(super) calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Batcher {
+    pub(super) fn start(con: Link, prefix: &str, bounds: Bounds) -> Batcher {
+        let (ops, mut rx) = mpsc::channel::<Op>(MAX_QUEUED);
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let sender = Sender { con, script: script(OPS), prefix: prefix.to_owned(), bounds, calls: calls.clone() };
+        tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(MAX_OPS);
+            while rx.recv_many(&mut batch, MAX_OPS).await > 0 {
+                // An admission nobody waits for any more is not made; every
+                // other step is, whoever waits: it gives a place back.
+                batch.retain(|op| op.kind != Kind::Admit || !op.reply.is_closed());
+                sender.send(std::mem::take(&mut batch)).await;
+            }
+        });
+        #[cfg(not(test))]
+        drop(calls);
+        Batcher {
+            ops,
+            prefix: prefix.to_owned(),
+            #[cfg(test)]
+            calls,
+        }
+    }
+
+    /// Runs `kind` for `t` with whatever else is waiting; answers the script's
+    /// answer for it.
+    pub(super) async fn call(&self, kind: Kind, t: &Ticket, now_ms: i64) -> Result<Option<String>, Error> {
+        let (op, answer) = Op::new(&self.prefix, kind, t, now_ms);
+        self.ops.try_send(op).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => {
+                Error::Unavailable("too many admission calls waiting for Redis".into())
+            }
+            mpsc::error::TrySendError::Closed(_) => stopped(),
+        })?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+fn stopped() -> Error {
+    Error::Unavailable("admission is shutting down".into())
+}
+
+/// What the batching task holds.
+struct Sender {
+    con: Link,
+    script: Script,
+    prefix: String,
+    bounds: Bounds,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Sender {
+    /// One script call per shard the batch touches, all at once.
+    async fn send(&self, batch: Vec<Op>) {
+        let mut by_shard: BTreeMap<u32, Vec<Op>> = BTreeMap::new();
+        for op in batch {
+            by_shard.entry(op.shard).or_default().push(op);
+        }
+        futures_util::future::join_all(by_shard.into_iter().map(|(n, ops)| self.send_shard(n, ops))).await;
+    }
+
+    async fn send_shard(&self, n: u32, ops: Vec<Op>) {
+        let shard = Shard::new(&self.prefix, n);
+        let b = &self.bounds;
+        let mut inv = self.script.prepare_invoke();
+        inv.key(shard.epoch()).key(shard.epoch_run()).key(shard.index());
+        inv.arg(b.principal_concurrency).arg(b.project_concurrency).arg(b.organization_concurrency);
+        inv.arg(b.backlog).arg(b.retained_payload_bytes).arg(TOMBSTONE_MS);
+        for op in &ops {
+            for k in &op.keys {
+                inv.key(k);
+            }
+            inv.arg(op.kind.code()).arg(&op.id).arg(op.now_ms).arg(op.expires_at_ms);
+            inv.arg(op.payload_bytes).arg(op.meta_ttl_ms).arg(op.bucket);
+        }
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut con = self.con.clone();
+        let answers: Result<Vec<Option<String>>, _> = inv.invoke_async(&mut con).await;
+        match answers {
+            Ok(answers) if answers.len() == ops.len() => {
+                for (op, answer) in ops.into_iter().zip(answers) {
+                    let _ = op.reply.send(Ok(answer));
+                }
+            }
+            Ok(answers) => {
+                let e = format!("the admission script answered {} of {} steps", answers.len(), ops.len());
+                fail(ops, &e);
+            }
+            Err(e) => {
+                let Error::Unavailable(e) = unavailable(e);
+                fail(ops, &e)
+            }
+        }
+    }
+}
+
+/// A Redis error as admission reports it: unavailable (admission fails closed).
+pub(super) fn unavailable(e: redis::RedisError) -> Error {
+    crate::engine::metrics::redis_error("admission");
+    Error::Unavailable(e.to_string())
+}
+
+fn fail(ops: Vec<Op>, e: &str) {
+    for op in ops {
+        let _ = op.reply.send(Err(Error::Unavailable(e.to_owned())));
+    }
+}
