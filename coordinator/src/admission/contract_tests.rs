@@ -159,6 +159,11 @@ async fn redis_backlog_counts_unstarted_executions() {
     assert_eq!(r.scope, Scope::Backlog);
     a.started(&ticket("x", "p", "u1", 1), 5).await.expect("started");
     assert_eq!(a.admit(&ticket("y", "p", "u2", 1), 6).await.expect("admit").map(|_| ()), Ok(()));
+    // A start sent in one call with an admission after it makes room for it there too.
+    let (y, z) = (ticket("y", "p", "u2", 1), ticket("z", "p", "u3", 1));
+    let (started, admitted) = tokio::join!(a.started(&y, 7), a.admit(&z, 7));
+    started.expect("started");
+    assert_eq!(verdict(admitted), Ok(()));
 }
 
 #[tokio::test]
