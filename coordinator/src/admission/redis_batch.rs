@@ -12,6 +12,7 @@ use crate::redis_link::Link;
 use redis::Script;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
 /// Ops in one script call at most: Redis serves nothing else while it runs
@@ -98,14 +99,14 @@ pub(super) struct Batcher {
     ops: mpsc::Sender<Op>,
     prefix: String,
     /// Calls made to Redis (scripts, and backlog removals), for tests that count them.
-    #[cfg(test)]
-    pub(super) calls: Arc<std::sync::atomic::AtomicUsize>,
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) calls: Arc<AtomicUsize>,
 }
 
 impl Batcher {
     pub(super) fn start(con: Link, prefix: &str, bounds: Bounds) -> Batcher {
         let (ops, mut rx) = mpsc::channel::<Op>(MAX_QUEUED);
-        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let calls = Arc::new(AtomicUsize::new(0));
         let sender = Sender { con, script: script(OPS), prefix: prefix.to_owned(), bounds, calls: calls.clone() };
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(MAX_OPS);
@@ -116,14 +117,7 @@ impl Batcher {
                 sender.send(std::mem::take(&mut batch)).await;
             }
         });
-        #[cfg(not(test))]
-        drop(calls);
-        Batcher {
-            ops,
-            prefix: prefix.to_owned(),
-            #[cfg(test)]
-            calls,
-        }
+        Batcher { ops, prefix: prefix.to_owned(), calls }
     }
 
     /// Runs `kind` for `t` with whatever else is waiting; answers the script's
@@ -150,7 +144,7 @@ struct Sender {
     script: Script,
     prefix: String,
     bounds: Bounds,
-    calls: Arc<std::sync::atomic::AtomicUsize>,
+    calls: Arc<AtomicUsize>,
 }
 
 impl Sender {
@@ -180,7 +174,7 @@ impl Sender {
             inv.arg(op.kind.code()).arg(&op.id).arg(op.now_ms).arg(op.expires_at_ms);
             inv.arg(op.payload_bytes).arg(op.meta_ttl_ms).arg(op.bucket);
         }
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
         let mut con = self.con.clone();
         let answers: Result<Vec<Option<String>>, _> = inv.invoke_async(&mut con).await;
         match answers {
@@ -213,7 +207,7 @@ impl Sender {
             let mut con = self.con.clone();
             async move { redis::cmd("ZREM").arg(key).arg(ids).query_async::<i64>(&mut con).await }
         });
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
         match futures_util::future::try_join_all(removals).await {
             Ok(_) => ops.into_iter().for_each(|op| {
                 let _ = op.reply.send(Ok(None));
