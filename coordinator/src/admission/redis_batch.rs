@@ -8,6 +8,7 @@
 use super::redis_keys::{Shard, shard_of};
 use super::redis_scripts::{OPS, script};
 use super::{Bounds, Error, Ticket, retention_bucket};
+use crate::engine::batch::coalesce;
 use crate::redis_link::Link;
 use redis::Script;
 use std::collections::BTreeMap;
@@ -18,10 +19,6 @@ use tokio::sync::{mpsc, oneshot};
 /// Ops in one script call at most: Redis serves nothing else while it runs
 /// (tens of microseconds an op).
 const MAX_OPS: usize = 128;
-
-/// Ops that may wait for a call. Beyond this Redis is not keeping up, and
-/// admission says it is unavailable rather than queueing without bound.
-const MAX_QUEUED: usize = 4_096;
 
 /// How long a released execution's tombstone outlives it: longer than any
 /// rebuild takes from reading its snapshot to writing it back.
@@ -61,6 +58,14 @@ struct Op {
     /// The script's answer for this op: for an admission its verdict, for a
     /// release when the execution was admitted (nothing if released before).
     reply: oneshot::Sender<Result<Option<String>, Error>>,
+}
+
+impl coalesce::Job for Op {
+    /// An admission nobody waits for any more is not made; every other step
+    /// is, whoever waits: it gives a place back.
+    fn abandoned(&self) -> bool {
+        self.kind == Kind::Admit && self.reply.is_closed()
+    }
 }
 
 impl Op {
@@ -105,17 +110,12 @@ pub(super) struct Batcher {
 
 impl Batcher {
     pub(super) fn start(con: Link, prefix: &str, bounds: Bounds) -> Batcher {
-        let (ops, mut rx) = mpsc::channel::<Op>(MAX_QUEUED);
         let calls = Arc::new(AtomicUsize::new(0));
-        let sender = Sender { con, script: script(OPS), prefix: prefix.to_owned(), bounds, calls: calls.clone() };
-        tokio::spawn(async move {
-            let mut batch = Vec::with_capacity(MAX_OPS);
-            while rx.recv_many(&mut batch, MAX_OPS).await > 0 {
-                // An admission nobody waits for any more is not made; every
-                // other step is, whoever waits: it gives a place back.
-                batch.retain(|op| op.kind != Kind::Admit || !op.reply.is_closed());
-                sender.send(std::mem::take(&mut batch)).await;
-            }
+        let sender =
+            Arc::new(Sender { con, script: script(OPS), prefix: prefix.to_owned(), bounds, calls: calls.clone() });
+        let ops = coalesce::spawn(MAX_OPS, move |batch| {
+            let sender = sender.clone();
+            async move { sender.send(batch).await }
         });
         Batcher { ops, prefix: prefix.to_owned(), calls }
     }

@@ -2,7 +2,7 @@
 //! dispatch), each a store transaction through the state machine followed by the
 //! transition's effects. gRPC services are thin adapters over this.
 
-mod batch;
+pub(crate) mod batch;
 mod bus;
 pub(crate) mod call;
 pub(crate) mod dashboard;

@@ -1,4 +1,4 @@
-//! The shape both coalescers share: one task takes whatever jobs are queued
+//! The shape every coalescer shares (the store's, the signals', admission's): one task takes whatever jobs are queued
 //! (up to a maximum), runs them as one batch, and loops. Nothing waits for a
 //! batch to fill: a lone job goes at once, and jobs that arrive while a batch
 //! is in flight form the next one (group commit, in the application).
@@ -12,13 +12,13 @@ use tokio::sync::mpsc::error::TrySendError;
 pub(in crate::engine) const MAX_QUEUED: usize = 4_096;
 
 /// A queued job knows whether its caller still waits for it.
-pub(in crate::engine) trait Job: Send + 'static {
+pub(crate) trait Job: Send + 'static {
     /// The caller gave up (its request was cancelled or timed out): nothing to do.
     fn abandoned(&self) -> bool;
 }
 
 /// Spawns the batching task; it ends when every sender is dropped.
-pub(in crate::engine) fn spawn<J, F, Fut>(max: usize, mut run: F) -> mpsc::Sender<J>
+pub(crate) fn spawn<J, F, Fut>(max: usize, mut run: F) -> mpsc::Sender<J>
 where
     J: Job,
     F: FnMut(Vec<J>) -> Fut + Send + 'static,

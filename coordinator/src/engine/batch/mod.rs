@@ -4,7 +4,7 @@
 //! call goes at once); `creates`, `reads` and `start_reads` are the batchers
 //! of starts' inserts, owner reads, and starts' credential-and-tool reads.
 
-pub(in crate::engine) mod coalesce;
+pub(crate) mod coalesce;
 mod creates;
 mod reads;
 mod start_reads;
