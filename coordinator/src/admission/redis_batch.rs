@@ -187,10 +187,7 @@ impl Sender {
                 let e = format!("the admission script answered {} of {} steps", answers.len(), ops.len());
                 fail(ops, &e);
             }
-            Err(e) => {
-                let Error::Unavailable(e) = unavailable(e);
-                fail(ops, &e)
-            }
+            Err(e) => fail_unavailable(ops, e),
         }
     }
 
@@ -212,10 +209,7 @@ impl Sender {
             Ok(_) => ops.into_iter().for_each(|op| {
                 let _ = op.reply.send(Ok(None));
             }),
-            Err(e) => {
-                let Error::Unavailable(e) = unavailable(e);
-                fail(ops, &e)
-            }
+            Err(e) => fail_unavailable(ops, e),
         }
     }
 }
@@ -224,6 +218,11 @@ impl Sender {
 pub(super) fn unavailable(e: redis::RedisError) -> Error {
     crate::engine::metrics::redis_error("admission");
     Error::Unavailable(e.to_string())
+}
+
+fn fail_unavailable(ops: Vec<Op>, e: redis::RedisError) {
+    let Error::Unavailable(e) = unavailable(e);
+    fail(ops, &e)
 }
 
 fn fail(ops: Vec<Op>, e: &str) {

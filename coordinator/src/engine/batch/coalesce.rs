@@ -1,7 +1,8 @@
-//! The shape every coalescer shares (the store's, the signals', admission's): one task takes whatever jobs are queued
-//! (up to a maximum), runs them as one batch, and loops. Nothing waits for a
-//! batch to fill: a lone job goes at once, and jobs that arrive while a batch
-//! is in flight form the next one (group commit, in the application).
+//! The shape every coalescer shares (the store's, the signals', admission's):
+//! one task takes whatever jobs are queued (up to a maximum), runs them as one
+//! batch, and loops. Nothing waits for a batch to fill: a lone job goes at
+//! once, and jobs that arrive while a batch is in flight form the next one
+//! (group commit, in the application).
 
 use std::future::Future;
 use tokio::sync::mpsc;
